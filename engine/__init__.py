@@ -1,0 +1,13 @@
+"""kx's embedded engine: datasets, ingest and retrieval, importable without any UI.
+
+Importing this package loads neither Textual nor torch; the embedding model is
+loaded the first time something is embedded.
+"""
+
+__version__ = "0.1.0"
+
+from .config import Settings, load_settings  # noqa: E402
+from .core import Engine  # noqa: E402
+from .errors import KxError, Status  # noqa: E402
+
+__all__ = ["Engine", "KxError", "Settings", "Status", "load_settings", "__version__"]

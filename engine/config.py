@@ -1,0 +1,276 @@
+"""Operator settings: one typed object, one precedence.
+
+defaults < ``$KX_HOME/config.toml`` < ``KX_*`` environment < command-line flags.
+
+Each setting is declared once below, with its environment name, default,
+parser and the sentence `kx info` shows. `Settings.sources` remembers where
+every effective value came from, so `kx info` can say why a value is what it
+is. KX_HOME itself cannot come from the config file (the file lives in it).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .errors import invalid
+
+_TRUE = {"on", "true", "yes", "1"}
+_FALSE = {"off", "false", "no", "0"}
+MODES = ("hybrid", "dense", "sparse")
+
+
+def _bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise ValueError("expected on or off")
+
+
+def _int_in(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text.strip())
+        if not low <= value <= high:
+            raise ValueError(f"expected an integer from {low} to {high}")
+        return value
+
+    return parse
+
+
+def _float_in(low: float, high: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        value = float(text.strip())
+        if not low <= value <= high:  # also rejects NaN
+            raise ValueError(f"expected a number from {low} to {high}")
+        return value
+
+    return parse
+
+
+def _mode(text: str) -> str:
+    low = text.strip().lower()
+    if low not in MODES:
+        raise ValueError("expected one of " + ", ".join(MODES))
+    return low
+
+
+def _text(text: str) -> str:
+    value = text.strip()
+    if not value:
+        raise ValueError("expected a non-empty value")
+    return value
+
+
+def _path(text: str) -> Path:
+    return Path(_text(text)).expanduser()
+
+
+@dataclass(frozen=True)
+class SettingSpec:
+    """How one setting is named, parsed, defaulted and explained."""
+
+    name: str
+    env: str
+    parse: Callable[[str], Any]
+    default: Callable[[], Any]
+    doc: str
+    in_config_file: bool = True
+
+
+def _default_home() -> Path:
+    import platformdirs  # deferred: only needed when KX_HOME is unset
+
+    return Path(platformdirs.user_data_dir("kx", appauthor=False))
+
+
+SPECS: tuple[SettingSpec, ...] = (
+    SettingSpec("home", "KX_HOME", _path, _default_home,
+                "where datasets, config.toml and the gateway token live", in_config_file=False),
+    SettingSpec("embed_model", "KX_SERVE_EMBED_MODEL", _text, lambda: "default",
+                "embedding model: 'default' (bundled all-MiniLM-L6-v2), a local model folder, "
+                "a model id in the local Hugging Face cache, or 'none'"),
+    SettingSpec("chunk_size", "KX_CHUNK_SIZE", _int_in(50, 100_000), lambda: 1000,
+                "passage length in characters"),
+    SettingSpec("chunk_overlap", "KX_CHUNK_OVERLAP", _int_in(0, 99_999), lambda: 200,
+                "characters shared by neighbouring passages; smaller than chunk_size"),
+    SettingSpec("stopwords", "KX_STOPWORDS", _bool, lambda: True,
+                "drop English stopwords from the BM25 index and queries (on/off)"),
+    SettingSpec("rrf_k", "KX_RRF_K", _int_in(1, 100_000), lambda: 60,
+                "Reciprocal Rank Fusion constant K in 1/(K + rank)"),
+    SettingSpec("mmr_lambda", "KX_MMR_LAMBDA", _float_in(0.0, 1.0), lambda: 0.7,
+                "MMR trade-off: 1.0 is pure relevance, lower favours diversity"),
+    SettingSpec("rerank", "KX_RERANK", _bool, lambda: True,
+                "apply the MMR pass by default (on/off)"),
+    SettingSpec("default_mode", "KX_DEFAULT_MODE", _mode, lambda: "hybrid",
+                "retrieval mode when a query names none: hybrid, dense or sparse"),
+    SettingSpec("bm25_k1", "KX_BM25_K1", _float_in(0.0, 10.0), lambda: 1.2,
+                "BM25 term-frequency saturation k1"),
+    SettingSpec("bm25_b", "KX_BM25_B", _float_in(0.0, 1.0), lambda: 0.75,
+                "BM25 length normalisation b"),
+    SettingSpec("default_k", "KX_DEFAULT_K", _int_in(1, 10_000), lambda: 10,
+                "hits returned when a query names no k"),
+    SettingSpec("max_k", "KX_MAX_K", _int_in(1, 10_000), lambda: 64,
+                "largest k a query may ask for; larger asks are clamped"),
+    SettingSpec("candidate_pool", "KX_CANDIDATE_POOL", _int_in(100, 10_000), lambda: 100,
+                "passages each retriever hands to fusion (never fewer than k)"),
+    SettingSpec("embed_batch_size", "KX_EMBED_BATCH_SIZE", _int_in(1, 4096), lambda: 32,
+                "passages per model.encode batch"),
+    SettingSpec("ingest_commit_passages", "KX_INGEST_COMMIT_PASSAGES", _int_in(1, 1_000_000), lambda: 2048,
+                "passages embedded per catalogue commit: a crash loses at most this much uncommitted work"),
+    SettingSpec("max_document_bytes", "KX_MAX_DOCUMENT_BYTES", _int_in(1, 2**31), lambda: 50 * 2**20,
+                "largest document accepted, in bytes"),
+)
+SPEC_BY_NAME = {spec.name: spec for spec in SPECS}
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    embed_model: str
+    chunk_size: int
+    chunk_overlap: int
+    stopwords: bool
+    rrf_k: int
+    mmr_lambda: float
+    rerank: bool
+    default_mode: str
+    bm25_k1: float
+    bm25_b: float
+    default_k: int
+    max_k: int
+    candidate_pool: int
+    embed_batch_size: int
+    ingest_commit_passages: int
+    max_document_bytes: int
+    # setting name -> "default", "config file <path>", "env KX_...", or "flag"
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def datasets_dir(self) -> Path:
+        return self.home / "datasets"
+
+    @property
+    def config_path(self) -> Path:
+        return self.home / "config.toml"
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Every effective value, where it came from, and what it means."""
+        rows = []
+        for spec in SPECS:
+            value = getattr(self, spec.name)
+            rows.append({
+                "name": spec.name,
+                "env": spec.env,
+                "value": _show(value),
+                "source": self.sources.get(spec.name, "default"),
+                "doc": spec.doc,
+            })
+        return rows
+
+
+def _show(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def _parse(spec: SettingSpec, raw: Any, where: str) -> Any:
+    text = _show(raw) if not isinstance(raw, str) else raw
+    try:
+        return spec.parse(str(text))
+    except ValueError as exc:
+        reason = str(exc) if "expected" in str(exc) else f"expected {_expected(spec)}"
+        raise invalid(
+            f"setting {spec.name} ({spec.env}) from {where} has the malformed value {str(raw)[:80]!r}: "
+            f"{reason}; fix it or unset it to use the default"
+        ) from None
+
+
+def _expected(spec: SettingSpec) -> str:
+    default = spec.default() if spec.name != "home" else "a path"
+    if isinstance(default, bool):
+        return "on or off"
+    if isinstance(default, int):
+        return "an integer"
+    if isinstance(default, float):
+        return "a number"
+    return "a value"
+
+
+def _read_config_file(path: Path) -> dict[str, Any]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise invalid(f"cannot read config file {path}: {exc.strerror}; fix its permissions or remove it") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise invalid(f"config file {path} is not valid TOML ({exc}); fix or remove it") from None
+    unknown = sorted(set(data) - {s.name for s in SPECS if s.in_config_file})
+    if unknown:
+        known = ", ".join(s.name for s in SPECS if s.in_config_file)
+        raise invalid(f"config file {path} has unknown setting(s) {', '.join(unknown)}; known settings: {known}")
+    return data
+
+
+def load_settings(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """Resolve every setting by precedence: defaults < config file < KX_* env < flags.
+
+    `flags` maps setting names to values given on the command line (None means
+    not given). Raises INVALID_ARGUMENT naming the setting for a malformed value.
+    """
+    env = os.environ if env is None else env
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    unknown = sorted(set(flags) - set(SPEC_BY_NAME))
+    if unknown:
+        raise invalid(f"unknown setting(s) {', '.join(unknown)}; known settings: {', '.join(SPEC_BY_NAME)}")
+
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+
+    home_spec = SPEC_BY_NAME["home"]
+    if "home" in flags:
+        values["home"], sources["home"] = _parse(home_spec, flags["home"], "a flag"), "flag"
+    elif env.get(home_spec.env):
+        values["home"], sources["home"] = _parse(home_spec, env[home_spec.env], home_spec.env), f"env {home_spec.env}"
+    else:
+        values["home"], sources["home"] = home_spec.default(), "default"
+
+    config_path = Path(values["home"]) / "config.toml"
+    from_file = _read_config_file(config_path)
+
+    for spec in SPECS:
+        if spec.name == "home":
+            continue
+        if spec.name in flags:
+            values[spec.name] = _parse(spec, flags[spec.name], "a flag")
+            sources[spec.name] = "flag"
+        elif env.get(spec.env) is not None and env.get(spec.env) != "":
+            values[spec.name] = _parse(spec, env[spec.env], f"env {spec.env}")
+            sources[spec.name] = f"env {spec.env}"
+        elif spec.name in from_file:
+            values[spec.name] = _parse(spec, from_file[spec.name], f"config file {config_path}")
+            sources[spec.name] = f"config file {config_path}"
+        else:
+            values[spec.name] = spec.default()
+            sources[spec.name] = "default"
+    return _validated(values, sources)
+
+
+def _validated(values: dict[str, Any], sources: dict[str, str]) -> Settings:
+    if values["chunk_overlap"] >= values["chunk_size"]:
+        raise invalid(
+            f"setting chunk_overlap ({values['chunk_overlap']}, from {sources['chunk_overlap']}) "
+            f"must be smaller than chunk_size ({values['chunk_size']}, from {sources['chunk_size']}); "
+            "lower KX_CHUNK_OVERLAP or raise KX_CHUNK_SIZE"
+        )
+    return Settings(**values, sources=sources)

@@ -1,0 +1,120 @@
+"""One dataset on disk: its folder, its write lock, its catalogue and indexes.
+
+    $KX_HOME/datasets/<name>/
+        catalog.sqlite   the source of truth (WAL)
+        dense.voy        voyager graph + dense.json (watermark)
+        sparse/          whoosh index + sparse.json (watermark)
+        write.lock       one writer at a time
+
+A name is a short slug checked before any path is built from it, so no name
+can reach outside KX_HOME.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from pathlib import Path
+from typing import Callable, Iterator
+
+from .config import Settings
+from .dense import DenseIndex
+from .errors import invalid, not_found
+from .sparse import SparseIndex
+from .store import Catalogue
+
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+NAME_RULE = "1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit (e.g. 'handbook')"
+
+
+def validate_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        shown = repr(name)[:80] if isinstance(name, str) else type(name).__name__
+        raise invalid(f"dataset name {shown} is not allowed; use {NAME_RULE}")
+    return name
+
+
+class Dataset:
+    def __init__(self, settings: Settings, name: str) -> None:
+        self.name = validate_name(name)
+        self.folder = settings.datasets_dir / self.name
+        self.catalogue_path = self.folder / "catalog.sqlite"
+
+    def exists(self) -> bool:
+        return self.catalogue_path.exists()
+
+    def require(self, settings: Settings) -> None:
+        if not self.exists():
+            names = list_dataset_names(settings)
+            have = ", ".join(names) if names else "none yet"
+            raise not_found(
+                f"dataset '{self.name}' does not exist (datasets: {have}); "
+                f"create it with: kx datasets ingest {self.name} --file FILE"
+            )
+
+    @contextlib.contextmanager
+    def writing(self, on_wait: Callable[[str], None] | None = None) -> Iterator[Catalogue]:
+        """Hold the dataset's write lock and its catalogue, creating both if needed."""
+        from filelock import FileLock, Timeout
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(self.folder / "write.lock"))
+        try:
+            lock.acquire(timeout=0.5)
+        except Timeout:
+            if on_wait is not None:
+                on_wait(f"waiting for another writer to finish with dataset '{self.name}'")
+            lock.acquire()
+        try:
+            catalogue = Catalogue(self.catalogue_path)
+            try:
+                yield catalogue
+            finally:
+                catalogue.close()
+        finally:
+            lock.release()
+
+    def reading(self) -> Catalogue:
+        return Catalogue(self.catalogue_path, readonly=True)
+
+    def dense(self, dimension: int) -> DenseIndex:
+        return DenseIndex(self.folder, dimension)
+
+    def sparse(self, stopwords: bool) -> SparseIndex:
+        return SparseIndex(self.folder, stopwords)
+
+    def indexes_behind(self, catalogue: Catalogue) -> bool:
+        fingerprint = catalogue.fingerprint()
+        if fingerprint is None:
+            return False
+        top = catalogue.max_passage_seq()
+        return (self.dense(fingerprint.dimension).watermark < top
+                or self.sparse(fingerprint.stopwords).watermark < top)
+
+    def sync_indexes(self, catalogue: Catalogue, on_stage: Callable[[str], None] | None = None) -> None:
+        """Bring both derived indexes up to the catalogue. Caller holds the write lock."""
+        fingerprint = catalogue.fingerprint()
+        if fingerprint is None:
+            return
+        top = catalogue.max_passage_seq()
+        dense = self.dense(fingerprint.dimension)
+        if dense.watermark < top:
+            if on_stage:
+                on_stage("dense")
+            dense.catch_up(catalogue, top)
+        sparse = self.sparse(fingerprint.stopwords)
+        if sparse.watermark < top:
+            if on_stage:
+                on_stage("sparse")
+            sparse.catch_up(catalogue, top)
+
+
+def list_dataset_names(settings: Settings) -> list[str]:
+    root = settings.datasets_dir
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if _NAME.fullmatch(p.name) and (p / "catalog.sqlite").exists())
+
+
+def dataset_folder(settings: Settings, name: str) -> Path:
+    return settings.datasets_dir / validate_name(name)

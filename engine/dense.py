@@ -1,0 +1,96 @@
+"""The dense index: a voyager HNSW graph over passage vectors (cosine).
+
+Derived from the catalogue: ids are passage seqs, and a small sidecar records
+the highest seq the saved graph holds (its watermark). The graph file is
+replaced atomically; if it is missing or unreadable it is rebuilt from the
+catalogue, since nothing in it is original.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .atomic import read_json, replace_with, write_json_atomic
+
+if TYPE_CHECKING:
+    from .store import Catalogue
+
+# Built single-threaded so the same passages give a byte-identical graph on
+# every run and machine: query order must not depend on thread scheduling.
+_BUILD_THREADS = 1
+_M = 12
+_EF_CONSTRUCTION = 200
+
+
+class DenseIndex:
+    def __init__(self, folder: Path, dimension: int) -> None:
+        self.path = folder / "dense.voy"
+        self.sidecar = folder / "dense.json"
+        self.dimension = dimension
+        self._index = None
+        self._held = 0
+
+    @property
+    def watermark(self) -> int:
+        meta = read_json(self.sidecar)
+        if not isinstance(meta, dict) or not self.path.exists() or meta.get("dimension") != self.dimension:
+            return 0
+        return int(meta.get("watermark", 0))
+
+    def _new(self):
+        from voyager import Index, Space, StorageDataType
+
+        return Index(Space.Cosine, num_dimensions=self.dimension, M=_M, ef_construction=_EF_CONSTRUCTION,
+                     random_seed=1, storage_data_type=StorageDataType.Float32)
+
+    def load(self):
+        """The graph, loaded once; a fresh empty one when there is nothing valid on disk."""
+        if self._index is None:
+            from voyager import Index
+
+            held, index = self.watermark, None
+            if held > 0:
+                try:
+                    index = Index.load(str(self.path))
+                except Exception:  # a damaged derived file: rebuild from the catalogue
+                    index = None
+            if index is None or index.num_dimensions != self.dimension:
+                held, index = 0, self._new()
+            self._index, self._held = index, held
+        return self._index
+
+    def __len__(self) -> int:
+        return len(self.load())
+
+    def catch_up(self, catalogue: "Catalogue", upto: int) -> int:
+        """Add the catalogue's passages above what the graph holds, save, and record `upto`.
+
+        Re-adding an id voyager already holds overwrites it with the same
+        vector, so replaying after a crash between save and sidecar is harmless.
+        """
+        index = self.load()
+        added = 0
+        for rows in catalogue.iter_passages_after(self._held, upto):
+            ids = [seq for seq, _text, _vec in rows]
+            vectors = np.stack([np.frombuffer(vec, dtype=np.float32) for _seq, _text, vec in rows])
+            index.add_items(vectors, ids=ids, num_threads=_BUILD_THREADS)
+            added += len(rows)
+        if added or self._held != upto:
+            tmp = self.path.with_name(".dense.voy.tmp")
+            index.save(str(tmp))
+            replace_with(tmp, self.path)
+            write_json_atomic(self.sidecar, {"watermark": upto, "dimension": self.dimension, "count": len(index)})
+            self._held = upto
+        return added
+
+    def search(self, vector: np.ndarray, k: int, ef: int) -> list[tuple[int, float]]:
+        """Up to k (seq, cosine similarity) pairs, nearest first."""
+        index = self.load()
+        n = min(k, len(index))
+        if n == 0:
+            return []
+        ids, distances = index.query(np.asarray(vector, dtype=np.float32), k=n, query_ef=max(ef, n))
+        return [(int(i), float(1.0 - d)) for i, d in zip(ids, distances)]

@@ -1,0 +1,55 @@
+"""Status codes and the one exception type every layer speaks.
+
+A `KxError` is what a user can cause and fix: it carries a status code (the
+same names the CLI prints, the gateway maps to HTTP, and the SDK raises) and a
+message that ends with what to do next.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Status(enum.Enum):
+    """Failure classes, each with its CLI exit code and HTTP status."""
+
+    INVALID_ARGUMENT = (3, 400)
+    NOT_FOUND = (4, 404)
+    FAILED_PRECONDITION = (5, 412)
+    ALREADY_EXISTS = (6, 409)
+    RESOURCE_EXHAUSTED = (7, 413)
+    UNAUTHENTICATED = (8, 401)
+    UNAVAILABLE = (9, 503)
+    INTERNAL = (10, 500)
+
+    @property
+    def exit_code(self) -> int:
+        return self.value[0]
+
+    @property
+    def http_status(self) -> int:
+        return self.value[1]
+
+
+class KxError(Exception):
+    """A failure the user can act on: a status and a message with a next step."""
+
+    def __init__(self, status: Status, message: str) -> None:
+        super().__init__(f"{status.name}: {message}")
+        self.status = status
+        self.message = message
+
+    def to_dict(self) -> dict[str, str]:
+        return {"code": self.status.name, "message": self.message}
+
+
+def invalid(message: str) -> KxError:
+    return KxError(Status.INVALID_ARGUMENT, message)
+
+
+def not_found(message: str) -> KxError:
+    return KxError(Status.NOT_FOUND, message)
+
+
+def precondition(message: str) -> KxError:
+    return KxError(Status.FAILED_PRECONDITION, message)

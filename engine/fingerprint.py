@@ -1,0 +1,94 @@
+"""What makes an index incompatible, and the refusal.
+
+A dataset is stamped with the fingerprint of the configuration that built its
+passages and vectors. Querying or adding to it under a different one would mix
+vectors from two spaces or passages cut two ways, and rank quietly wrong; so a
+mismatch is refused with FAILED_PRECONDITION naming every field that differs.
+Display-only knobs (RRF K, MMR lambda, BM25 k1/b) are deliberately not here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Mapping
+
+from .chunking import CHUNKER_VERSION
+from .config import Settings
+from .errors import precondition
+from .models import ModelCard
+from .sparse import TOKENIZER_VERSION
+
+PRECOMPUTED_MODEL = "precomputed"
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    embed_model: str
+    pooling: str
+    dimension: int
+    chunker_version: str
+    chunk_size: int
+    chunk_overlap: int
+    tokenizer_version: str
+    stopwords: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Fingerprint":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def differences(self, other: "Fingerprint") -> list[str]:
+        """'field: mine -> theirs' for each field that differs."""
+        out = []
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            if a != b:
+                out.append(f"{f.name}: {_show(a)} -> {_show(b)}")
+        return out
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def current_fingerprint(settings: Settings, card: ModelCard | None, dimension: int | None = None) -> Fingerprint:
+    """The fingerprint the current configuration would stamp.
+
+    With no model configured, the vectors are the caller's own (pre-computed):
+    the model is recorded as such and the dimension is the vectors'.
+    """
+    if card is not None:
+        model, pooling, dim = card.model_id, card.pooling, card.dimension
+    else:
+        model, pooling, dim = PRECOMPUTED_MODEL, "none", int(dimension or 0)
+    return Fingerprint(
+        embed_model=model,
+        pooling=pooling,
+        dimension=dim,
+        chunker_version=CHUNKER_VERSION,
+        chunk_size=settings.chunk_size,
+        chunk_overlap=settings.chunk_overlap,
+        tokenizer_version=TOKENIZER_VERSION,
+        stopwords=settings.stopwords,
+    )
+
+
+def check_compatible(dataset: str, stored: Fingerprint, current: Fingerprint, *, ignore_model: bool = False) -> None:
+    """Refuse with FAILED_PRECONDITION when `current` cannot be mixed into `stored`.
+
+    `ignore_model` serves callers that bring their own vectors: then only the
+    dimension has to agree, alongside the chunk and tokenizer settings.
+    """
+    diffs = stored.differences(current)
+    if ignore_model:
+        diffs = [d for d in diffs if not d.startswith(("embed_model:", "pooling:"))]
+    if diffs:
+        raise precondition(
+            f"dataset '{dataset}' was indexed under a different embed model or chunk config "
+            f"({'; '.join(diffs)}); create a new dataset or re-ingest to rebuild"
+        )

@@ -1,0 +1,213 @@
+"""Merge retriever hit lists (Reciprocal Rank Fusion) and diversify them (MMR).
+
+Everything here is a pure function. The one rule that shapes the code: the
+same inputs give the same output on any machine, so every tie breaks on
+ascending passage ref and no result depends on dict order, summation order or
+which BLAS kernel happened to run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from numbers import Integral
+from types import MappingProxyType
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from engine.errors import invalid
+
+__all__ = ["Ranked", "Fused", "rank_list", "rrf", "mmr", "moved_by_mmr"]
+
+# Cosine similarities are rounded to this many decimals before MMR uses them.
+# Float32 embeddings carry about 7 significant digits, so digits past the 6th
+# are representation noise (0.8 stored as float32 gives a cosine of
+# 0.79999999...), and different BLAS kernels, or one kernel on different
+# tiles of the matrix, disagree in the last bits. Rounding makes such
+# near-equal values compare equal, so the ref tie-break, not noise, decides.
+_SIM_DECIMALS = 6
+# MMR scores are rounded too, so two candidates whose scores agree
+# mathematically but were reached by different float operations still tie.
+_SCORE_DECIMALS = 12
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One retriever's hit: a passage ref and the retriever's raw score."""
+
+    ref: str
+    score: float
+
+
+@dataclass(frozen=True)
+class Fused:
+    """One passage after fusion, with where each retriever put it."""
+
+    ref: str
+    score: float
+    ranks: Mapping[str, int | None]
+    raw: Mapping[str, float | None]
+
+
+def rank_list(hits: Iterable[Ranked]) -> list[Ranked]:
+    """Sort hits by score descending, ties by ref; keep each ref's best hit."""
+    best: dict[str, Ranked] = {}
+    for hit in hits:
+        if math.isnan(hit.score):
+            # NaN compares false with everything, so it would make the order
+            # depend on input order.
+            raise invalid(f"score for passage {hit.ref} is NaN; retrievers must return numeric scores")
+        kept = best.get(hit.ref)
+        if kept is None or hit.score > kept.score:
+            best[hit.ref] = hit
+    return sorted(best.values(), key=lambda h: (-h.score, h.ref))
+
+
+def rrf(lists: Mapping[str, Sequence[Ranked]], k: int = 60) -> list[Fused]:
+    """Reciprocal Rank Fusion: score = sum over lists of 1 / (k + rank).
+
+    `lists` maps retriever name to hits already in rank order (rank 1 first).
+    If a ref repeats within one list only its first (best) rank counts.
+    """
+    if isinstance(k, bool) or not isinstance(k, Integral) or k < 1:
+        raise invalid(f"rrf_k must be an integer >= 1, got {k!r}; the usual value is 60")
+    k = int(k)
+    names = sorted(lists)
+    ranks: dict[str, dict[str, int]] = {}
+    raws: dict[str, dict[str, float]] = {}
+    # Exact rational sums: different rank combinations can tie exactly
+    # (1/63 + 1/140 == 1/84 + 1/90), yet their float sums differ in the last
+    # bit, which would let rounding rather than the ref decide the order.
+    exact: dict[str, Fraction] = {}
+    for name in names:
+        for position, hit in enumerate(lists[name], start=1):
+            per_ref = ranks.setdefault(hit.ref, {})
+            if name in per_ref:
+                continue
+            per_ref[name] = position
+            raws.setdefault(hit.ref, {})[name] = hit.score
+            exact[hit.ref] = exact.get(hit.ref, Fraction(0)) + Fraction(1, k + position)
+
+    fused = [
+        Fused(
+            ref=ref,
+            # float() of a Fraction is correctly rounded, so exact ties stay
+            # ties and a higher exact score never gets a lower float.
+            score=float(total),
+            ranks=MappingProxyType({n: ranks[ref].get(n) for n in names}),
+            raw=MappingProxyType({n: raws[ref].get(n) for n in names}),
+        )
+        for ref, total in exact.items()
+    ]
+    fused.sort(key=lambda f: (-f.score, f.ref))
+    return fused
+
+
+def mmr(
+    refs: Sequence[str],
+    relevance: Sequence[float],
+    vectors: np.ndarray,
+    k: int,
+    lam: float,
+) -> list[int]:
+    """Maximal Marginal Relevance: pick up to k indices into `refs`, in order.
+
+    Each step picks the candidate maximising
+    lam * rel_norm - (1 - lam) * max cosine to the already picked ones
+    (no penalty for the first pick); ties go to the ascending ref.
+    """
+    n = len(refs)
+    if not (0.0 <= lam <= 1.0):  # also rejects NaN
+        raise invalid(f"mmr_lambda must be in [0, 1], got {lam!r}; 1 means relevance only, 0 diversity only")
+    if isinstance(k, bool) or not isinstance(k, Integral) or k < 0:
+        raise invalid(f"mmr k must be an integer >= 0, got {k!r}")
+    if len(relevance) != n:
+        raise invalid(f"mmr got {n} refs but {len(relevance)} relevance scores; pass one score per ref")
+    vecs = np.asarray(vectors)
+    if vecs.ndim != 2 or vecs.shape[0] != n:
+        raise invalid(f"mmr vectors must have shape ({n}, d), got {vecs.shape}; pass one row per ref")
+    if not np.all(np.isfinite(vecs)):
+        raise invalid("mmr vectors must be finite; re-embed the passages")
+    if len(set(refs)) != n:
+        # Refs are the tie-breaker; a repeated ref would leave ties undecided.
+        raise invalid("mmr refs must be unique; fuse or de-duplicate the pool first")
+    if n == 0 or k == 0:
+        return []
+
+    # Work in ascending-ref order so the arithmetic (and any BLAS blocking)
+    # sees the same matrix whatever order the caller passed the pool in;
+    # then position in this order is the tie-breaker too.
+    order = sorted(range(n), key=refs.__getitem__)
+    rel = np.asarray(relevance, dtype=np.float64)[order]
+    if not np.all(np.isfinite(rel)):
+        raise invalid("mmr relevance scores must be finite numbers")
+    # Rounded here as the loop rounds its scores, so lam == 1 below and the
+    # loop agree on which relevances tie.
+    rel_norm = np.round(_min_max(rel), _SCORE_DECIMALS)
+    take = min(k, n)
+
+    if lam == 1.0:
+        # The similarity term has weight 0: this is just the relevance order.
+        # np.lexsort is stable and keys on the last row first: -rel_norm,
+        # then the position in ref order.
+        by_relevance = np.lexsort((np.arange(n), -rel_norm))
+        return [order[int(i)] for i in by_relevance[:take]]
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        sims = _cosine_matrix(vecs[order])
+
+    picked: list[int] = []
+    available = np.ones(n, dtype=bool)
+    # -inf until the first pick: max over an empty set; the penalty is then 0.
+    max_sim = np.full(n, -np.inf)
+    for step in range(take):
+        penalty = max_sim if step else np.zeros(n)
+        scores = np.round(lam * rel_norm - (1.0 - lam) * penalty, _SCORE_DECIMALS)
+        scores[~available] = -np.inf
+        # argmax returns the first maximum, i.e. the smallest ref among ties,
+        # because positions are in ascending-ref order.
+        best = int(np.argmax(scores))
+        picked.append(best)
+        available[best] = False
+        np.maximum(max_sim, sims[best], out=max_sim)
+    return [order[i] for i in picked]
+
+
+def _min_max(values: np.ndarray) -> np.ndarray:
+    # RRF scores (~0.016-0.033) and cosines live on different scales; map
+    # relevance onto [0, 1] so lam weighs like against like.
+    low, high = float(values.min()), float(values.max())
+    if high == low:
+        return np.ones_like(values)
+    return (values - low) / (high - low)
+
+
+def _cosine_matrix(vectors: np.ndarray) -> np.ndarray:
+    vecs = vectors.astype(np.float64)
+    norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+    # A zero vector stays zero and so has similarity 0 with everything.
+    safe = np.where(norms > 0.0, norms, 1.0)
+    unit = vecs / safe
+    sims = np.clip(unit @ unit.T, -1.0, 1.0)
+    return np.round(sims, _SIM_DECIMALS)
+
+
+def moved_by_mmr(before: Sequence[str], after: Sequence[str]) -> dict[str, int]:
+    """For each ref in `after`: its 1-based position before minus after.
+
+    Positive means MMR moved it up. Every ref in `after` must be in `before`.
+    """
+    position = {ref: i for i, ref in enumerate(before, start=1)}
+    if len(position) != len(before):
+        raise invalid("moved_by_mmr: refs in the ranking before MMR must be unique")
+    moved: dict[str, int] = {}
+    for i, ref in enumerate(after, start=1):
+        if ref not in position:
+            raise invalid(f"moved_by_mmr: passage {ref} is in the MMR result but not in the ranking before it")
+        if ref in moved:
+            raise invalid(f"moved_by_mmr: passage {ref} appears twice in the MMR result")
+        moved[ref] = position[ref] - i
+    return moved

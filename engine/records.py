@@ -1,0 +1,85 @@
+"""The small typed records the engine hands to its callers (CLI, TUI, gateway).
+
+Plain dataclasses with `to_dict()`, so every transport shows the same fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+ADDED, UNCHANGED, REFUSED = "added", "unchanged", "refused"
+
+
+@dataclass(frozen=True)
+class DocumentResult:
+    """What happened to one input document."""
+
+    name: str
+    status: Literal["added", "unchanged", "refused"]
+    ref: str | None = None
+    passages: int = 0
+    source_path: str | None = None
+    code: str | None = None        # status code name when refused
+    reason: str | None = None      # message when refused
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Long work under way: `stage` is "embedding" or "indexing"."""
+
+    stage: str
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something the user should read but that stops nothing (an advisory, a wait)."""
+
+    kind: Literal["advisory", "waiting"]
+    message: str
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    dataset: str
+    results: list[DocumentResult]
+    created: bool
+    documents: int                  # the dataset's totals after the ingest
+    passages: int
+    advisories: list[str] = field(default_factory=list)
+
+    def count(self, status: str) -> int:
+        return sum(1 for r in self.results if r.status == status)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "created": self.created,
+            "added": self.count(ADDED),
+            "unchanged": self.count(UNCHANGED),
+            "refused": self.count(REFUSED),
+            "passages_added": sum(r.passages for r in self.results if r.status == ADDED),
+            "documents": self.documents,
+            "passages": self.passages,
+            "advisories": list(self.advisories),
+            "results": [r.to_dict() for r in self.results],
+        }
+
+
+@dataclass(frozen=True)
+class DatasetSummary:
+    name: str
+    documents: int
+    passages: int
+    embed_model: str | None
+    created_at: float
+    fingerprint: dict[str, Any] | None
+    path: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

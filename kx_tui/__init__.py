@@ -1,0 +1,1 @@
+"""kx's faces for people and scripts: the `kx` CLI and (later) the Textual app."""

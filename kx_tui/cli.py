@@ -1,0 +1,185 @@
+"""`kx ...`: the headless subcommands, for people at a shell and for scripts.
+
+Every command prints for a person by default and JSON with `--json`. Every
+failure is one line, `error: CODE: message`, on stderr, with an exit code per
+status; a traceback reaching a user is a bug (set KX_DEBUG=1 to see one).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import click
+
+from engine.errors import KxError, Status
+
+from .render import Console, print_datasets, print_info, print_ingest_line, print_ingest_summary, IngestProgress
+
+EXIT_INTERNAL = Status.INTERNAL.exit_code
+_CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _engine(ctx: click.Context, **overrides: Any):
+    """The Backend for this invocation, with settings resolved once per command."""
+    from engine import Engine, load_settings
+
+    flags = dict(ctx.obj["flags"])
+    flags.update({k: v for k, v in overrides.items() if v is not None})
+    return Engine(load_settings(flags))
+
+
+def _parse_sets(pairs: Sequence[str]) -> dict[str, str]:
+    flags: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise KxError(Status.INVALID_ARGUMENT, f"--set expects NAME=VALUE, got {pair!r} (e.g. --set chunk_size=800)")
+        flags[key.strip().replace("-", "_")] = value
+    return flags
+
+
+@click.group(context_settings=_CONTEXT, invoke_without_command=True)
+@click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where datasets live (overrides KX_HOME).")
+@click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
+              help="Override a setting for this command, e.g. --set chunk_size=800 (see `kx info`).")
+@click.version_option(package_name="kx", prog_name="kx")
+@click.pass_context
+def cli(ctx: click.Context, home: Path | None, sets: tuple[str, ...]) -> None:
+    """kx: ask your own documents questions, on your own machine.
+
+    Datasets are named, append-only piles of documents under KX_HOME. Ingest
+    files or text, then query them with hybrid (dense + BM25) retrieval.
+    """
+    flags: dict[str, Any] = _parse_sets(sets)
+    if home is not None:
+        flags["home"] = str(home)
+    ctx.obj = {"flags": flags}
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
+
+
+@cli.command(context_settings=_CONTEXT)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.pass_context
+def info(ctx: click.Context, as_json: bool) -> None:
+    """Show every effective setting, where it came from, and the embedding model."""
+    data = _engine(ctx).info()
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+    else:
+        print_info(Console(), data)
+
+
+@cli.group(context_settings=_CONTEXT)
+def datasets() -> None:
+    """Create, fill and inspect datasets."""
+
+
+@datasets.command("list", context_settings=_CONTEXT)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.pass_context
+def list_datasets(ctx: click.Context, as_json: bool) -> None:
+    """List datasets with their document and passage counts and embedding model."""
+    summaries = _engine(ctx).list_datasets()
+    if as_json:
+        click.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
+    else:
+        print_datasets(Console(), summaries)
+
+
+@datasets.command(context_settings=_CONTEXT)
+@click.argument("name")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--file", "-f", "files", multiple=True, type=click.Path(path_type=Path),
+              help="A UTF-8 text file to add as one document (repeatable).")
+@click.option("--text", "-t", "texts", multiple=True, help="A string to add as one document (repeatable).")
+@click.option("--jsonl", "jsonls", multiple=True, type=click.Path(path_type=Path),
+              help="A JSONL file, one {\"_id\", \"title\", \"text\"} object per line, each a document named by its id.")
+@click.option("--chunk-size", type=int, default=None, help="Passage length in characters (overrides KX_CHUNK_SIZE).")
+@click.option("--chunk-overlap", type=int, default=None,
+              help="Characters shared by neighbouring passages (overrides KX_CHUNK_OVERLAP).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON report for scripts.")
+@click.pass_context
+def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[Path, ...], texts: tuple[str, ...],
+           jsonls: tuple[Path, ...], chunk_size: int | None, chunk_overlap: int | None, as_json: bool) -> None:
+    """Add documents to dataset NAME, creating it on first use.
+
+    Bytes already in the dataset are reported "unchanged" and cost nothing.
+    A file that cannot be read is refused with the reason; the others still go in.
+    """
+    from engine.dataset import validate_name
+    from engine.documents import from_file, from_jsonl, from_text
+
+    validate_name(name)
+    engine = _engine(ctx, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    limit = engine.settings.max_document_bytes
+    docs = [from_file(p, limit) for p in (*paths, *files)]
+    docs += [from_text(t) for t in texts]
+    for path in jsonls:
+        docs.extend(from_jsonl(path, limit))
+    if not docs:
+        raise KxError(Status.INVALID_ARGUMENT,
+                      "nothing to ingest; give --file FILE, --text TEXT or --jsonl FILE")
+
+    out, err = Console(), Console(stderr=True)
+    quiet_lines = as_json or len(docs) > 50
+    with IngestProgress(err, enabled=not as_json) as progress:
+        def on_event(event: object) -> None:
+            from engine.records import DocumentResult, Notice, Progress
+
+            if isinstance(event, Progress):
+                progress.update(event)
+            elif isinstance(event, Notice):
+                progress.print(f"{event.kind}: {event.message}")
+            elif isinstance(event, DocumentResult) and (not quiet_lines or event.status == "refused") and not as_json:
+                progress.call(print_ingest_line, out, event)
+
+        report = engine.ingest(name, docs, on_event=on_event)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        print_ingest_summary(out, report)
+    refused = [r for r in report.results if r.status == "refused"]
+    if refused:
+        first = Status[refused[0].code or "INVALID_ARGUMENT"]
+        raise KxError(first, f"{len(refused)} of {len(report.results)} document(s) refused; "
+                             "the others were ingested (see the reasons above)")
+
+
+def _fail(status_name: str, message: str, code: int) -> None:
+    click.echo(f"error: {status_name}: {message}", err=True)
+    sys.exit(code)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point: run the CLI, turning every failure into one line on stderr."""
+    try:
+        cli.main(args=argv, prog_name="kx", standalone_mode=False)
+    except KxError as exc:
+        _fail(exc.status.name, exc.message, exc.status.exit_code)
+    except click.exceptions.Abort:
+        _fail("CANCELLED", "interrupted", 130)
+    except click.exceptions.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        _fail("CANCELLED", "interrupted", 130)
+    except BrokenPipeError:
+        sys.exit(0)
+    except Exception as exc:  # a bug: say so in one line, keep the trace for those who ask
+        if os.environ.get("KX_DEBUG"):
+            raise
+        _fail("INTERNAL", f"unexpected {type(exc).__name__}: {exc}; rerun with KX_DEBUG=1 and report it",
+              EXIT_INTERNAL)
+
+
+def format_time(stamp: float) -> str:
+    return _dt.datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M")

@@ -1,0 +1,120 @@
+"""Human output for the headless commands, drawn with rich."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any, Callable
+
+from rich.console import Console as _RichConsole
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from engine.records import DatasetSummary, DocumentResult, IngestReport
+
+
+def Console(stderr: bool = False) -> _RichConsole:  # noqa: N802 - reads as a constructor at call sites
+    return _RichConsole(stderr=stderr, highlight=False, soft_wrap=True)
+
+
+def _when(stamp: float) -> str:
+    return _dt.datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M") if stamp else "-"
+
+
+def print_datasets(console: _RichConsole, summaries: list[DatasetSummary]) -> None:
+    if not summaries:
+        console.print("No datasets yet. Add one with: kx datasets ingest NAME --file FILE")
+        return
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for column, justify in (("name", "left"), ("documents", "right"), ("passages", "right"),
+                            ("embedding model", "left"), ("created", "left")):
+        table.add_column(column, justify=justify)
+    for s in summaries:
+        table.add_row(escape(s.name), f"{s.documents:,}", f"{s.passages:,}", escape(s.embed_model or "-"),
+                      _when(s.created_at))
+    console.print(table)
+
+
+_STATUS_STYLE = {"added": "green", "unchanged": "dim", "refused": "red"}
+
+
+def print_ingest_line(console: _RichConsole, result: DocumentResult) -> None:
+    style = _STATUS_STYLE[result.status]
+    label = f"[{style}]{result.status:<9}[/]"
+    name = escape(result.name)
+    if result.status == "refused":
+        console.print(f"{label} {name}: {escape(result.reason or '')}")
+    else:
+        plural = "" if result.passages == 1 else "s"
+        console.print(f"{label} {name} ({result.passages} passage{plural})")
+
+
+def print_ingest_summary(console: _RichConsole, report: IngestReport) -> None:
+    added, unchanged, refused = (report.count(s) for s in ("added", "unchanged", "refused"))
+    new = sum(r.passages for r in report.results if r.status == "added")
+    console.print(
+        f"[bold]{escape(report.dataset)}[/]: {added} added ({new:,} passages), {unchanged} unchanged, "
+        f"{refused} refused; the dataset now holds {report.documents:,} documents, {report.passages:,} passages"
+    )
+
+
+def print_info(console: _RichConsole, data: dict[str, Any]) -> None:
+    console.print(f"[bold]kx {data['version']}[/]")
+    console.print(f"home         {escape(data['home'])}  ({data['datasets']} dataset(s))")
+    exists = "" if data["config_file_exists"] else "  (not present)"
+    console.print(f"config file  {escape(data['config_file'])}{exists}")
+    model = data["embed_model"]
+    if model is None:
+        console.print("embed model  none")
+    elif "error" in model:
+        console.print(f"embed model  [red]unavailable[/]: {escape(model['error']['message'])}")
+    else:
+        kind = "[yellow]chat / causal LM[/]" if model["causal_lm"] else "sentence embedder"
+        console.print(f"embed model  {escape(model['model_id'])}  ({kind}, {model['pooling']} pooling, "
+                      f"{model['dimension']} dims, {'normalised' if model['normalized'] else 'not normalised'})")
+        console.print(f"             {escape(model['path'])}")
+    for advisory in data["advisories"]:
+        console.print(f"[yellow]advisory[/]: {escape(advisory)}")
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for column in ("setting", "value", "source", "environment"):
+        table.add_column(column)
+    for row in data["settings"]:
+        table.add_row(row["name"], escape(str(row["value"])), escape(row["source"]), row["env"])
+    console.print()
+    console.print(table)
+
+
+class IngestProgress:
+    """A progress bar on stderr while embedding, only on a terminal and only for long work."""
+
+    _SHOW_FROM = 64  # passages; shorter work finishes before a bar would help
+
+    def __init__(self, console: _RichConsole, enabled: bool = True) -> None:
+        self.console = console
+        self.enabled = enabled and console.is_terminal
+        self._progress: Progress | None = None
+        self._task = None
+
+    def __enter__(self) -> "IngestProgress":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def update(self, event: Any) -> None:
+        if not self.enabled or event.stage != "embedding" or event.total < self._SHOW_FROM:
+            return
+        if self._progress is None:
+            self._progress = Progress(TextColumn("embedding"), BarColumn(), MofNCompleteColumn(),
+                                      TextColumn("passages"), TimeRemainingColumn(), console=self.console,
+                                      transient=True)
+            self._progress.start()
+            self._task = self._progress.add_task("embedding", total=event.total)
+        self._progress.update(self._task, completed=event.done)
+
+    def print(self, message: str) -> None:
+        self.console.print(escape(message))
+
+    def call(self, fn: Callable[..., None], *args: Any) -> None:
+        fn(*args)

@@ -1,0 +1,86 @@
+"""Test doubles and runners shared by the test modules."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from engine.models import ModelCard
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class HashEmbedder:
+    """A tiny deterministic embedder for unit tests of engine plumbing.
+
+    Each word adds a pseudo-random direction, so texts sharing words point the
+    same way; no model, no torch. Feature tests also run through the real model.
+    """
+
+    def __init__(self, dimension: int = 16) -> None:
+        self._card = ModelCard(
+            model_id="hash-words@test", name="hash-words", path=Path("."), pooling="mean",
+            dimension=dimension, normalized=True, max_seq_length=None, causal_lm=False, architecture="Hash",
+        )
+        self.calls = 0
+
+    @property
+    def card(self) -> ModelCard:
+        return self._card
+
+    def encode(self, texts: Sequence[str], batch_size: int = 32, progress=None) -> np.ndarray:
+        self.calls += 1
+        out = np.zeros((len(texts), self._card.dimension), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in text.lower().split():
+                seed = int.from_bytes(hashlib.sha256(word.encode()).digest()[:4], "little")
+                out[i] += np.random.default_rng(seed).standard_normal(self._card.dimension)
+            norm = np.linalg.norm(out[i])
+            out[i] = out[i] / norm if norm else 1.0 / np.sqrt(self._card.dimension)
+        if progress:
+            progress(len(texts))
+        return out
+
+
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args: str) -> CliResult:
+    """Run the real CLI entry point in this process (the model stays warm between calls)."""
+    from kx_tui.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(list(args))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def kx_process(*args: str, env: dict[str, str] | None = None, **popen) -> subprocess.Popen:
+    """Start `kx ARGS` as its own process, as a user's shell would."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.Popen([sys.executable, "-m", "kx_tui", *args], env=full_env, cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+
+
+def run_kx(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> CliResult:
+    proc = kx_process(*args, env=env)
+    out, err = proc.communicate(timeout=timeout)
+    return CliResult(proc.returncode, out, err)
