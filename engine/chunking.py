@@ -222,9 +222,10 @@ def _pick_next_start(ix: _Index, s: int, e: int, hard: bool, size: int, overlap:
     # no break > e and hard-cut a short word, or end on the whitespace run at
     # e. Example (size 10, overlap 8): "a b c cccc dd" gave the chunk
     # "b c cccc d". Starting at the first word start >= W - size fixes it and
-    # keeps guarantee 6, since any word starting earlier ends a span longer
-    # than size once it reaches past e. If the word after e alone is longer
-    # than size, start on it: its chunk is a legitimate mid-word cut.
+    # keeps guarantee 6: a span from an earlier word start that reaches past
+    # e must end at W or later, so it is longer than size > overlap. If the
+    # word after e alone is longer than size, start on it: its chunk is a
+    # legitimate mid-word cut.
     r = bisect_left(ix.starts, e)  # the run that begins at e
     q = ix.ends[r]
     w_end = ix.starts[r + 1] if r + 1 < len(ix.starts) else ix.n

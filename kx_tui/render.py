@@ -53,7 +53,7 @@ def print_ingest_summary(console: _RichConsole, report: IngestReport) -> None:
     added, unchanged, refused = (report.count(s) for s in ("added", "unchanged", "refused"))
     new = sum(r.passages for r in report.results if r.status == "added")
     console.print(
-        f"[bold]{escape(report.dataset)}[/]: {added} added ({new:,} passages), {unchanged} unchanged, "
+        f"[bold]{escape(report.dataset)}[/]: {added} added ({new:,} passage{'' if new == 1 else 's'}), {unchanged} unchanged, "
         f"{refused} refused; the dataset now holds {report.documents:,} documents, {report.passages:,} passages"
     )
 

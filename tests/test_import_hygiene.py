@@ -1,0 +1,47 @@
+"""The engine is headless, and commands that need no model never import torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from .helpers import REPO
+
+_PROBE = """
+import json, sys
+from kx_tui.cli import main
+try:
+    main({args!r})
+except SystemExit:
+    pass
+heavy = ["torch", "sentence_transformers", "transformers", "textual"]
+print(json.dumps(sorted(m for m in heavy if m in sys.modules)), file=sys.stderr)
+"""
+
+
+def _loaded_after(args: list[str], tmp_path) -> list[str]:
+    env = {"KX_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", _PROBE.format(args=args)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    return json.loads(proc.stderr.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("args", [["--help"], ["datasets", "list"], ["datasets", "list", "--json"], ["info"],
+                                  ["info", "--json"], ["datasets", "ingest", "--help"]])
+def test_commands_that_need_no_model_never_import_torch(args, tmp_path) -> None:
+    assert _loaded_after(args, tmp_path) == []
+
+
+def test_the_engine_imports_without_any_ui() -> None:
+    code = "import sys, engine; print(sorted(m for m in ('textual', 'kx_tui', 'torch') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]"
+
+
+def test_no_engine_module_imports_the_ui() -> None:
+    offenders = [p.name for p in (REPO / "engine").glob("*.py")
+                 if "kx_tui" in p.read_text() or "import textual" in p.read_text()]
+    assert offenders == []
