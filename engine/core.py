@@ -109,9 +109,8 @@ class Engine:
                                   "are off; pre-computed vectors and sparse search still work")
             elif card.causal_lm:
                 advisories.append(chat_model_advisory(card))
-        except KxError as exc:
+        except KxError as exc:  # shown as the model's state, not repeated as an advisory
             model = {"error": exc.to_dict()}
-            advisories.append(exc.message)
         return {
             "version": __version__,
             "home": str(self.settings.home),

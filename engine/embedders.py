@@ -15,7 +15,7 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 
 from .errors import precondition
-from .models import ModelCard, how_to_set_model
+from .models import ModelCard, how_to_set_model, quiet_offline_environment
 
 ProgressFn = Callable[[int], None]  # called with the number of texts just encoded
 
@@ -27,15 +27,6 @@ class Embedder(Protocol):
     def card(self) -> ModelCard: ...
 
     def encode(self, texts: Sequence[str], batch_size: int = 32, progress: ProgressFn | None = None) -> np.ndarray: ...
-
-
-def _quiet_offline_environment() -> None:
-    # Offline by construction, and no progress bars scribbling over a terminal UI.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
 class SentenceTransformerEmbedder:
@@ -57,7 +48,7 @@ class SentenceTransformerEmbedder:
             return self._model
 
     def _load_model(self):
-        _quiet_offline_environment()
+        quiet_offline_environment()
         try:
             import warnings
 
@@ -66,6 +57,11 @@ class SentenceTransformerEmbedder:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 model = SentenceTransformer(str(self._card.path), device="cpu", local_files_only=True)
+            # transformers decides about its "Loading weights" bar when first
+            # imported; whoever imported it first, keep it off from here on.
+            from transformers.utils import logging as transformers_logging
+
+            transformers_logging.disable_progress_bar()
         except Exception as exc:  # a model that cannot be loaded is a setting to fix, not a crash
             raise precondition(
                 f"embedding model {self._card.name} at {self._card.path} could not be loaded "

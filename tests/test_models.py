@@ -22,7 +22,7 @@ from engine.documents import from_text
 from engine.models import describe_model, model_card_for, resolve_model_path
 from engine.records import Notice
 
-from .helpers import REPO, run_cli
+from .helpers import REPO, CliResult, run_cli
 
 VOCAB = ["[UNK]", "[PAD]", "[EOS]", "some", "words", "here", "hello", "world", "the", "a", "chat", "model"]
 SNAPSHOT = "0123456789abcdef0123456789abcdef01234567"  # a 40-hex-digit commit hash
@@ -37,7 +37,9 @@ def tiny_chat_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tokenizers.pre_tokenizers import Whitespace
 
     folder = tmp_path_factory.mktemp("models") / "tiny-chat"
-    config = transformers.GPT2Config(n_embd=32, n_layer=1, n_head=2, n_positions=64, vocab_size=len(VOCAB))
+    eos, pad = VOCAB.index("[EOS]"), VOCAB.index("[PAD]")  # GPT-2's own ids (50256) lie outside this vocab
+    config = transformers.GPT2Config(n_embd=32, n_layer=1, n_head=2, n_positions=64, vocab_size=len(VOCAB),
+                                     bos_token_id=eos, eos_token_id=eos, pad_token_id=pad)
     transformers.GPT2LMHeadModel(config).save_pretrained(folder)
 
     tokenizer = Tokenizer(WordLevel({word: i for i, word in enumerate(VOCAB)}, unk_token="[UNK]"))
@@ -53,6 +55,24 @@ def tiny_chat_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _copy_model(source: Path, target: Path) -> Path:
     shutil.copytree(source, target)
     return target
+
+
+@pytest.fixture(scope="module")
+def hub_cache(tiny_chat_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A local Hugging Face cache holding the tiny model as acme/tiny-chat, as a download would leave it."""
+    hub = tmp_path_factory.mktemp("hf") / "hub"
+    repo = hub / "models--acme--tiny-chat"
+    _copy_model(tiny_chat_model, repo / "snapshots" / SNAPSHOT)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(SNAPSHOT)
+    return hub
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without kx or Hugging Face settings, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KX_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_"))}
+    env.update(extra)
+    return env
 
 
 def _error_line(stderr: str) -> str:
@@ -189,28 +209,53 @@ print(json.dumps({
 """
 
 
-def test_a_model_id_is_found_in_the_local_hugging_face_cache(tiny_chat_model: Path, tmp_path: Path) -> None:
-    hub = tmp_path / "hub"
-    repo = hub / "models--acme--tiny-chat"
-    snapshot = _copy_model(tiny_chat_model, repo / "snapshots" / SNAPSHOT)
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text(SNAPSHOT)
-
+def test_a_model_id_is_found_in_the_local_hugging_face_cache(tiny_chat_model: Path, hub_cache: Path,
+                                                            kx_home: Path) -> None:
     # huggingface_hub reads HF_HUB_CACHE once, when it is imported, and this
     # process imported it long ago; a fresh interpreter sees the cache as a user's would.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
-    env.update(HF_HUB_CACHE=str(hub), HF_HUB_OFFLINE="1", KX_SERVE_EMBED_MODEL="acme/tiny-chat")
+    env = _clean_env(HF_HUB_CACHE=str(hub_cache), HF_HUB_OFFLINE="1", KX_HOME=str(kx_home),
+                     KX_SERVE_EMBED_MODEL="acme/tiny-chat")
     done = subprocess.run([sys.executable, "-c", _CACHE_CHECK], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout.strip().splitlines()[-1])
 
+    snapshot = hub_cache / "models--acme--tiny-chat" / "snapshots" / SNAPSHOT
     assert Path(found["path"]) == snapshot.resolve()
     assert found["name"] == "acme/tiny-chat" and found["info_name"] == "acme/tiny-chat"
     assert found["model_id"].startswith("acme/tiny-chat@")
     assert found["causal_lm"] is True
     # the same files are the same model, whether found by path or by id
     assert found["model_id"].split("@")[1] == describe_model(tiny_chat_model).model_id.split("@")[1]
+
+
+@pytest.fixture(scope="module")
+def kx_ingest_by_model_id(hub_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> CliResult:
+    """`kx datasets ingest` run as a user runs it, its model named by id from the local cache (run once)."""
+    env = _clean_env(HF_HUB_CACHE=str(hub_cache), KX_HOME=str(tmp_path_factory.mktemp("kx-home-by-id")),
+                     KX_SERVE_EMBED_MODEL="acme/tiny-chat")
+    done = subprocess.run([sys.executable, "-m", "kx_tui", "datasets", "ingest", "chatty", "--text",
+                           "some words here", "--json"], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300)
+    return CliResult(done.returncode, done.stdout, done.stderr)
+
+
+def test_a_cached_model_id_loads_and_ingests_in_a_real_process(kx_ingest_by_model_id: CliResult) -> None:
+    result = kx_ingest_by_model_id
+    assert result.code == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    report = json.loads(result.stdout)
+    assert report["added"] == 1 and report["documents"] == 1 and report["created"] is True
+    assert len(report["advisories"]) == 1 and "acme/tiny-chat" in report["advisories"][0]
+    advisories = [line for line in result.stderr.splitlines() if line.startswith("advisory:")]
+    assert len(advisories) == 1 and "dedicated embedder" in advisories[0], result.stderr
+
+
+def test_a_cached_model_id_prints_nothing_but_the_advisory_on_stderr(kx_ingest_by_model_id: CliResult) -> None:
+    result = kx_ingest_by_model_id
+    assert result.code == 0, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("advisory:"), repr(result.stderr)
 
 
 # -- a model that cannot be had is a precondition, in one line ----------------------

@@ -1,0 +1,103 @@
+"""Query-time readers for one dataset: the catalogue, the dense graph and the BM25 index.
+
+Opening them costs milliseconds to seconds (loading the graph, opening whoosh
+segments), so the engine keeps one `DatasetSearcher` per dataset and reopens it
+only when the catalogue has grown. Scores are rounded to 6 decimals before
+ranking: float noise between CPUs must not reorder passages, the ref decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .dataset import Dataset
+from .fingerprint import Fingerprint
+from .fusion import Ranked, rank_list
+from .store import Catalogue, PassageRow
+
+_SCORE_DECIMALS = 6
+# Sparse queries look up at most this many distinct terms: a pasted
+# 100,000-character query must not turn into an OR of 20,000 postings lists.
+MAX_QUERY_TERMS = 512
+
+
+def dense_ef(pool: int) -> int:
+    """HNSW search breadth for a candidate pool (measured in benchmarks/latency.py)."""
+    return max(2 * pool, 256)
+
+
+@dataclass
+class Candidates:
+    """One retriever's ranked list, as passage refs with raw scores."""
+
+    hits: list[Ranked]
+    seq_of: dict[str, int]
+
+
+class DatasetSearcher:
+    def __init__(self, dataset: Dataset, bm25_k1: float, bm25_b: float) -> None:
+        self.dataset = dataset
+        self.catalogue: Catalogue = dataset.reading()
+        fingerprint = self.catalogue.fingerprint()
+        if fingerprint is None:  # a dataset whose first ingest never committed
+            self.catalogue.close()
+            raise ValueError("empty dataset")
+        self.fingerprint: Fingerprint = fingerprint
+        self.top = self.catalogue.max_passage_seq()
+        self.dense = dataset.dense(fingerprint.dimension)
+        self.dense.load()
+        self.sparse = dataset.sparse(fingerprint.stopwords)
+        self._bm25 = (bm25_k1, bm25_b)
+        self._whoosh = None
+
+    def current(self) -> bool:
+        """Still a faithful view: nothing was committed since it was opened."""
+        return self.catalogue.max_passage_seq() == self.top
+
+    def close(self) -> None:
+        if self._whoosh is not None:
+            self._whoosh.close()
+        self.catalogue.close()
+
+    def _refs(self, pairs: list[tuple[int, float]]) -> Candidates:
+        rows = self.catalogue.passages_by_seq([seq for seq, _ in pairs])
+        seq_of = {rows[seq].ref: seq for seq, _ in pairs if seq in rows}
+        hits = rank_list(Ranked(rows[seq].ref, round(score, _SCORE_DECIMALS)) for seq, score in pairs if seq in rows)
+        return Candidates(hits, seq_of)
+
+    def dense_candidates(self, vector: np.ndarray, pool: int) -> Candidates:
+        return self._refs(self.dense.search(vector, pool, dense_ef(pool)))
+
+    def sparse_candidates(self, text: str, pool: int) -> Candidates:
+        terms = self.sparse.terms(text)[:MAX_QUERY_TERMS]
+        if not terms or not self.sparse.folder.exists():
+            return Candidates([], {})
+        from whoosh.query import Or, Term
+
+        searcher = self._searcher()
+        results = searcher.search(Or([Term("body", t) for t in terms]), limit=pool)
+        return self._refs([(int(hit["seq"]), float(hit.score)) for hit in results])
+
+    def _searcher(self):
+        if self._whoosh is None:
+            from whoosh import index, scoring
+
+            k1, b = self._bm25
+            ix = index.open_dir(str(self.sparse.folder))
+            self._whoosh = ix.searcher(weighting=scoring.BM25F(B=b, K1=k1))
+        return self._whoosh
+
+    def passages(self, seqs: list[int]) -> dict[int, PassageRow]:
+        return self.catalogue.passages_by_seq(seqs)
+
+    def vectors(self, seqs: list[int]) -> np.ndarray:
+        return self.catalogue.vectors_by_seq(seqs, self.fingerprint.dimension)
+
+    def document_names(self, refs: list[str]) -> dict[str, str]:
+        out = {}
+        for ref in set(refs):
+            row = self.catalogue.document(ref)
+            out[ref] = row.name if row else ref[:12]
+        return out
