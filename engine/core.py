@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
@@ -17,14 +19,27 @@ import numpy as np
 
 from . import __version__
 from .chunking import chunk_text
-from .config import Settings, load_settings
+from .config import MODES, Settings, load_settings
 from .dataset import Dataset, list_dataset_names, validate_name
 from .documents import DocumentInput, extract_text
 from .embedders import Embedder, load_embedder, no_embedder_error
-from .errors import KxError, invalid
+from .errors import KxError, Status, invalid
 from .fingerprint import Fingerprint, check_compatible, current_fingerprint
 from .models import ModelCard, model_card_for
-from .records import ADDED, REFUSED, UNCHANGED, DatasetSummary, DocumentResult, IngestReport, Notice, Progress
+from .fusion import mmr, rrf
+from .records import (
+    ADDED,
+    REFUSED,
+    UNCHANGED,
+    DatasetSummary,
+    DocumentResult,
+    Hit,
+    IngestReport,
+    Notice,
+    Progress,
+    QueryResult,
+)
+from .search import DatasetSearcher
 from .store import NewDocument, NewPassage
 
 EventFn = Callable[[object], None]
@@ -59,6 +74,8 @@ class Engine:
         self.settings = settings or load_settings()
         self._embedder = embedder
         self._card: ModelCard | None = _UNSET if embedder is _UNSET else (embedder.card if embedder else None)
+        self._searchers: dict[str, DatasetSearcher] = {}
+        self._searchers_lock = threading.Lock()
 
     # -- the model ----------------------------------------------------------------
 
@@ -286,6 +303,192 @@ class Engine:
 
         emit(Progress("embedding", done, total))
         return embedder.encode(texts, batch_size=self.settings.embed_batch_size, progress=progress)
+
+
+    # -- query --------------------------------------------------------------------
+
+    def query(
+        self,
+        name: str,
+        text: str | None = None,
+        *,
+        vector: Sequence[float] | np.ndarray | None = None,
+        k: int | None = None,
+        mode: str | None = None,
+        rerank: bool | None = None,
+    ) -> QueryResult:
+        """The passages of dataset `name` that best answer `text` (or a pre-computed `vector`).
+
+        Dense and sparse candidate pools are fused by Reciprocal Rank Fusion,
+        then (with rerank) an MMR pass keeps near-duplicates from crowding the
+        top. Ties break on ascending passage ref at every step.
+        """
+        started = time.perf_counter()
+        timings: dict[str, float] = {}
+        notes: list[str] = []
+        validate_name(name)
+        mode = self._check_mode(mode)
+        rerank = self.settings.rerank if rerank is None else bool(rerank)
+        requested = self.settings.default_k if k is None else k
+        if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
+            raise invalid(f"k must be a whole number of at least 1, got {requested!r}")
+        k_used = min(requested, self.settings.max_k)
+        if k_used != requested:
+            notes.append(f"k clamped from {requested} to {k_used} (the operator's maximum, KX_MAX_K)")
+        if text is not None and not isinstance(text, str):
+            raise invalid("query text must be a string")
+        if text is not None and not text.strip():
+            raise invalid("the query is empty; type some words to search for")
+        query_vector = self._check_query_vector(vector)
+        if text is None and query_vector is None:
+            raise invalid("give query text (or a pre-computed query vector)")
+        if text is None and mode != "dense":
+            if mode == "sparse":
+                raise invalid("sparse search needs query text; a vector alone can only search dense")
+            notes.append("no query text: searched dense only")
+            mode = "dense"
+
+        searcher = self._searcher(name)
+        fingerprint = searcher.fingerprint
+        use_dense, use_sparse = mode in ("dense", "hybrid"), mode in ("sparse", "hybrid")
+        embedder = None
+        if query_vector is not None:
+            if query_vector.shape[0] != fingerprint.dimension:
+                raise invalid(
+                    f"the query vector has {query_vector.shape[0]} dimensions but dataset '{name}' holds "
+                    f"{fingerprint.dimension}-dimensional vectors ({fingerprint.embed_model})"
+                )
+            self._check_query_fingerprint(name, fingerprint, None)
+        elif use_dense:
+            card = self.model_card()
+            if card is None:
+                raise no_embedder_error(f"{mode} search")
+            self._check_query_fingerprint(name, fingerprint, card)
+            embedder = self.embedder()
+        else:
+            try:
+                card = self.model_card()
+            except KxError:
+                card = None  # sparse search does not need the model
+            self._check_query_fingerprint(name, fingerprint, card)
+
+        pool = max(self.settings.candidate_pool, k_used)
+        lists = {}
+        if use_dense:
+            if query_vector is None:
+                t = time.perf_counter()
+                query_vector = embedder.encode([text])[0]
+                timings["embed"] = _ms(t)
+            t = time.perf_counter()
+            dense = searcher.dense_candidates(query_vector, pool)
+            timings["dense"] = _ms(t)
+            lists["dense"] = dense
+        if use_sparse:
+            t = time.perf_counter()
+            sparse = searcher.sparse_candidates(text, pool)
+            timings["sparse"] = _ms(t)
+            lists["sparse"] = sparse
+            if not sparse.hits:
+                notes.append("no query word is in the sparse index (only stopwords, punctuation or unknown words)")
+
+        t = time.perf_counter()
+        fused = rrf({n: c.hits for n, c in lists.items()}, self.settings.rrf_k)
+        seq_of = {ref: seq for c in lists.values() for ref, seq in c.seq_of.items()}
+        timings["fusion"] = _ms(t)
+
+        # The relevance MMR trades against diversity: the fused score in hybrid
+        # mode, the retriever's own score in a single mode.
+        single = next(iter(lists)) if len(lists) == 1 else None
+        relevance = [f.raw[single] if single else f.score for f in fused]
+        order = list(range(min(k_used, len(fused))))
+        if rerank and len(fused) > 1:
+            t = time.perf_counter()
+            vectors = searcher.vectors([seq_of[f.ref] for f in fused])
+            order = mmr([f.ref for f in fused], relevance, vectors, k_used, self.settings.mmr_lambda)
+            timings["mmr"] = _ms(t)
+
+        chosen = [fused[i] for i in order]
+        rows = searcher.passages([seq_of[f.ref] for f in chosen])
+        names = searcher.document_names([rows[seq_of[f.ref]].doc_ref for f in chosen])
+        hits = []
+        for rank, (position, f) in enumerate(zip(order, chosen), start=1):
+            row = rows[seq_of[f.ref]]
+            hits.append(Hit(
+                rank=rank,
+                score=relevance[position],
+                text=row.text,
+                passage_ref=f.ref,
+                document_ref=row.doc_ref,
+                document_name=names[row.doc_ref],
+                chunk_index=row.chunk_index,
+                chunk_count=row.chunk_count,
+                char_start=row.char_start,
+                char_end=row.char_end,
+                dense_rank=f.ranks.get("dense"),
+                dense_score=f.raw.get("dense"),
+                sparse_rank=f.ranks.get("sparse"),
+                sparse_score=f.raw.get("sparse"),
+                fused_score=f.score,
+                fused_rank=position + 1,
+                mmr_moved=position + 1 - rank,
+            ))
+        timings["total"] = _ms(started)
+        return QueryResult(name, text, mode, rerank, k_used, requested, hits, notes, timings)
+
+    def _check_mode(self, mode: str | None) -> str:
+        chosen = self.settings.default_mode if mode is None else mode
+        if not isinstance(chosen, str) or chosen.strip().lower() not in MODES:
+            raise invalid(f"mode must be one of {', '.join(MODES)}, got {chosen!r}")
+        return chosen.strip().lower()
+
+    def _check_query_vector(self, vector: Any) -> np.ndarray | None:
+        if vector is None:
+            return None
+        try:
+            array = np.asarray(vector, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise invalid("the query vector must be a list of numbers") from None
+        if array.ndim != 1 or array.shape[0] == 0:
+            raise invalid(f"the query vector must be a flat, non-empty list of numbers; got shape {array.shape}")
+        if not np.all(np.isfinite(array)):
+            raise invalid("the query vector contains NaN or infinite values")
+        if not np.any(array):
+            raise invalid("the query vector is all zeros and has no direction")
+        return array
+
+    def _check_query_fingerprint(self, name: str, stored: Fingerprint, card: ModelCard | None) -> None:
+        current = current_fingerprint(self.settings, card, stored.dimension)
+        check_compatible(name, stored, current, ignore_model=card is None)
+
+    def _searcher(self, name: str) -> DatasetSearcher:
+        """The dataset's cached readers, reopened when the catalogue has grown since."""
+        dataset = Dataset(self.settings, name)
+        with self._searchers_lock:
+            searcher = self._searchers.get(name)
+            if searcher is not None and searcher.current():
+                return searcher
+            if searcher is not None:
+                searcher.close()
+                del self._searchers[name]
+            dataset.require(self.settings)
+            dataset.heal_if_behind()
+            try:
+                searcher = DatasetSearcher(dataset, self.settings.bm25_k1, self.settings.bm25_b)
+            except ValueError:
+                raise KxError(Status.NOT_FOUND, f"dataset '{name}' holds no documents yet; ingest some first") \
+                    from None
+            self._searchers[name] = searcher
+            return searcher
+
+    def close(self) -> None:
+        with self._searchers_lock:
+            for searcher in self._searchers.values():
+                searcher.close()
+            self._searchers.clear()
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000.0, 3)
 
 
 def _refused(doc: DocumentInput, error: KxError) -> DocumentResult:

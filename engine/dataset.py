@@ -91,6 +91,35 @@ class Dataset:
         return (self.dense(fingerprint.dimension).watermark < top
                 or self.sparse(fingerprint.stopwords).watermark < top)
 
+    def heal_if_behind(self) -> bool:
+        """Catch the indexes up if a crash left them behind, unless a writer is busy.
+
+        A busy writer will bring them up to date itself when it finishes; a
+        reader never waits for it. Returns True when the indexes are current.
+        """
+        catalogue = self.reading()
+        try:
+            if not self.indexes_behind(catalogue):
+                return True
+        finally:
+            catalogue.close()
+        from filelock import FileLock, Timeout
+
+        lock = FileLock(str(self.folder / "write.lock"))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            return False
+        try:
+            writable = Catalogue(self.catalogue_path)
+            try:
+                self.sync_indexes(writable)
+            finally:
+                writable.close()
+        finally:
+            lock.release()
+        return True
+
     def sync_indexes(self, catalogue: Catalogue, on_stage: Callable[[str], None] | None = None) -> None:
         """Bring both derived indexes up to the catalogue. Caller holds the write lock."""
         fingerprint = catalogue.fingerprint()

@@ -125,6 +125,13 @@ class SparseIndex:
             seen.setdefault(token.text, None)
         return list(seen)
 
+    def matching_spans(self, text: str, query: str) -> list[tuple[int, int]]:
+        """Character ranges of the words in `text` that match a term of `query` (for highlighting)."""
+        wanted = set(self.terms(query))
+        if not wanted:
+            return []
+        return [(t.startchar, t.endchar) for t in self._analyzer(text, chars=True) if t.text in wanted]
+
     def search(self, text: str, k: int, k1: float, b: float) -> list[tuple[int, float]]:
         """Up to k (seq, BM25 score) pairs for the OR of the query's terms, best first."""
         from whoosh import index, scoring

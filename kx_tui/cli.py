@@ -18,7 +18,15 @@ import click
 
 from engine.errors import KxError, Status
 
-from .render import Console, print_datasets, print_info, print_ingest_line, print_ingest_summary, IngestProgress
+from .render import (
+    Console,
+    IngestProgress,
+    print_datasets,
+    print_info,
+    print_ingest_line,
+    print_ingest_summary,
+    print_query,
+)
 
 EXIT_INTERNAL = Status.INTERNAL.exit_code
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -150,6 +158,31 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
         first = Status[refused[0].code or "INVALID_ARGUMENT"]
         raise KxError(first, f"{len(refused)} of {len(report.results)} document(s) refused; "
                              "the others were ingested (see the reasons above)")
+
+
+@datasets.command(context_settings=_CONTEXT)
+@click.argument("name")
+@click.option("--text", "-t", "text", required=True, help="The question or words to search for.")
+@click.option("--k", "-k", "k", type=int, default=None, help="How many passages to return (default KX_DEFAULT_K, "
+              "clamped to KX_MAX_K).")
+@click.option("--mode", type=click.Choice(["hybrid", "dense", "sparse"], case_sensitive=False), default=None,
+              help="Retrievers to use (default KX_DEFAULT_MODE): hybrid fuses dense and sparse.")
+@click.option("--rerank", type=click.Choice(["on", "off"], case_sensitive=False), default=None,
+              help="MMR pass that keeps near-duplicates apart (default KX_RERANK).")
+@click.option("--json", "as_json", is_flag=True, help="Print every field of every hit as JSON.")
+@click.pass_context
+def query(ctx: click.Context, name: str, text: str, k: int | None, mode: str | None, rerank: str | None,
+          as_json: bool) -> None:
+    """Ask dataset NAME a question; print the passages that answer it, with provenance."""
+    engine = _engine(ctx)
+    result = engine.query(name, text, k=k, mode=mode, rerank=None if rerank is None else rerank.lower() == "on")
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        return
+    from engine.dataset import Dataset
+
+    sparse = Dataset(engine.settings, name).sparse(engine.settings.stopwords)
+    print_query(Console(), result, lambda passage: sparse.matching_spans(passage, text))
 
 
 def _fail(status_name: str, message: str, code: int) -> None:

@@ -10,7 +10,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from engine.records import DatasetSummary, DocumentResult, IngestReport
+from rich.text import Text
+
+from engine.records import DatasetSummary, DocumentResult, Hit, IngestReport, QueryResult
 
 
 def Console(stderr: bool = False) -> _RichConsole:  # noqa: N802 - reads as a constructor at call sites
@@ -118,3 +120,75 @@ class IngestProgress:
 
     def call(self, fn: Callable[..., None], *args: Any) -> None:
         fn(*args)
+
+
+_PREVIEW_CHARS = 320
+
+
+def _where(rank: int | None, score: float | None, name: str) -> str:
+    return f"{name} #{rank} ({score:.3g})" if rank is not None else f"{name} —"
+
+
+def _mmr_marker(moved: int) -> str:
+    if moved > 0:
+        return f" · MMR ▲{moved}"
+    if moved < 0:
+        return f" · MMR ▼{-moved}"
+    return ""
+
+
+def passage_preview(hit: Hit, spans: list[tuple[int, int]], limit: int = _PREVIEW_CHARS) -> Text:
+    """The passage with the query's words highlighted, whitespace folded, cut to about `limit` characters.
+
+    The window starts a little before the first matching word, so a match deep
+    in a long passage is still on screen.
+    """
+    start = 0
+    if spans and spans[0][0] > limit * 0.6:
+        start = hit.text.rfind(" ", 0, max(0, spans[0][0] - 60)) + 1
+    end = min(len(hit.text), start + limit)
+    out = Text()
+    if start > 0:
+        out.append("… ", style="dim")
+    last = start
+    for a, b in spans:
+        if b <= start:
+            continue
+        if a >= end:
+            break
+        a = max(a, start)
+        out.append(hit.text[last:a])
+        out.append(hit.text[a:min(b, end)], style="bold yellow")
+        last = min(b, end)
+    out.append(hit.text[last:end])
+    if end < len(hit.text):
+        out.append(" …", style="dim")
+    folded = Text()
+    for part in out.split("\n", allow_blank=True):
+        if folded.plain and part.plain.strip():
+            folded.append(" ")
+        folded.append_text(part)
+    return folded
+
+
+def print_query(console: _RichConsole, result: QueryResult, spans_of: Callable[[str], list[tuple[int, int]]]) -> None:
+    mmr = "MMR on" if result.rerank else "MMR off"
+    console.print(f"[bold]{escape(result.dataset)}[/] · {result.mode} · {mmr} · k={result.k} · "
+                  f"{len(result.hits)} hit(s) · {result.timings_ms.get('total', 0):.0f} ms")
+    for note in result.notes:
+        console.print(f"[yellow]note[/]: {escape(note)}")
+    if not result.hits:
+        console.print("No passage matches. Try other words, or --mode dense for paraphrases.")
+        return
+    for hit in result.hits:
+        ranks = " · ".join(_where(r, s, n) for r, s, n in ((hit.dense_rank, hit.dense_score, "dense"),
+                                                              (hit.sparse_rank, hit.sparse_score, "sparse")))
+        console.print()
+        console.print(
+            f"[bold]{hit.rank:>2}[/]  {hit.score:.4f}  [cyan]{escape(hit.document_name)}[/]  {escape(hit.label)}  "
+            f"chars {hit.char_start}–{hit.char_end}  [dim]{ranks}{_mmr_marker(hit.mmr_moved)}[/]",
+            highlight=False,
+        )
+        preview = passage_preview(hit, spans_of(hit.text))
+        preview.pad_left(4)
+        console.print(preview)
