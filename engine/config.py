@@ -106,6 +106,8 @@ SPECS: tuple[SettingSpec, ...] = (
                 "MMR trade-off: 1.0 is pure relevance, lower favours diversity"),
     SettingSpec("rerank", "KX_RERANK", _bool, lambda: True,
                 "apply the MMR pass by default (on/off)"),
+    SettingSpec("mmr_depth", "KX_MMR_DEPTH", _int_in(2, 10_000), lambda: 30,
+                "how many of the best fused passages MMR may reorder"),
     SettingSpec("default_mode", "KX_DEFAULT_MODE", _mode, lambda: "hybrid",
                 "retrieval mode when a query names none: hybrid, dense or sparse"),
     SettingSpec("bm25_k1", "KX_BM25_K1", _float_in(0.0, 10.0), lambda: 1.2,
@@ -137,6 +139,7 @@ class Settings:
     stopwords: bool
     rrf_k: int
     mmr_lambda: float
+    mmr_depth: int
     rerank: bool
     default_mode: str
     bm25_k1: float

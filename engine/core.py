@@ -39,7 +39,7 @@ from .records import (
     Progress,
     QueryResult,
 )
-from .search import DatasetSearcher
+from .search import MAX_QUERY_TERMS, DatasetSearcher
 from .store import NewDocument, NewPassage
 
 EventFn = Callable[[object], None]
@@ -390,6 +390,9 @@ class Engine:
             lists["sparse"] = sparse
             if not sparse.hits:
                 notes.append("no query word is in the sparse index (only stopwords, punctuation or unknown words)")
+            if sparse.dropped_terms:
+                notes.append(f"sparse search used the {MAX_QUERY_TERMS} rarest of the query's indexed terms "
+                             f"({sparse.dropped_terms} more were left out)")
 
         t = time.perf_counter()
         fused = rrf({n: c.hits for n, c in lists.items()}, self.settings.rrf_k)
@@ -400,12 +403,19 @@ class Engine:
         # mode, the retriever's own score in a single mode.
         single = next(iter(lists)) if len(lists) == 1 else None
         relevance = [f.raw[single] if single else f.score for f in fused]
-        order = list(range(min(k_used, len(fused))))
+        order = list(range(len(fused)))
         if rerank and len(fused) > 1:
+            # MMR reorders the head of the fused list only, so the first picks
+            # do not depend on k, and a weak tail candidate cannot jump ahead
+            # just for being unlike everything else.
             t = time.perf_counter()
-            vectors = searcher.vectors([seq_of[f.ref] for f in fused])
-            order = mmr([f.ref for f in fused], relevance, vectors, k_used, self.settings.mmr_lambda)
+            depth = min(len(fused), self.settings.mmr_depth)
+            head = fused[:depth]
+            vectors = searcher.vectors([seq_of[f.ref] for f in head])
+            picked = mmr([f.ref for f in head], relevance[:depth], vectors, depth, self.settings.mmr_lambda)
+            order = picked + order[depth:]
             timings["mmr"] = _ms(t)
+        order = order[:k_used]
 
         chosen = [fused[i] for i in order]
         rows = searcher.passages([seq_of[f.ref] for f in chosen])

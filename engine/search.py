@@ -15,11 +15,12 @@ import numpy as np
 from .dataset import Dataset
 from .fingerprint import Fingerprint
 from .fusion import Ranked, rank_list
+from .sparse import bm25_weighting
 from .store import Catalogue, PassageRow
 
 _SCORE_DECIMALS = 6
-# Sparse queries look up at most this many distinct terms: a pasted
-# 100,000-character query must not turn into an OR of 20,000 postings lists.
+# Sparse queries look up at most this many distinct indexed terms (the rarest):
+# a pasted 100,000-character query must not turn into an OR of 20,000 postings.
 MAX_QUERY_TERMS = 512
 
 
@@ -34,6 +35,7 @@ class Candidates:
 
     hits: list[Ranked]
     seq_of: dict[str, int]
+    dropped_terms: int = 0   # query terms left out to keep a huge query fast
 
 
 class DatasetSearcher:
@@ -71,22 +73,35 @@ class DatasetSearcher:
         return self._refs(self.dense.search(vector, pool, dense_ef(pool)))
 
     def sparse_candidates(self, text: str, pool: int) -> Candidates:
-        terms = self.sparse.terms(text)[:MAX_QUERY_TERMS]
+        terms = self.sparse.terms(text)
         if not terms or not self.sparse.folder.exists():
             return Candidates([], {})
         from whoosh.query import Or, Term
 
         searcher = self._searcher()
-        results = searcher.search(Or([Term("body", t) for t in terms]), limit=pool)
-        return self._refs([(int(hit["seq"]), float(hit.score)) for hit in results])
+        reader = searcher.reader()
+        known = [(reader.doc_frequency("body", t), t) for t in terms]
+        known = [(df, t) for df, t in known if df > 0]
+        dropped = 0
+        if len(known) > MAX_QUERY_TERMS:
+            # the rarest terms carry the most BM25 weight; keep those
+            known.sort()
+            dropped = len(known) - MAX_QUERY_TERMS
+            known = known[:MAX_QUERY_TERMS]
+        if not known:
+            return Candidates([], {})
+        results = searcher.search(Or([Term("body", t) for _df, t in known]), limit=pool)
+        found = self._refs([(int(hit["seq"]), float(hit.score)) for hit in results])
+        found.dropped_terms = dropped
+        return found
 
     def _searcher(self):
         if self._whoosh is None:
-            from whoosh import index, scoring
+            from whoosh import index
 
             k1, b = self._bm25
             ix = index.open_dir(str(self.sparse.folder))
-            self._whoosh = ix.searcher(weighting=scoring.BM25F(B=b, K1=k1))
+            self._whoosh = ix.searcher(weighting=bm25_weighting(k1, b))
         return self._whoosh
 
     def passages(self, seqs: list[int]) -> dict[int, PassageRow]:

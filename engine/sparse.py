@@ -51,6 +51,40 @@ def build_analyzer(stopwords: bool):
     return chain | StemFilter(stemfn=stem)
 
 
+def bm25_weighting(k1: float, b: float):
+    """BM25 with the Robertson/Lucene IDF, ln(1 + (N - n + 0.5) / (n + 0.5)).
+
+    whoosh's BM25F uses ln(N / (n + 1)) + 1, which keeps rewarding terms that
+    occur in most passages; this IDF fades them towards zero instead.
+    """
+    import math
+
+    from whoosh.scoring import WeightingModel, WeightLengthScorer, WeightScorer
+
+    class _Scorer(WeightLengthScorer):
+        def __init__(self, searcher, fieldname, text):
+            parent = searcher.get_parent()  # collection-wide statistics
+            total, having = parent.doc_count_all(), parent.doc_frequency(fieldname, text)
+            self.idf = math.log(1.0 + (total - having + 0.5) / (having + 0.5))
+            self.avgfl = parent.avg_field_length(fieldname) or 1.0
+            self.setup(searcher, fieldname, text)
+
+        def _score(self, weight, length):
+            norm = k1 * ((1.0 - b) + b * length / self.avgfl)
+            return self.idf * weight * (k1 + 1.0) / (weight + norm)
+
+    class _Bm25(WeightingModel):
+        def supports_block_quality(self):
+            return True
+
+        def scorer(self, searcher, fieldname, text, qf=1):
+            if not searcher.schema[fieldname].scorable:
+                return WeightScorer.for_(searcher, fieldname, text)
+            return _Scorer(searcher, fieldname, text)
+
+    return _Bm25()
+
+
 def _schema(stopwords: bool):
     from whoosh.fields import NUMERIC, TEXT, Schema
 

@@ -185,6 +185,53 @@ def query(ctx: click.Context, name: str, text: str, k: int | None, mode: str | N
     print_query(Console(), result, lambda passage: sparse.matching_spans(passage, text))
 
 
+@cli.command("eval", context_settings=_CONTEXT)
+@click.argument("name")
+@click.option("--queries", "queries_path", required=True, type=click.Path(path_type=Path),
+              help="JSONL of {\"_id\", \"text\"} queries (BEIR layout).")
+@click.option("--qrels", "qrels_path", required=True, type=click.Path(path_type=Path),
+              help="TSV of query-id, corpus-id, score judgements (header optional).")
+@click.option("--corpus", "corpus_path", type=click.Path(path_type=Path), default=None,
+              help="JSONL corpus to ingest into NAME first (a no-op for documents already there).")
+@click.option("--mode", "modes", multiple=True, type=click.Choice(["dense", "sparse", "hybrid", "hybrid+mmr"]),
+              help="Columns to compute (repeatable; default all four).")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@click.pass_context
+def eval_command(ctx: click.Context, name: str, queries_path: Path, qrels_path: Path, corpus_path: Path | None,
+                 modes: tuple[str, ...], as_json: bool) -> None:
+    """Score retrieval on judged queries: nDCG@10, Recall@100 and MRR@10 per mode.
+
+    Judgements name documents (a --jsonl document's id, or a file's name
+    without its extension); a document counts once, at its best passage.
+    """
+    from engine.documents import from_jsonl
+    from engine.evaluation import EVAL_DEPTH, VARIANTS, evaluate, read_qrels, read_queries
+
+    from .render import print_eval
+
+    queries, qrels = read_queries(queries_path), read_qrels(qrels_path)
+    # Deep lists, so Recall@100 sees 100 distinct documents even when each is several passages.
+    engine = _engine(ctx, max_k=EVAL_DEPTH, candidate_pool=EVAL_DEPTH)
+    err = Console(stderr=True)
+    if corpus_path is not None:
+        docs = list(from_jsonl(corpus_path, engine.settings.max_document_bytes))
+        with IngestProgress(err, enabled=not as_json) as progress:
+            report = engine.ingest(name, docs, on_event=lambda e: progress.update(e) if hasattr(e, "stage") else None)
+        if not as_json:
+            err.print(f"{name}: {report.count('added')} added, {report.count('unchanged')} unchanged, "
+                      f"{report.count('refused')} refused")
+    variants = list(modes) or list(VARIANTS)
+
+    def run_query(text: str, mode: str, rerank: bool):
+        return engine.query(name, text, k=EVAL_DEPTH, mode=mode, rerank=rerank).hits
+
+    result = evaluate(run_query, name, queries, qrels, variants)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        print_eval(Console(), result)
+
+
 def _fail(status_name: str, message: str, code: int) -> None:
     click.echo(f"error: {status_name}: {message}", err=True)
     sys.exit(code)

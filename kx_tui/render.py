@@ -192,3 +192,20 @@ def print_query(console: _RichConsole, result: QueryResult, spans_of: Callable[[
         preview = passage_preview(hit, spans_of(hit.text))
         preview.pad_left(4)
         console.print(preview)
+
+
+def print_eval(console: _RichConsole, report: Any) -> None:
+    from engine.evaluation import MEASURE_LABELS, MEASURES
+
+    console.print(f"[bold]{escape(report.dataset)}[/]: {report.judged_queries} judged queries "
+                  f"(of {report.queries})")
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    table.add_column("measure")
+    for variant in report.scores:
+        table.add_column(variant, justify="right")
+    for measure in MEASURES:
+        values = [report.scores[v][measure] for v in report.scores]
+        best = max(values)
+        table.add_row(MEASURE_LABELS[measure], *[f"[bold]{x:.4f}[/]" if x == best else f"{x:.4f}" for x in values])
+    table.add_row("ms/query", *[f"{report.mean_ms[v]:.1f}" for v in report.scores])
+    console.print(table)
