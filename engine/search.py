@@ -15,7 +15,7 @@ import numpy as np
 from .dataset import Dataset
 from .fingerprint import Fingerprint
 from .fusion import Ranked, rank_list
-from .sparse import bm25_weighting
+from .sparse import Bm25Scorer
 from .store import Catalogue, PassageRow
 
 _SCORE_DECIMALS = 6
@@ -52,15 +52,15 @@ class DatasetSearcher:
         self.dense.load()
         self.sparse = dataset.sparse(fingerprint.stopwords)
         self._bm25 = (bm25_k1, bm25_b)
-        self._whoosh = None
+        self._bm25_scorer: Bm25Scorer | None = None
 
     def current(self) -> bool:
         """Still a faithful view: nothing was committed since it was opened."""
         return self.catalogue.max_passage_seq() == self.top
 
     def close(self) -> None:
-        if self._whoosh is not None:
-            self._whoosh.close()
+        if self._bm25_scorer is not None:
+            self._bm25_scorer.close()
         self.catalogue.close()
 
     def _refs(self, pairs: list[tuple[int, float]]) -> Candidates:
@@ -76,11 +76,8 @@ class DatasetSearcher:
         terms = self.sparse.terms(text)
         if not terms or not self.sparse.folder.exists():
             return Candidates([], {})
-        from whoosh.query import Or, Term
-
-        searcher = self._searcher()
-        reader = searcher.reader()
-        known = [(reader.doc_frequency("body", t), t) for t in terms]
+        scorer = self._scorer()
+        known = [(scorer.document_frequency(t), t) for t in terms]
         known = [(df, t) for df, t in known if df > 0]
         dropped = 0
         if len(known) > MAX_QUERY_TERMS:
@@ -90,19 +87,14 @@ class DatasetSearcher:
             known = known[:MAX_QUERY_TERMS]
         if not known:
             return Candidates([], {})
-        results = searcher.search(Or([Term("body", t) for _df, t in known]), limit=pool)
-        found = self._refs([(int(hit["seq"]), float(hit.score)) for hit in results])
+        found = self._refs(scorer.top([t for _df, t in known], pool))
         found.dropped_terms = dropped
         return found
 
-    def _searcher(self):
-        if self._whoosh is None:
-            from whoosh import index
-
-            k1, b = self._bm25
-            ix = index.open_dir(str(self.sparse.folder))
-            self._whoosh = ix.searcher(weighting=bm25_weighting(k1, b))
-        return self._whoosh
+    def _scorer(self) -> Bm25Scorer:
+        if self._bm25_scorer is None:
+            self._bm25_scorer = self.sparse.open_scorer(*self._bm25)
+        return self._bm25_scorer
 
     def passages(self, seqs: list[int]) -> dict[int, PassageRow]:
         return self.catalogue.passages_by_seq(seqs)
