@@ -16,7 +16,7 @@ from numbers import Integral
 from types import MappingProxyType
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from engine.errors import invalid
 
@@ -78,10 +78,11 @@ def rrf(lists: Mapping[str, Sequence[Ranked]], k: int = 60) -> list[Fused]:
     names = sorted(lists)
     ranks: dict[str, dict[str, int]] = {}
     raws: dict[str, dict[str, float]] = {}
-    # Exact rational sums: different rank combinations can tie exactly
-    # (1/63 + 1/140 == 1/84 + 1/90), yet their float sums differ in the last
-    # bit, which would let rounding rather than the ref decide the order.
-    exact: dict[str, Fraction] = {}
+    # Float sums rank almost everything. Different rank combinations can tie
+    # exactly (1/63 + 1/140 == 1/84 + 1/90) while their float sums differ in
+    # the last bit, so runs of nearly equal floats are re-sorted by their
+    # exact rational sums, letting the ref, not rounding, break true ties.
+    totals: dict[str, float] = {}
     for name in names:
         for position, hit in enumerate(lists[name], start=1):
             per_ref = ranks.setdefault(hit.ref, {})
@@ -89,21 +90,34 @@ def rrf(lists: Mapping[str, Sequence[Ranked]], k: int = 60) -> list[Fused]:
                 continue
             per_ref[name] = position
             raws.setdefault(hit.ref, {})[name] = hit.score
-            exact[hit.ref] = exact.get(hit.ref, Fraction(0)) + Fraction(1, k + position)
+            totals[hit.ref] = totals.get(hit.ref, 0.0) + 1.0 / (k + position)
 
-    fused = [
+    def exact(ref: str) -> Fraction:
+        return sum((Fraction(1, k + r) for r in ranks[ref].values()), Fraction(0))
+
+    order = sorted(totals, key=lambda ref: (-totals[ref], ref))
+    settled: list[str] = []
+    start = 0
+    while start < len(order):
+        end = start + 1
+        while end < len(order) and totals[order[start]] - totals[order[end]] <= 1e-12 * totals[order[start]]:
+            end += 1
+        run = order[start:end]
+        if len(run) > 1:
+            run.sort(key=lambda ref: (-exact(ref), ref))
+        settled.extend(run)
+        start = end
+
+    return [
         Fused(
             ref=ref,
-            # float() of a Fraction is correctly rounded, so exact ties stay
-            # ties and a higher exact score never gets a lower float.
-            score=float(total),
+            # float() of a Fraction is correctly rounded: exact ties get equal floats
+            score=float(exact(ref)) if len(ranks[ref]) > 1 else totals[ref],
             ranks=MappingProxyType({n: ranks[ref].get(n) for n in names}),
             raw=MappingProxyType({n: raws[ref].get(n) for n in names}),
         )
-        for ref, total in exact.items()
+        for ref in settled
     ]
-    fused.sort(key=lambda f: (-f.score, f.ref))
-    return fused
 
 
 def mmr(
@@ -156,7 +170,7 @@ def mmr(
         by_relevance = np.lexsort((np.arange(n), -rel_norm))
         return [order[int(i)] for i in by_relevance[:take]]
 
-    with threadpool_limits(limits=1, user_api="blas"):
+    with _blas_controller().limit(limits=1, user_api="blas"):
         sims = _cosine_matrix(vecs[order])
 
     picked: list[int] = []
@@ -174,6 +188,18 @@ def mmr(
         available[best] = False
         np.maximum(max_sim, sims[best], out=max_sim)
     return [order[i] for i in picked]
+
+
+_CONTROLLER: ThreadpoolController | None = None
+
+
+def _blas_controller() -> ThreadpoolController:
+    # Finding the loaded BLAS libraries costs ~0.1-1 ms; do it once. Limiting
+    # through the cached controller then costs microseconds per query.
+    global _CONTROLLER
+    if _CONTROLLER is None:
+        _CONTROLLER = ThreadpoolController()
+    return _CONTROLLER
 
 
 def _min_max(values: np.ndarray) -> np.ndarray:

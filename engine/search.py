@@ -22,6 +22,8 @@ _SCORE_DECIMALS = 6
 # Sparse queries look up at most this many distinct indexed terms (the rarest):
 # a pasted 100,000-character query must not turn into an OR of 20,000 postings.
 MAX_QUERY_TERMS = 512
+# seq -> passage ref entries kept in memory per open dataset (~100 bytes each)
+_REF_CACHE_LIMIT = 500_000
 
 
 def dense_ef(pool: int) -> int:
@@ -53,6 +55,7 @@ class DatasetSearcher:
         self.sparse = dataset.sparse(fingerprint.stopwords)
         self._bm25 = (bm25_k1, bm25_b)
         self._bm25_scorer: Bm25Scorer | None = None
+        self._ref_of: dict[int, str] = {}
 
     def current(self) -> bool:
         """Still a faithful view: nothing was committed since it was opened."""
@@ -64,9 +67,14 @@ class DatasetSearcher:
         self.catalogue.close()
 
     def _refs(self, pairs: list[tuple[int, float]]) -> Candidates:
-        rows = self.catalogue.passages_by_seq([seq for seq, _ in pairs])
-        seq_of = {rows[seq].ref: seq for seq, _ in pairs if seq in rows}
-        hits = rank_list(Ranked(rows[seq].ref, round(score, _SCORE_DECIMALS)) for seq, score in pairs if seq in rows)
+        missing = [seq for seq, _ in pairs if seq not in self._ref_of]
+        if missing:
+            if len(self._ref_of) > _REF_CACHE_LIMIT:
+                self._ref_of.clear()
+            self._ref_of.update(self.catalogue.refs_by_seq(missing))
+        known = [(seq, score) for seq, score in pairs if seq in self._ref_of]
+        seq_of = {self._ref_of[seq]: seq for seq, _ in known}
+        hits = rank_list(Ranked(self._ref_of[seq], round(score, _SCORE_DECIMALS)) for seq, score in known)
         return Candidates(hits, seq_of)
 
     def dense_candidates(self, vector: np.ndarray, pool: int) -> Candidates:

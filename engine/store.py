@@ -214,6 +214,14 @@ class Catalogue:
                 out[row[0]] = PassageRow(*row)
         return out
 
+    def refs_by_seq(self, seqs: Sequence[int]) -> dict[int, str]:
+        out: dict[int, str] = {}
+        for start in range(0, len(seqs), 500):
+            part = [int(s) for s in seqs[start:start + 500]]
+            marks = ",".join("?" * len(part))
+            out.update(self._db.execute(f"SELECT seq, ref FROM passages WHERE seq IN ({marks})", part))
+        return out
+
     def vectors_by_seq(self, seqs: Sequence[int], dimension: int) -> np.ndarray:
         """Stored unit vectors for `seqs`, in that order."""
         found: dict[int, bytes] = {}
