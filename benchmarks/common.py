@@ -1,0 +1,35 @@
+"""Shared by the benchmarks: where the test collections are and a reusable benchmark home."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+DATA = REPO.parent / "shared" / "data"
+# Datasets built by one benchmark are reused by the next (ingesting SciFact
+# costs minutes); delete the folder to start from scratch.
+HOME = REPO / "benchmarks" / "out" / "home"
+
+
+def ensure_dataset(collection: str, home: Path = HOME):
+    """An engine over `home` with the BEIR `collection` ingested (a no-op when already there)."""
+    from engine import Engine, load_settings
+    from engine.documents import from_jsonl
+
+    engine = Engine(load_settings({"home": str(home)}))
+    names = {s.name for s in engine.list_datasets()}
+    if collection not in names:
+        corpus = DATA / collection / "corpus.jsonl"
+        print(f"ingesting {corpus} ...", file=sys.stderr, flush=True)
+        engine.ingest(collection, list(from_jsonl(corpus, engine.settings.max_document_bytes)))
+    return engine
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q / 100.0 * (len(ordered) - 1))))
+    return ordered[index]
