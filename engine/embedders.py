@@ -8,7 +8,6 @@ only when it first encodes, so commands that never embed stay fast.
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Callable, Protocol, Sequence
 

@@ -1,0 +1,211 @@
+"""Ingest: documents in, durable passages with vectors out, indexes caught up.
+
+documents -> refs (sha256; seen before -> "unchanged") -> text -> passages
+with provenance -> vectors in batches -> one catalogue transaction per group of
+documents (the durable point) -> the derived indexes catch up once per command.
+A document that cannot be read is refused on its own; the rest go in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+
+import numpy as np
+
+from .chunking import chunk_text
+from .config import Settings
+from .dataset import Dataset, validate_name
+from .documents import DocumentInput, extract_text
+from .embedders import no_embedder_error
+from .errors import KxError, invalid
+from .fingerprint import Fingerprint, check_compatible, current_fingerprint
+from .models import ModelCard
+from .records import (
+    ADDED,
+    REFUSED,
+    UNCHANGED,
+    DocumentResult,
+    IngestReport,
+    Notice,
+    Progress,
+)
+from .store import NewDocument, NewPassage
+from .vectors import checked_vectors
+
+if TYPE_CHECKING:
+    from .core import Engine
+
+EventFn = Callable[[object], None]
+
+
+def chat_model_advisory(card: ModelCard) -> str:
+    return (
+        f"embed model {card.name} ({card.architecture}) is a chat / text-generation model, not a sentence "
+        "embedder; its vectors rank poorly for retrieval. Prefer a dedicated embedder such as the default "
+        "all-MiniLM-L6-v2 (KX_SERVE_EMBED_MODEL=default)"
+    )
+
+
+def passage_ref(doc_ref: str, start: int, end: int) -> str:
+    """A passage's content reference: its parent's bytes and where in them it lies."""
+    return hashlib.sha256(f"kx-passage:{doc_ref}:{start}:{end}".encode()).hexdigest()
+
+
+@dataclass
+class _Prepared:
+    position: int
+    document: NewDocument
+    vector: np.ndarray | None  # the caller's own vector, when given
+
+
+def run_ingest(
+    engine: "Engine",
+    name: str,
+    documents: Iterable[DocumentInput],
+    vectors: Sequence[Sequence[float]] | np.ndarray | None = None,
+    on_event: EventFn | None = None,
+) -> IngestReport:
+    """Add documents to dataset `name`, creating it on first use.
+
+    With `vectors`, each document is one passage with the caller's vector
+    (no model needed). Documents that cannot be read are refused one by
+    one; the rest go in. Raises only for what stops the whole command: a
+    bad name, no model, or an incompatible fingerprint.
+    """
+    emit = on_event or (lambda _event: None)
+    validate_name(name)
+    docs = list(documents)
+    given = None if vectors is None else checked_vectors(vectors, len(docs), "one vector per document")
+    card = _card_for_ingest(engine, given)
+    if given is None and card is None:
+        raise no_embedder_error("ingesting text")
+    if card is not None and card.causal_lm:
+        emit(Notice("advisory", chat_model_advisory(card)))
+    dimension = card.dimension if given is None else given.shape[1]
+    model_card = card if card is not None and card.dimension == dimension else None
+    current = current_fingerprint(engine.settings, model_card, dimension)
+
+    dataset = Dataset(engine.settings, name)
+    created = not dataset.exists()
+    totals = (0, 0)
+    try:
+        with dataset.writing(on_wait=lambda message: emit(Notice("waiting", message))) as catalogue:
+            stored = catalogue.fingerprint()
+            if stored is not None:
+                _check_stored(name, stored, current, given is not None)
+            fingerprint = stored or current
+            results: list[DocumentResult | None] = [None] * len(docs)
+            pending = _prepare(engine.settings, docs, given, catalogue, results, emit)
+            _embed_and_commit(engine, pending, catalogue, fingerprint, results, emit)
+            dataset.sync_indexes(catalogue, on_stage=lambda stage: emit(Progress(f"indexing {stage}", 0, 1)))
+            totals = catalogue.counts()
+    finally:
+        if created and totals[0] == 0:
+            # nothing went in (all refused, or a failure before the first commit):
+            # leave no empty dataset behind
+            shutil.rmtree(dataset.folder, ignore_errors=True)
+    advisories = [chat_model_advisory(card)] if card is not None and card.causal_lm else []
+    return IngestReport(name, [r for r in results if r is not None], created and totals[0] > 0,
+                        totals[0], totals[1], advisories)
+
+
+def _card_for_ingest(engine: "Engine", given: np.ndarray | None) -> ModelCard | None:
+    if given is None:
+        return engine.model_card()
+    try:  # bringing your own vectors must work without a usable model
+        return engine.model_card()
+    except KxError:
+        return None
+
+def _check_stored(name: str, stored: Fingerprint, current: Fingerprint, own_vectors: bool) -> None:
+    if own_vectors:
+        if stored.dimension != current.dimension:
+            raise invalid(
+                f"dataset '{name}' holds {stored.dimension}-dimensional vectors but the given vectors have "
+                f"{current.dimension}; pass vectors from the dataset's model ({stored.embed_model})"
+            )
+        return
+    check_compatible(name, stored, current)
+
+def _prepare(settings: Settings, docs, given, catalogue, results, emit) -> list[_Prepared]:
+    known = catalogue.known_refs([d.ref for d in docs if d.error is None])
+    seen: set[str] = set()
+    pending: list[_Prepared] = []
+    for position, doc in enumerate(docs):
+        if doc.error is not None:
+            results[position] = _refused(doc, doc.error)
+            emit(results[position])
+            continue
+        ref = doc.ref
+        if ref in known or ref in seen:
+            row = catalogue.document(ref)
+            passages = row.passage_count if row else next(
+                len(p.document.passages) for p in pending if p.document.ref == ref)
+            results[position] = DocumentResult(doc.name, UNCHANGED, ref, passages, doc.source_path)
+            emit(results[position])
+            continue
+        try:
+            text = extract_text(doc)
+        except KxError as exc:
+            results[position] = _refused(doc, exc)
+            emit(results[position])
+            continue
+        if given is not None:
+            spans = [(0, len(text), text, 0, 1)]
+        else:
+            chunks = chunk_text(text, settings.chunk_size, settings.chunk_overlap)
+            spans = [(c.start, c.end, c.text, c.index, c.count) for c in chunks]
+        passages = [NewPassage(passage_ref(ref, s, e), i, n, s, e, t) for s, e, t, i, n in spans]
+        seen.add(ref)
+        pending.append(_Prepared(
+            position,
+            NewDocument(ref, doc.name, doc.source_path, doc.media_type, doc.data, len(text), passages),
+            None if given is None else given[position],
+        ))
+    return pending
+
+def _embed_and_commit(engine: "Engine", pending, catalogue, fingerprint, results, emit) -> None:
+    total = sum(len(p.document.passages) for p in pending)
+    done = 0
+    group: list[_Prepared] = []
+    size = 0
+    for item in pending + [None]:
+        if item is not None:
+            group.append(item)
+            size += len(item.document.passages)
+            if size < engine.settings.ingest_commit_passages:
+                continue
+        if not group:
+            break
+        vectors = _vectors_for(engine, group, done, total, emit)
+        catalogue.commit_documents([p.document for p in group], vectors, fingerprint)
+        for p in group:
+            doc = p.document
+            results[p.position] = DocumentResult(doc.name, ADDED, doc.ref, len(doc.passages), doc.source_path)
+            emit(results[p.position])
+        done += size
+        group, size = [], 0
+
+def _vectors_for(engine: "Engine", group: list[_Prepared], done: int, total: int, emit: EventFn) -> np.ndarray:
+    if group[0].vector is not None:
+        return np.stack([p.vector for p in group]).astype(np.float32)
+    embedder = engine.embedder()
+    if embedder is None:
+        raise no_embedder_error("ingesting text")
+    texts = [passage.text for p in group for passage in p.document.passages]
+    progressed = done
+
+    def progress(n: int) -> None:
+        nonlocal progressed
+        progressed += n
+        emit(Progress("embedding", progressed, total))
+
+    emit(Progress("embedding", done, total))
+    return embedder.encode(texts, batch_size=engine.settings.embed_batch_size, progress=progress)
+
+
+def _refused(doc: DocumentInput, error: KxError) -> DocumentResult:
+    return DocumentResult(doc.name, REFUSED, None, 0, doc.source_path, error.status.name, error.message)

@@ -1,0 +1,181 @@
+"""Query: dense and sparse candidate pools, Reciprocal Rank Fusion, then MMR.
+
+Every hit says why it is where it is: its rank and raw score in each
+retriever's list, its fused score, and how far MMR moved it. Ties break on
+ascending passage ref at every step.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from .config import MODES, Settings
+from .dataset import validate_name
+from .embedders import no_embedder_error
+from .errors import KxError, invalid
+from .fingerprint import Fingerprint, check_compatible, current_fingerprint
+from .fusion import mmr, rrf
+from .models import ModelCard
+from .records import Hit, QueryResult
+from .search import MAX_QUERY_TERMS
+from .vectors import checked_vectors
+
+if TYPE_CHECKING:
+    from .core import Engine
+
+
+def run_query(
+    engine: "Engine",
+    name: str,
+    text: str | None = None,
+    *,
+    vector: Sequence[float] | np.ndarray | None = None,
+    k: int | None = None,
+    mode: str | None = None,
+    rerank: bool | None = None,
+) -> QueryResult:
+    """The passages of dataset `name` that best answer `text` (or a pre-computed `vector`).
+
+    Dense and sparse candidate pools are fused by Reciprocal Rank Fusion,
+    then (with rerank) an MMR pass keeps near-duplicates from crowding the
+    top. Ties break on ascending passage ref at every step.
+    """
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    notes: list[str] = []
+    validate_name(name)
+    mode = _check_mode(engine.settings, mode)
+    rerank = engine.settings.rerank if rerank is None else bool(rerank)
+    requested = engine.settings.default_k if k is None else k
+    if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
+        raise invalid(f"k must be a whole number of at least 1, got {requested!r}")
+    k_used = min(requested, engine.settings.max_k)
+    if k_used != requested:
+        notes.append(f"k clamped from {requested} to {k_used} (the operator's maximum, KX_MAX_K)")
+    if text is not None and not isinstance(text, str):
+        raise invalid("query text must be a string")
+    if text is not None and not text.strip():
+        raise invalid("the query is empty; type some words to search for")
+    query_vector = None if vector is None else checked_vectors([vector], 1, "the query vector")[0]
+    if text is None and query_vector is None:
+        raise invalid("give query text (or a pre-computed query vector)")
+    if text is None and mode != "dense":
+        if mode == "sparse":
+            raise invalid("sparse search needs query text; a vector alone can only search dense")
+        notes.append("no query text: searched dense only")
+        mode = "dense"
+
+    searcher = engine.searcher(name)
+    fingerprint = searcher.fingerprint
+    use_dense, use_sparse = mode in ("dense", "hybrid"), mode in ("sparse", "hybrid")
+    embedder = None
+    if query_vector is not None:
+        if query_vector.shape[0] != fingerprint.dimension:
+            raise invalid(
+                f"the query vector has {query_vector.shape[0]} dimensions but dataset '{name}' holds "
+                f"{fingerprint.dimension}-dimensional vectors ({fingerprint.embed_model})"
+            )
+        _check_query_fingerprint(engine.settings, name, fingerprint, None)
+    elif use_dense:
+        card = engine.model_card()
+        if card is None:
+            raise no_embedder_error(f"{mode} search")
+        _check_query_fingerprint(engine.settings, name, fingerprint, card)
+        embedder = engine.embedder()
+    else:
+        try:
+            card = engine.model_card()
+        except KxError:
+            card = None  # sparse search does not need the model
+        _check_query_fingerprint(engine.settings, name, fingerprint, card)
+
+    pool = max(engine.settings.candidate_pool, k_used)
+    lists = {}
+    if use_dense:
+        if query_vector is None:
+            t = time.perf_counter()
+            query_vector = embedder.encode([text])[0]
+            timings["embed"] = _ms(t)
+        t = time.perf_counter()
+        dense = searcher.dense_candidates(query_vector, pool)
+        timings["dense"] = _ms(t)
+        lists["dense"] = dense
+    if use_sparse:
+        t = time.perf_counter()
+        sparse = searcher.sparse_candidates(text, pool)
+        timings["sparse"] = _ms(t)
+        lists["sparse"] = sparse
+        if not sparse.hits:
+            notes.append("no query word is in the sparse index (only stopwords, punctuation or unknown words)")
+        if sparse.dropped_terms:
+            notes.append(f"sparse search used the {MAX_QUERY_TERMS} rarest of the query's indexed terms "
+                         f"({sparse.dropped_terms} more were left out)")
+
+    t = time.perf_counter()
+    fused = rrf({n: c.hits for n, c in lists.items()}, engine.settings.rrf_k)
+    seq_of = {ref: seq for c in lists.values() for ref, seq in c.seq_of.items()}
+    timings["fusion"] = _ms(t)
+
+    # The relevance MMR trades against diversity: the fused score in hybrid
+    # mode, the retriever's own score in a single mode.
+    single = next(iter(lists)) if len(lists) == 1 else None
+    relevance = [f.raw[single] if single else f.score for f in fused]
+    order = list(range(len(fused)))
+    if rerank and len(fused) > 1:
+        # MMR reorders the head of the fused list only, so the first picks
+        # do not depend on k, and a weak tail candidate cannot jump ahead
+        # just for being unlike everything else.
+        t = time.perf_counter()
+        depth = min(len(fused), engine.settings.mmr_depth)
+        head = fused[:depth]
+        vectors = searcher.vectors([seq_of[f.ref] for f in head])
+        picked = mmr([f.ref for f in head], relevance[:depth], vectors, depth, engine.settings.mmr_lambda)
+        order = picked + order[depth:]
+        timings["mmr"] = _ms(t)
+    order = order[:k_used]
+
+    chosen = [fused[i] for i in order]
+    rows = searcher.passages([seq_of[f.ref] for f in chosen])
+    names = searcher.document_names([rows[seq_of[f.ref]].doc_ref for f in chosen])
+    hits = []
+    for rank, (position, f) in enumerate(zip(order, chosen), start=1):
+        row = rows[seq_of[f.ref]]
+        hits.append(Hit(
+            rank=rank,
+            score=relevance[position],
+            text=row.text,
+            passage_ref=f.ref,
+            document_ref=row.doc_ref,
+            document_name=names[row.doc_ref],
+            chunk_index=row.chunk_index,
+            chunk_count=row.chunk_count,
+            char_start=row.char_start,
+            char_end=row.char_end,
+            dense_rank=f.ranks.get("dense"),
+            dense_score=f.raw.get("dense"),
+            sparse_rank=f.ranks.get("sparse"),
+            sparse_score=f.raw.get("sparse"),
+            fused_score=f.score,
+            fused_rank=position + 1,
+            mmr_moved=position + 1 - rank,
+        ))
+    timings["total"] = _ms(started)
+    return QueryResult(name, text, mode, rerank, k_used, requested, hits, notes, timings)
+
+
+def _check_mode(settings: Settings, mode: str | None) -> str:
+    chosen = settings.default_mode if mode is None else mode
+    if not isinstance(chosen, str) or chosen.strip().lower() not in MODES:
+        raise invalid(f"mode must be one of {', '.join(MODES)}, got {chosen!r}")
+    return chosen.strip().lower()
+
+def _check_query_fingerprint(settings: Settings, name: str, stored: Fingerprint, card: ModelCard | None) -> None:
+    current = current_fingerprint(settings, card, stored.dimension)
+    check_compatible(name, stored, current, ignore_model=card is None)
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000.0, 3)

@@ -1,0 +1,29 @@
+"""Checking vectors that callers bring (pre-computed document or query embeddings)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .errors import invalid
+
+
+def checked_vectors(value: Any, count: int, what: str) -> np.ndarray:
+    """`count` finite, non-zero vectors of one length as unit-length float32 rows.
+
+    Raises INVALID_ARGUMENT saying what is wrong with `what`.
+    """
+    try:
+        array = np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise invalid(f"{what}: expected lists of numbers, all of one length") from None
+    if array.ndim != 2 or array.shape[0] != count or array.shape[1] == 0:
+        raise invalid(f"{what}: expected {count} non-empty list(s) of numbers of one length; "
+                      f"got shape {tuple(array.shape)}")
+    if not np.all(np.isfinite(array)):
+        raise invalid(f"{what}: NaN or infinite values; pass finite numbers")
+    norms = np.linalg.norm(array, axis=1)
+    if np.any(norms == 0):
+        raise invalid(f"{what}: a vector of all zeros has no direction; pass a non-zero vector")
+    return array / norms[:, None]
