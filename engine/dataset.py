@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-from pathlib import Path
 from typing import Callable, Iterator
 
 from .config import Settings
@@ -143,7 +142,3 @@ def list_dataset_names(settings: Settings) -> list[str]:
     if not root.is_dir():
         return []
     return sorted(p.name for p in root.iterdir() if _NAME.fullmatch(p.name) and (p / "catalog.sqlite").exists())
-
-
-def dataset_folder(settings: Settings, name: str) -> Path:
-    return settings.datasets_dir / validate_name(name)

@@ -20,7 +20,7 @@ from threadpoolctl import ThreadpoolController
 
 from engine.errors import invalid
 
-__all__ = ["Ranked", "Fused", "rank_list", "rrf", "mmr", "moved_by_mmr"]
+__all__ = ["Ranked", "Fused", "rank_list", "rrf", "mmr"]
 
 # Cosine similarities are rounded to this many decimals before MMR uses them.
 # Float32 embeddings carry about 7 significant digits, so digits past the 6th
@@ -219,21 +219,3 @@ def _cosine_matrix(vectors: np.ndarray) -> np.ndarray:
     unit = vecs / safe
     sims = np.clip(unit @ unit.T, -1.0, 1.0)
     return np.round(sims, _SIM_DECIMALS)
-
-
-def moved_by_mmr(before: Sequence[str], after: Sequence[str]) -> dict[str, int]:
-    """For each ref in `after`: its 1-based position before minus after.
-
-    Positive means MMR moved it up. Every ref in `after` must be in `before`.
-    """
-    position = {ref: i for i, ref in enumerate(before, start=1)}
-    if len(position) != len(before):
-        raise invalid("moved_by_mmr: refs in the ranking before MMR must be unique")
-    moved: dict[str, int] = {}
-    for i, ref in enumerate(after, start=1):
-        if ref not in position:
-            raise invalid(f"moved_by_mmr: passage {ref} is in the MMR result but not in the ranking before it")
-        if ref in moved:
-            raise invalid(f"moved_by_mmr: passage {ref} appears twice in the MMR result")
-        moved[ref] = position[ref] - i
-    return moved

@@ -17,7 +17,7 @@ from threadpoolctl import threadpool_info
 
 import engine.fusion as fusion
 from engine.errors import KxError, Status
-from engine.fusion import Fused, Ranked, mmr, moved_by_mmr, rank_list, rrf
+from engine.fusion import Fused, Ranked, mmr, rank_list, rrf
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -418,33 +418,6 @@ def test_mmr_runs_blas_single_threaded_and_restores(monkeypatch: pytest.MonkeyPa
     mmr(refs, relevance, vectors, k=3, lam=0.5)
     assert seen and all(n == 1 for n in seen[0])
     assert threadpool_info() == before
-
-
-# ------------------------------------------------------------------ moved_by_mmr
-
-
-def test_moved_by_mmr() -> None:
-    before = ["a", "b", "c", "d"]
-    after = ["a", "c", "d"]
-    # a: 1 -> 1 (0); c: 3 -> 2 (+1, moved up); d: 4 -> 3 (+1)
-    assert moved_by_mmr(before, after) == {"a": 0, "c": 1, "d": 1}
-    # b: 2 -> 1 (+1); a: 1 -> 2 (-1)
-    assert moved_by_mmr(["a", "b"], ["b", "a"]) == {"b": 1, "a": -1}
-    assert moved_by_mmr([], []) == {}
-
-
-def test_moved_by_mmr_rejects_unknown_or_repeated_refs() -> None:
-    for before, after in [(["a"], ["z"]), (["a", "b"], ["a", "a"]), (["a", "a"], ["a"])]:
-        with pytest.raises(KxError) as err:
-            moved_by_mmr(before, after)
-        assert err.value.status is Status.INVALID_ARGUMENT
-
-
-def test_mmr_then_moved_end_to_end() -> None:
-    refs, relevance, vectors = hand_pool()
-    picked = [refs[i] for i in mmr(refs, relevance, vectors, k=3, lam=0.5)]
-    # Relevance order a, b, c; MMR order a, c, b: c up one, b down one.
-    assert moved_by_mmr(refs, picked) == {"a": 0, "c": 1, "b": -1}
 
 
 # ------------------------------------------------------------------------ import
