@@ -6,8 +6,11 @@ loaded the first time something is embedded.
 
 __version__ = "0.1.0"
 
+from .backend import Backend  # noqa: E402
+from .client import KxClient, RetrievalMode  # noqa: E402  (imports httpx only when a client is made)
 from .config import Settings, load_settings  # noqa: E402
 from .core import Engine  # noqa: E402
 from .errors import KxError, Status  # noqa: E402
 
-__all__ = ["Engine", "KxError", "Settings", "Status", "load_settings", "__version__"]
+__all__ = ["Backend", "Engine", "KxClient", "KxError", "RetrievalMode", "Settings", "Status", "load_settings",
+           "__version__"]

@@ -70,6 +70,13 @@ def _path(text: str) -> Path:
     return Path(_text(text)).expanduser()
 
 
+def _url_or_empty(text: str) -> str:
+    value = text.strip()
+    if value and not value.startswith(("http://", "https://")):
+        raise ValueError("expected an http:// or https:// address, or nothing for in-process")
+    return value
+
+
 @dataclass(frozen=True)
 class SettingSpec:
     """How one setting is named, parsed, defaulted and explained."""
@@ -126,6 +133,11 @@ SPECS: tuple[SettingSpec, ...] = (
                 "passages embedded per catalogue commit: a crash loses at most this much uncommitted work"),
     SettingSpec("max_document_bytes", "KX_MAX_DOCUMENT_BYTES", _int_in(1, 2**31), lambda: 50 * 2**20,
                 "largest document accepted, in bytes"),
+    SettingSpec("max_request_bytes", "KX_MAX_REQUEST_BYTES", _int_in(1024, 2**40), lambda: 64 * 2**20,
+                "largest request body `kx serve` reads, in bytes; larger ones are refused unread"),
+    SettingSpec("gateway", "KX_GATEWAY", _url_or_empty, lambda: "",
+                "a `kx serve` address (e.g. http://127.0.0.1:50151) for the CLI to work through; "
+                "empty: run the engine in-process"),
 )
 SPEC_BY_NAME = {spec.name: spec for spec in SPECS}
 
@@ -150,6 +162,8 @@ class Settings:
     embed_batch_size: int
     ingest_commit_passages: int
     max_document_bytes: int
+    max_request_bytes: int
+    gateway: str
     # setting name -> "default", "config file <path>", "env KX_...", or "flag"
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 

@@ -53,10 +53,14 @@ class DatasetSearcher:
             self.catalogue.close()
             raise ValueError("empty dataset")
         self.fingerprint: Fingerprint = fingerprint
-        self.top = self.catalogue.max_passage_seq()
         self.dense = dataset.dense(fingerprint.dimension)
-        self.dense.load()
         self.sparse = dataset.sparse(fingerprint.stopwords)
+        # The least that every part holds: opened between a writer's commit
+        # and its index catch-up, this searcher must not count as current
+        # once the indexes have caught up (a long-lived gateway would keep
+        # answering without the new passages). Watermarks read before loading.
+        self.top = min(self.catalogue.max_passage_seq(), self.dense.watermark, self.sparse.watermark)
+        self.dense.load()
         self._bm25 = (bm25_k1, bm25_b)
         self._bm25_scorer: Bm25Scorer | None = None
         self._ref_of: dict[int, str] = {}

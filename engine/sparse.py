@@ -13,6 +13,7 @@ import math
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -138,7 +139,17 @@ class SparseIndex:
     def open_scorer(self, k1: float, b: float) -> "Bm25Scorer":
         from whoosh import index
 
-        return Bm25Scorer(index.open_dir(str(self.folder)).reader(), k1, b)
+        # A writer's commit in another thread or process deletes the previous
+        # generation's TOC and merged segments; an open that lands in between
+        # finds a file gone. The next attempt sees the new generation.
+        for attempt in range(5):
+            try:
+                return Bm25Scorer(index.open_dir(str(self.folder)).reader(), k1, b)
+            except FileNotFoundError:
+                if attempt == 4:
+                    raise
+                time.sleep(0.02 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     def search(self, text: str, k: int, k1: float, b: float) -> list[tuple[int, float]]:
         """Up to k (seq, BM25 score) pairs for the OR of the query's terms, best first."""

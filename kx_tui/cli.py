@@ -7,7 +7,6 @@ status; a traceback reaching a user is a bug (set KX_DEBUG=1 to see one).
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
 import sys
@@ -33,12 +32,34 @@ _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 def _engine(ctx: click.Context, **overrides: Any):
-    """The Backend for this invocation, with settings resolved once per command."""
-    from engine import Engine, load_settings
+    """The in-process Engine, with settings resolved once per command (eval and watch use it)."""
+    from engine import Engine
+
+    return Engine(_settings(ctx, **overrides))
+
+
+def _settings(ctx: click.Context, **overrides: Any):
+    from engine import load_settings
 
     flags = dict(ctx.obj["flags"])
     flags.update({k: v for k, v in overrides.items() if v is not None})
-    return Engine(load_settings(flags))
+    return load_settings(flags)
+
+
+def _backend(ctx: click.Context, settings: Any):
+    """The Backend for this invocation: the in-process Engine, or KxClient when a gateway is set.
+
+    The token: --token / KX_GATEWAY_TOKEN, else $KX_HOME/gateway.token when
+    the gateway runs on this machine under the same home.
+    """
+    if not settings.gateway:
+        from engine import Engine
+
+        return Engine(settings)
+    from engine.client import KxClient, read_token
+
+    token = ctx.obj.get("token") or read_token(settings.home)
+    return KxClient(settings.gateway, token=token)
 
 
 def _parse_sets(pairs: Sequence[str]) -> dict[str, str]:
@@ -56,9 +77,15 @@ def _parse_sets(pairs: Sequence[str]) -> dict[str, str]:
               help="Where datasets live (overrides KX_HOME).")
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
               help="Override a setting for this command, e.g. --set chunk_size=800 (see `kx info`).")
+@click.option("--gateway", metavar="URL", default=None,
+              help="Work through a `kx serve` gateway at URL (e.g. http://127.0.0.1:50151) instead of "
+                   "in-process (overrides KX_GATEWAY).")
+@click.option("--token", envvar="KX_GATEWAY_TOKEN", default=None, metavar="TOKEN",
+              help="The gateway's bearer token (default: KX_GATEWAY_TOKEN, else $KX_HOME/gateway.token).")
 @click.version_option(package_name="kx", prog_name="kx")
 @click.pass_context
-def cli(ctx: click.Context, home: Path | None, sets: tuple[str, ...]) -> None:
+def cli(ctx: click.Context, home: Path | None, sets: tuple[str, ...], gateway: str | None,
+        token: str | None) -> None:
     """kx: ask your own documents questions, on your own machine.
 
     Datasets are named, append-only piles of documents under KX_HOME. Ingest
@@ -67,7 +94,9 @@ def cli(ctx: click.Context, home: Path | None, sets: tuple[str, ...]) -> None:
     flags: dict[str, Any] = _parse_sets(sets)
     if home is not None:
         flags["home"] = str(home)
-    ctx.obj = {"flags": flags}
+    if gateway is not None:
+        flags["gateway"] = gateway
+    ctx.obj = {"flags": flags, "token": token}
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
 
@@ -77,7 +106,7 @@ def cli(ctx: click.Context, home: Path | None, sets: tuple[str, ...]) -> None:
 @click.pass_context
 def info(ctx: click.Context, as_json: bool) -> None:
     """Show every effective setting, where it came from, and the embedding model."""
-    data = _engine(ctx).info()
+    data = _backend(ctx, _settings(ctx)).info()
     if as_json:
         click.echo(json.dumps(data, indent=2))
     else:
@@ -94,7 +123,7 @@ def datasets() -> None:
 @click.pass_context
 def list_datasets(ctx: click.Context, as_json: bool) -> None:
     """List datasets with their document and passage counts and embedding model."""
-    summaries = _engine(ctx).list_datasets()
+    summaries = _backend(ctx, _settings(ctx)).list_datasets()
     if as_json:
         click.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
     else:
@@ -125,8 +154,13 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
     from engine.documents import from_file, from_jsonl, from_text
 
     validate_name(name)
-    engine = _engine(ctx, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
-    limit = engine.settings.max_document_bytes
+    settings = _settings(ctx, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    if settings.gateway and (chunk_size is not None or chunk_overlap is not None):
+        raise KxError(Status.FAILED_PRECONDITION,
+                      "--chunk-size and --chunk-overlap are the gateway's settings; set them where `kx serve` "
+                      "runs (KX_CHUNK_SIZE, KX_CHUNK_OVERLAP), or drop --gateway")
+    engine = _backend(ctx, settings)
+    limit = settings.max_document_bytes
     docs = [from_file(p, limit) for p in (*paths, *files)]
     docs += [from_text(t) for t in texts]
     for path in jsonls:
@@ -174,14 +208,18 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
 def query(ctx: click.Context, name: str, text: str, k: int | None, mode: str | None, rerank: str | None,
           as_json: bool) -> None:
     """Ask dataset NAME a question; print the passages that answer it, with provenance."""
-    engine = _engine(ctx)
+    settings = _settings(ctx)
+    engine = _backend(ctx, settings)
     result = engine.query(name, text, k=k, mode=mode, rerank=None if rerank is None else rerank.lower() == "on")
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return
     from engine.dataset import Dataset
 
-    sparse = Dataset(engine.settings, name).sparse(engine.settings.stopwords)
+    stopwords = settings.stopwords
+    if settings.gateway:  # highlight with the served dataset's analyzer, not this machine's settings
+        stopwords = bool((engine.dataset_summary(name).fingerprint or {}).get("stopwords", stopwords))
+    sparse = Dataset(settings, name).sparse(stopwords)
     print_query(Console(), result, lambda passage: sparse.matching_spans(passage, text))
 
 
@@ -209,6 +247,8 @@ def eval_command(ctx: click.Context, name: str, queries_path: Path, qrels_path: 
 
     from .render import print_eval
 
+    if _settings(ctx).gateway:
+        raise KxError(Status.FAILED_PRECONDITION, "kx eval runs in-process; drop --gateway")
     queries, qrels = read_queries(queries_path), read_qrels(qrels_path)
     # Deep lists, so Recall@100 sees 100 distinct documents even when each is several passages.
     engine = _engine(ctx, max_k=EVAL_DEPTH, candidate_pool=EVAL_DEPTH)
@@ -230,6 +270,13 @@ def eval_command(ctx: click.Context, name: str, queries_path: Path, qrels_path: 
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
         print_eval(Console(), result)
+
+
+from .serve_cmd import serve as _serve_command  # noqa: E402 - registered once the group exists
+from .watch_cmd import watch as _watch_command  # noqa: E402 - registered once the group exists
+
+datasets.add_command(_watch_command)
+cli.add_command(_serve_command)
 
 
 def _fail(status_name: str, message: str, code: int) -> None:
@@ -259,7 +306,3 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise
         _fail("INTERNAL", f"unexpected {type(exc).__name__}: {exc}; rerun with KX_DEBUG=1 and report it",
               EXIT_INTERNAL)
-
-
-def format_time(stamp: float) -> str:
-    return _dt.datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M")

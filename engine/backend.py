@@ -1,0 +1,45 @@
+"""The one interface the CLI and the TUI talk to, whatever the transport.
+
+`Engine` answers in-process; `KxClient` answers through `kx serve`. Both hand
+back the same records (engine/records.py) and raise the same `KxError`, so a
+caller written against `Backend` cannot tell which one it holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
+
+from .documents import DocumentInput
+from .records import DatasetSummary, IngestReport, QueryResult
+
+EventFn = Callable[[object], None]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    def list_datasets(self) -> list[DatasetSummary]: ...
+
+    def dataset_summary(self, name: str) -> DatasetSummary: ...
+
+    def info(self) -> dict[str, Any]: ...
+
+    def ingest(
+        self,
+        name: str,
+        documents: Iterable[DocumentInput],
+        vectors: Sequence[Sequence[float]] | Any | None = None,
+        on_event: EventFn | None = None,
+    ) -> IngestReport: ...
+
+    def query(
+        self,
+        name: str,
+        text: str | None = None,
+        *,
+        vector: Sequence[float] | Any | None = None,
+        k: int | None = None,
+        mode: str | None = None,
+        rerank: bool | None = None,
+    ) -> QueryResult: ...
+
+    def close(self) -> None: ...

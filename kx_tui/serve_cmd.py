@@ -1,0 +1,103 @@
+"""`kx serve`: run the local gateway (engine/gateway.py) until Ctrl-C or SIGTERM.
+
+This module only resolves the options, makes or reads the token, binds the
+socket (so a taken port is one error line, not a uvicorn traceback) and runs
+uvicorn; SIGTERM lets in-flight requests finish and exits 0.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+from typing import Any
+
+import click
+
+from engine.errors import KxError, Status
+
+# Not imported from cli.py: cli.py imports this module.
+_CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+DEFAULT_PORT = 50151
+_DRAIN_SECONDS = 30  # how long a stop waits for in-flight requests
+
+
+@click.command("serve", context_settings=_CONTEXT)
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on. Anything but loopback is reachable from other machines: "
+                   "the token then guards every request.")
+@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True,
+              help="TCP port to listen on.")
+@click.option("--dev-allow-local", is_flag=True,
+              help="Let clients on this machine in without the token (development only; loopback hosts only).")
+@click.pass_context
+def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool) -> None:
+    """Serve the engine over HTTP (JSON API under /v1, description at /openapi.json).
+
+    Every request but /v1/health needs 'Authorization: Bearer TOKEN'; the
+    token is made at first start and kept in $KX_HOME/gateway.token (mode
+    600). Point the CLI at it with `kx --gateway http://HOST:PORT ...`.
+    """
+    from engine import Engine, load_settings
+    from engine.gateway import ensure_token, is_loopback, token_path
+
+    if dev_allow_local and not is_loopback(host):
+        raise KxError(Status.FAILED_PRECONDITION,
+                      f"--dev-allow-local admits clients without a token, so it serves loopback only, not {host}; "
+                      "drop --dev-allow-local (clients then need the token) or use --host 127.0.0.1")
+    settings = load_settings(ctx.obj["flags"])
+    token = ensure_token(settings.home)
+    sock = _bind(host, port)
+    engine = Engine(settings)
+    try:
+        bound = sock.getsockname()[1]
+        click.echo(f"kx gateway on http://{_show_host(host)}:{bound} (KX_HOME {settings.home})")
+        click.echo(f"token: {token_path(settings.home)} (send 'Authorization: Bearer <token>')")
+        if dev_allow_local:
+            click.echo("--dev-allow-local: clients on this machine need no token")
+        click.echo("Ctrl-C or SIGTERM stops it after the requests in flight.")
+        _run(engine, token, settings.max_request_bytes, dev_allow_local, sock)
+    finally:
+        engine.close()
+        sock.close()
+
+
+def _run(engine: Any, token: str, max_bytes: int, allow_local: bool, sock: socket.socket) -> None:
+    import uvicorn
+
+    from engine.gateway import create_app
+
+    app = create_app(engine, token, allow_local=allow_local, max_request_bytes=max_bytes)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+                            timeout_graceful_shutdown=_DRAIN_SECONDS)
+    server = uvicorn.Server(config)
+    # uvicorn re-raises the stop signal once it has drained; with these no-op
+    # handlers in place the re-raise is harmless and the process exits 0.
+    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        server.run(sockets=[sock])
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise KxError(Status.INVALID_ARGUMENT, f"--host {host} is not an address here ({exc.strerror})") from None
+    family, kind, proto, _name, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise KxError(Status.UNAVAILABLE, f"cannot listen on {host}:{port} ({exc.strerror}); "
+                                          "pick another --port or stop what holds it") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _show_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
