@@ -7,8 +7,9 @@ ingest and query live in engine/ingest.py and engine/query.py.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -156,6 +157,21 @@ class Engine:
                     from None
             self._searchers[name] = searcher
             return searcher
+
+    @contextlib.contextmanager
+    def reading(self, name: str) -> Iterator[DatasetSearcher]:
+        """The dataset's open readers, held for this thread until the block ends.
+
+        A searcher replaced by a newer one (the catalogue grew) is closed only
+        once its lock is free; a caller that lost that race takes the new one.
+        """
+        while True:
+            searcher = self.searcher(name)
+            with searcher.lock:
+                if searcher.closed:
+                    continue
+                yield searcher
+                return
 
     def close(self) -> None:
         with self._searchers_lock:

@@ -28,7 +28,6 @@ import json
 import logging
 import os
 import secrets
-import threading
 from pathlib import Path
 from typing import Any, Literal
 
@@ -267,23 +266,6 @@ async def _send_error(send: Any, error: KxError) -> None:
 # -- the app ---------------------------------------------------------------------------
 
 
-class _QueryLocks:
-    """One lock per dataset around queries.
-
-    The engine caches one DatasetSearcher per dataset and closes it when the
-    catalogue grows; its whoosh reader and SQLite handle are not made for
-    concurrent use. Queries on different datasets still run side by side.
-    """
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._locks: dict[str, threading.Lock] = {}
-
-    def of(self, name: str) -> threading.Lock:
-        with self._guard:
-            return self._locks.setdefault(name, threading.Lock())
-
-
 def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
                max_request_bytes: int | None = None, health_needs_token: bool = False) -> FastAPI:
     """The gateway as an ASGI app: FastAPI routes inside the token-and-size guard.
@@ -294,7 +276,6 @@ def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
     app = FastAPI(title="kx gateway", version=__version__,
                   description="kx's engine over HTTP: datasets, ingest and hybrid retrieval. Every request "
                               "except health needs 'Authorization: Bearer <token>'. Errors are {code, message}.")
-    locks = _QueryLocks()
     limit = max_request_bytes if max_request_bytes is not None else engine.settings.max_request_bytes
 
     @app.exception_handler(KxError)
@@ -339,8 +320,9 @@ def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
     @app.post(f"{API_PREFIX}/datasets/{{name}}/query", tags=["datasets"], responses=_ERRORS)
     def query(name: str, body: QueryIn) -> dict[str, Any]:
         validate_name(name)
-        with locks.of(name):
-            result = engine.query(name, body.text, vector=body.vector, k=body.k, mode=body.mode, rerank=body.rerank)
+        # the engine holds each dataset's readers under a lock of their own and
+        # embeds outside it, so queries overlap where they can
+        result = engine.query(name, body.text, vector=body.vector, k=body.k, mode=body.mode, rerank=body.rerank)
         return result.to_dict()
 
     app.add_middleware(_Guard, token=token, max_bytes=limit, allow_local=allow_local,

@@ -20,7 +20,7 @@ from .fingerprint import Fingerprint, check_compatible, current_fingerprint
 from .fusion import mmr, rrf
 from .models import ModelCard
 from .records import Hit, QueryResult
-from .search import MAX_QUERY_TERMS
+from .search import MAX_QUERY_TERMS, DatasetSearcher
 from .vectors import checked_vectors
 
 if TYPE_CHECKING:
@@ -93,12 +93,25 @@ def run_query(
         _check_query_fingerprint(engine.settings, name, fingerprint, card)
 
     pool = max(engine.settings.candidate_pool, k_used)
+    if use_dense and query_vector is None:
+        # outside the searcher's lock: embedding is the slow part, and
+        # concurrent queries may embed side by side
+        t = time.perf_counter()
+        query_vector = embedder.encode([text])[0]
+        timings["embed"] = _ms(t)
+    with engine.reading(name) as searcher:
+        hits = _search(engine.settings, searcher, text, query_vector, use_dense, use_sparse, pool, k_used, rerank,
+                       notes, timings)
+    timings["total"] = _ms(started)
+    return QueryResult(name, text, mode, rerank, k_used, requested, hits, notes, timings)
+
+
+def _search(settings: Settings, searcher: DatasetSearcher, text: str | None, query_vector: np.ndarray | None,
+            use_dense: bool, use_sparse: bool, pool: int, k_used: int, rerank: bool, notes: list[str],
+            timings: dict[str, float]) -> list[Hit]:
+    """Candidate pools, fusion, MMR and the hits, under the searcher's lock."""
     lists = {}
     if use_dense:
-        if query_vector is None:
-            t = time.perf_counter()
-            query_vector = embedder.encode([text])[0]
-            timings["embed"] = _ms(t)
         t = time.perf_counter()
         dense = searcher.dense_candidates(query_vector, pool)
         timings["dense"] = _ms(t)
@@ -115,7 +128,7 @@ def run_query(
                          f"({sparse.dropped_terms} more were left out)")
 
     t = time.perf_counter()
-    fused = rrf({n: c.hits for n, c in lists.items()}, engine.settings.rrf_k)
+    fused = rrf({n: c.hits for n, c in lists.items()}, settings.rrf_k)
     seq_of = {ref: seq for c in lists.values() for ref, seq in c.seq_of.items()}
     timings["fusion"] = _ms(t)
 
@@ -129,10 +142,10 @@ def run_query(
         # do not depend on k, and a weak tail candidate cannot jump ahead
         # just for being unlike everything else.
         t = time.perf_counter()
-        depth = min(len(fused), engine.settings.mmr_depth)
+        depth = min(len(fused), settings.mmr_depth)
         head = fused[:depth]
         vectors = searcher.vectors([seq_of[f.ref] for f in head])
-        picked = mmr([f.ref for f in head], relevance[:depth], vectors, depth, engine.settings.mmr_lambda)
+        picked = mmr([f.ref for f in head], relevance[:depth], vectors, depth, settings.mmr_lambda)
         order = picked + order[depth:]
         timings["mmr"] = _ms(t)
     order = order[:k_used]
@@ -162,8 +175,7 @@ def run_query(
             fused_rank=position + 1,
             mmr_moved=position + 1 - rank,
         ))
-    timings["total"] = _ms(started)
-    return QueryResult(name, text, mode, rerank, k_used, requested, hits, notes, timings)
+    return hits
 
 
 def _check_mode(settings: Settings, mode: str | None) -> str:

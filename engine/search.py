@@ -8,6 +8,7 @@ ranking: float noise between CPUs must not reorder passages, the ref decides.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,7 +46,12 @@ class Candidates:
 
 
 class DatasetSearcher:
+    """Open readers for one dataset. Callers use it under `lock` (whoosh and SQLite
+    handles are not safe to share between threads mid-call) and check `closed`."""
+
     def __init__(self, dataset: Dataset, bm25_k1: float, bm25_b: float) -> None:
+        self.lock = threading.RLock()
+        self.closed = False
         self.dataset = dataset
         self.catalogue: Catalogue = dataset.reading()
         fingerprint = self.catalogue.fingerprint()
@@ -67,12 +73,17 @@ class DatasetSearcher:
 
     def current(self) -> bool:
         """Still a faithful view: nothing was committed since it was opened."""
-        return self.catalogue.max_passage_seq() == self.top
+        with self.lock:
+            return not self.closed and self.catalogue.max_passage_seq() == self.top
 
     def close(self) -> None:
-        if self._bm25_scorer is not None:
-            self._bm25_scorer.close()
-        self.catalogue.close()
+        with self.lock:  # waits for a query in flight on these readers
+            if self.closed:
+                return
+            self.closed = True
+            if self._bm25_scorer is not None:
+                self._bm25_scorer.close()
+            self.catalogue.close()
 
     def _refs(self, pairs: list[tuple[int, float]]) -> Candidates:
         missing = [seq for seq, _ in pairs if seq not in self._ref_of]
