@@ -15,8 +15,9 @@ def checked_vectors(value: Any, count: int, what: str) -> np.ndarray:
     Raises INVALID_ARGUMENT saying what is wrong with `what`.
     """
     try:
-        array = np.asarray(value, dtype=np.float32)
-    except (TypeError, ValueError):
+        with np.errstate(over="ignore"):  # 1e308 becomes inf here and is refused just below
+            array = np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError, OverflowError):
         raise invalid(f"{what}: expected lists of numbers, all of one length") from None
     if array.ndim != 2 or array.shape[0] != count or array.shape[1] == 0:
         raise invalid(f"{what}: expected {count} non-empty list(s) of numbers of one length; "

@@ -44,10 +44,16 @@ def watch(ctx: click.Context, name: str, folder: Path | None, settle: float | No
     from engine.embedders import no_embedder_error
     from engine.watch import DEFAULT_SETTLE_SECONDS, FolderWatcher, inbox_folder
 
+    from engine.errors import KxError, Status
+
     from .cli import _engine
 
     validate_name(name)
     engine = _engine(ctx)
+    if engine.settings.gateway:
+        raise KxError(Status.FAILED_PRECONDITION,
+                      "kx datasets watch runs the engine in this process (it commits files as they settle); "
+                      "run it where the datasets live, without --gateway")
     if engine.model_card() is None:  # fail now, not at the first file dropped in
         raise no_embedder_error("watching a folder")
     if folder is None:

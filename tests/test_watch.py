@@ -495,3 +495,11 @@ def test_cli_sigkill_mid_batch_then_restart_loses_and_duplicates_nothing(kx_home
     assert len(unchanged) == survived and len(added) == total - survived
     assert _counts(kx_home, "crash") == (total, total)
     _assert_consistent(kx_home, "crash")
+
+
+def test_watch_refuses_a_gateway_instead_of_ignoring_it(kx_home: Path, tmp_path: Path) -> None:
+    from .helpers import run_cli
+
+    result = run_cli("--gateway", "http://127.0.0.1:9", "datasets", "watch", "hb", str(tmp_path))
+    assert result.code == 5
+    assert result.stderr.startswith("error: FAILED_PRECONDITION: kx datasets watch runs the engine in this process")
