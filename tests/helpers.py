@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import os
+import sqlite3
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -84,3 +86,34 @@ def run_kx(*args: str, env: dict[str, str] | None = None, timeout: float = 300) 
     proc = kx_process(*args, env=env)
     out, err = proc.communicate(timeout=timeout)
     return CliResult(proc.returncode, out, err)
+
+
+def catalogue_counts(kx_home: Path, name: str) -> tuple[int, int]:
+    """(documents, passages) as the catalogue holds them, read-only."""
+    db = sqlite3.connect(f"file:{kx_home / 'datasets' / name / 'catalog.sqlite'}?mode=ro", uri=True)
+    try:
+        return (db.execute("SELECT COUNT(*) FROM documents").fetchone()[0],
+                db.execute("SELECT COUNT(*) FROM passages").fetchone()[0])
+    finally:
+        db.close()
+
+
+def assert_dataset_consistent(kx_home: Path, name: str, unique_names: bool = False) -> None:
+    """Every document whole with its bytes, and both indexes hold every passage."""
+    folder = kx_home / "datasets" / name
+    db = sqlite3.connect(f"file:{folder / 'catalog.sqlite'}?mode=ro", uri=True)
+    try:
+        broken = db.execute("SELECT d.name FROM documents d LEFT JOIN passages p ON p.doc_ref = d.ref "
+                            "GROUP BY d.ref HAVING COUNT(p.seq) != d.passage_count").fetchall()
+        passages, top = db.execute("SELECT COUNT(*), MAX(seq) FROM passages").fetchone()
+        missing_blobs = db.execute("SELECT COUNT(*) FROM documents d LEFT JOIN blobs b ON b.ref = d.ref "
+                                   "WHERE b.ref IS NULL").fetchone()[0]
+        names = [row[0] for row in db.execute("SELECT name FROM documents")]
+    finally:
+        db.close()
+    assert broken == [] and missing_blobs == 0
+    if unique_names:
+        assert len(names) == len(set(names))
+    dense = json.loads((folder / "dense.json").read_text())
+    assert dense["watermark"] == top and dense["count"] == passages
+    assert json.loads((folder / "sparse.json").read_text())["watermark"] == top

@@ -13,7 +13,7 @@ import pytest
 
 from engine import Status
 
-from .helpers import REPO, kx_process, run_cli, run_kx
+from .helpers import REPO, assert_dataset_consistent, catalogue_counts, kx_process, run_cli, run_kx
 
 pytestmark = pytest.mark.slow
 
@@ -29,36 +29,6 @@ def _listing(name: str) -> dict:
     result = run_cli("datasets", "list", "--json")
     assert result.code == 0, result.stderr
     return {d["name"]: d for d in json.loads(result.stdout)}[name]
-
-
-def _catalogue_counts(kx_home: Path, name: str) -> tuple[int, int]:
-    db = sqlite3.connect(f"file:{kx_home / 'datasets' / name / 'catalog.sqlite'}?mode=ro", uri=True)
-    try:
-        return (db.execute("SELECT COUNT(*) FROM documents").fetchone()[0],
-                db.execute("SELECT COUNT(*) FROM passages").fetchone()[0])
-    finally:
-        db.close()
-
-
-def _assert_consistent(kx_home: Path, name: str) -> None:
-    """Every document has all its passages and both indexes hold every passage."""
-    folder = kx_home / "datasets" / name
-    db = sqlite3.connect(f"file:{folder / 'catalog.sqlite'}?mode=ro", uri=True)
-    try:
-        broken = db.execute(
-            "SELECT d.name FROM documents d LEFT JOIN passages p ON p.doc_ref = d.ref "
-            "GROUP BY d.ref HAVING COUNT(p.seq) != d.passage_count"
-        ).fetchall()
-        passages = db.execute("SELECT COUNT(*) FROM passages").fetchone()[0]
-        top = db.execute("SELECT MAX(seq) FROM passages").fetchone()[0]
-        missing_blobs = db.execute(
-            "SELECT COUNT(*) FROM documents d LEFT JOIN blobs b ON b.ref = d.ref WHERE b.ref IS NULL").fetchone()[0]
-    finally:
-        db.close()
-    assert broken == [] and missing_blobs == 0
-    assert json.loads((folder / "dense.json").read_text())["watermark"] == top
-    assert json.loads((folder / "dense.json").read_text())["count"] == passages
-    assert json.loads((folder / "sparse.json").read_text())["watermark"] == top
 
 
 def test_ingest_files_and_text_then_reingest_and_list(tmp_path: Path, kx_home: Path) -> None:
@@ -78,7 +48,7 @@ def test_ingest_files_and_text_then_reingest_and_list(tmp_path: Path, kx_home: P
     assert "4 added" in lines[-1]
     listed = _listing("hb")
     assert listed["documents"] == 4
-    assert listed["passages"] == _catalogue_counts(kx_home, "hb")[1] > 4  # the long file is several passages
+    assert listed["passages"] == catalogue_counts(kx_home, "hb")[1] > 4  # the long file is several passages
     assert listed["embed_model"].startswith("all-MiniLM-L6-v2@")
 
     again = run_cli(*args, "--json")
@@ -86,12 +56,12 @@ def test_ingest_files_and_text_then_reingest_and_list(tmp_path: Path, kx_home: P
     report = json.loads(again.stdout)
     assert (report["added"], report["unchanged"], report["refused"]) == (0, 4, 0)
     assert _listing("hb")["documents"] == 4 and _listing("hb")["passages"] == listed["passages"]
-    _assert_consistent(kx_home, "hb")
+    assert_dataset_consistent(kx_home, "hb")
 
 
 def test_a_changed_chunk_size_is_refused_and_nothing_changes(tmp_path: Path, kx_home: Path) -> None:
     assert run_cli("datasets", "ingest", "hb", "--text", "Annual leave is 25 days.").code == 0
-    before = _catalogue_counts(kx_home, "hb")
+    before = catalogue_counts(kx_home, "hb")
     result = run_cli("datasets", "ingest", "hb", "--chunk-size", "800", "--text", "Something new.")
     assert result.code == Status.FAILED_PRECONDITION.exit_code == 5
     assert result.stderr.strip() == (
@@ -104,7 +74,7 @@ def test_a_changed_chunk_size_is_refused_and_nothing_changes(tmp_path: Path, kx_
     finally:
         del os.environ["KX_STOPWORDS"]
     assert result.code == 5 and "stopwords: on -> off" in result.stderr
-    assert _catalogue_counts(kx_home, "hb") == before
+    assert catalogue_counts(kx_home, "hb") == before
 
 
 def test_bad_inputs_are_refused_by_name_and_the_rest_go_in(tmp_path: Path, kx_home: Path) -> None:
@@ -166,7 +136,7 @@ def test_the_real_kx_command_runs_from_a_shell(tmp_path: Path, kx_home: Path) ->
     listed = run_kx("datasets", "list")
     assert listed.code == 0
     assert listed.stdout.splitlines()[1].split()[:3] == ["handbook", str(len(sample)),
-                                                         str(_catalogue_counts(kx_home, "handbook")[1])]
+                                                         str(catalogue_counts(kx_home, "handbook")[1])]
 
 
 def test_two_processes_ingesting_at_once_both_succeed_and_lose_nothing(tmp_path: Path, kx_home: Path) -> None:
@@ -180,8 +150,8 @@ def test_two_processes_ingesting_at_once_both_succeed_and_lose_nothing(tmp_path:
     reports = [json.loads(o[0]) for o in outs]
     assert sorted(r["added"] for r in reports) == [4, 5]  # the shared file went in once
     assert sum(r["unchanged"] for r in reports) == 1
-    assert _catalogue_counts(kx_home, "together")[0] == 9
-    _assert_consistent(kx_home, "together")
+    assert catalogue_counts(kx_home, "together")[0] == 9
+    assert_dataset_consistent(kx_home, "together")
 
 
 def test_sigkill_mid_ingest_loses_no_committed_document(tmp_path: Path, kx_home: Path) -> None:
@@ -197,7 +167,7 @@ def test_sigkill_mid_ingest_loses_no_committed_document(tmp_path: Path, kx_home:
     while time.monotonic() < deadline and proc.poll() is None:
         if catalogue.exists():
             try:
-                committed = _catalogue_counts(kx_home, "crash")[0]
+                committed = catalogue_counts(kx_home, "crash")[0]
             except sqlite3.OperationalError:
                 committed = 0
             if committed >= 24:
@@ -206,12 +176,12 @@ def test_sigkill_mid_ingest_loses_no_committed_document(tmp_path: Path, kx_home:
     assert proc.poll() is None, "the ingest finished before it could be killed"
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
-    survived = _catalogue_counts(kx_home, "crash")[0]
+    survived = catalogue_counts(kx_home, "crash")[0]
     assert 24 <= survived < 400  # every commit seen before the kill is still there
 
     result = run_cli(*args, "--json")
     assert result.code == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["unchanged"] == survived and report["added"] == 400 - survived
-    assert _catalogue_counts(kx_home, "crash") == (400, 400)
-    _assert_consistent(kx_home, "crash")
+    assert catalogue_counts(kx_home, "crash") == (400, 400)
+    assert_dataset_consistent(kx_home, "crash")

@@ -36,7 +36,7 @@ from engine.watch import (
     is_ignored,
 )
 
-from .helpers import HashEmbedder, kx_process
+from .helpers import HashEmbedder, assert_dataset_consistent, catalogue_counts, kx_process
 
 SETTLE = 0.2
 
@@ -403,32 +403,6 @@ def processes() -> Iterator[list[subprocess.Popen]]:
         proc.communicate(timeout=30)
 
 
-def _counts(kx_home: Path, name: str) -> tuple[int, int]:
-    db = sqlite3.connect(f"file:{kx_home / 'datasets' / name / 'catalog.sqlite'}?mode=ro", uri=True)
-    try:
-        return (db.execute("SELECT COUNT(*) FROM documents").fetchone()[0],
-                db.execute("SELECT COUNT(*) FROM passages").fetchone()[0])
-    finally:
-        db.close()
-
-
-def _assert_consistent(kx_home: Path, name: str) -> None:
-    """No duplicate bytes, every document whole, and both indexes hold every passage."""
-    folder = kx_home / "datasets" / name
-    db = sqlite3.connect(f"file:{folder / 'catalog.sqlite'}?mode=ro", uri=True)
-    try:
-        broken = db.execute("SELECT d.name FROM documents d LEFT JOIN passages p ON p.doc_ref = d.ref "
-                            "GROUP BY d.ref HAVING COUNT(p.seq) != d.passage_count").fetchall()
-        passages, top = db.execute("SELECT COUNT(*), MAX(seq) FROM passages").fetchone()
-        names = [row[0] for row in db.execute("SELECT name FROM documents")]
-    finally:
-        db.close()
-    assert broken == [] and len(names) == len(set(names))
-    dense = json.loads((folder / "dense.json").read_text())
-    assert dense["watermark"] == top and dense["count"] == passages
-    assert json.loads((folder / "sparse.json").read_text())["watermark"] == top
-
-
 @pytest.mark.slow
 def test_cli_watch_json_lines_then_sigterm_exits_zero(drop: Path, kx_home: Path, processes) -> None:
     folder = drop
@@ -451,8 +425,8 @@ def test_cli_watch_json_lines_then_sigterm_exits_zero(drop: Path, kx_home: Path,
     stopped = out.json_until(lambda e: e["event"] == "stopped", "the stop line", timeout=60)
     assert proc.wait(timeout=60) == 0
     assert stopped["reason"] == "signal" and stopped["added"] == 2 and stopped["refused"] == 1
-    assert _counts(kx_home, "hb")[0] == 2
-    _assert_consistent(kx_home, "hb")
+    assert catalogue_counts(kx_home, "hb")[0] == 2
+    assert_dataset_consistent(kx_home, "hb", unique_names=True)
 
 
 @pytest.mark.slow
@@ -473,14 +447,14 @@ def test_cli_sigkill_mid_batch_then_restart_loses_and_duplicates_nothing(kx_home
     while time.monotonic() < deadline and first.poll() is None and committed < 8:
         if catalogue.exists():
             try:
-                committed = _counts(kx_home, "crash")[0]
+                committed = catalogue_counts(kx_home, "crash")[0]
             except sqlite3.OperationalError:
                 committed = 0
         time.sleep(0.02)  # polling another process's catalogue, bounded by the deadline
     assert first.poll() is None and committed >= 8, "the batch finished (or never started) before the kill"
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=30)
-    survived = _counts(kx_home, "crash")[0]
+    survived = catalogue_counts(kx_home, "crash")[0]
     assert 8 <= survived < total
 
     second = kx_process("datasets", "watch", "crash", str(inbox), "--settle", str(SETTLE), env=env)
@@ -493,8 +467,8 @@ def test_cli_sigkill_mid_batch_then_restart_loses_and_duplicates_nothing(kx_home
     added = [line for line in lines.seen if line.startswith("added ")]
     unchanged = [line for line in lines.seen if line.startswith("unchanged ")]
     assert len(unchanged) == survived and len(added) == total - survived
-    assert _counts(kx_home, "crash") == (total, total)
-    _assert_consistent(kx_home, "crash")
+    assert catalogue_counts(kx_home, "crash") == (total, total)
+    assert_dataset_consistent(kx_home, "crash", unique_names=True)
 
 
 def test_watch_refuses_a_gateway_instead_of_ignoring_it(kx_home: Path, tmp_path: Path) -> None:
