@@ -23,6 +23,8 @@ class Backend(Protocol):
 
     def info(self) -> dict[str, Any]: ...
 
+    def document_text(self, name: str, doc_ref: str) -> str: ...
+
     def ingest(
         self,
         name: str,

@@ -125,6 +125,10 @@ class KxClient:
     def info(self) -> dict[str, Any]:
         return self._call("GET", "/v1/info")
 
+    def document_text(self, name: str, doc_ref: str) -> str:
+        """A document's text, as its passages' character ranges refer to it."""
+        return self._call("GET", f"/v1/datasets/{_segment(name)}/documents/{_segment(doc_ref)}")["text"]
+
     def ingest(
         self,
         name: str,

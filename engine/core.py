@@ -16,9 +16,9 @@ import numpy as np
 from . import __version__
 from .config import Settings, load_settings
 from .dataset import Dataset, list_dataset_names
-from .documents import DocumentInput
+from .documents import DocumentInput, extract_text
 from .embedders import Embedder, load_embedder
-from .errors import KxError, Status
+from .errors import KxError, Status, not_found
 from .ingest import chat_model_advisory, run_ingest
 from .models import ModelCard, model_card_for
 from .query import run_query
@@ -101,6 +101,21 @@ class Engine:
             "advisories": advisories,
             "settings": self.settings.describe(),
         }
+
+    def document_text(self, name: str, doc_ref: str) -> str:
+        """The text of one document of dataset `name`, as passages' character ranges refer to it."""
+        dataset = Dataset(self.settings, name)
+        dataset.require(self.settings)
+        catalogue = dataset.reading()
+        try:
+            row = catalogue.document(doc_ref)
+            data = catalogue.document_bytes(doc_ref)
+        finally:
+            catalogue.close()
+        if row is None or data is None:
+            raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
+        return extract_text(DocumentInput(row.name, data=data, source_path=row.source_path,
+                                          media_type=row.media_type))
 
     # -- ingest -------------------------------------------------------------------
 

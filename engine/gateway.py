@@ -311,6 +311,11 @@ def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
     def dataset_summary(name: str) -> dict[str, Any]:
         return engine.dataset_summary(validate_name(name)).to_dict()
 
+    @app.get(f"{API_PREFIX}/datasets/{{name}}/documents/{{ref}}", tags=["datasets"], responses=_ERRORS)
+    def document_text(name: str, ref: str) -> dict[str, Any]:
+        validate_name(name)
+        return {"ref": ref, "text": engine.document_text(name, ref)}
+
     @app.post(f"{API_PREFIX}/datasets/{{name}}/documents", tags=["datasets"], responses=_ERRORS)
     def ingest(name: str, body: IngestIn) -> dict[str, Any]:
         validate_name(name)

@@ -98,7 +98,13 @@ def cli(ctx: click.Context, home: Path | None, sets: tuple[str, ...], gateway: s
         flags["gateway"] = gateway
     ctx.obj = {"flags": flags, "token": token}
     if ctx.invoked_subcommand is None:
-        click.echo(ctx.get_help())
+        from .app import KxApp  # lazily: `kx --help` and the subcommands never import textual
+
+        backend = _backend(ctx, _settings(ctx))
+        try:
+            KxApp(backend).run()
+        finally:
+            backend.close()
 
 
 @cli.command(context_settings=_CONTEXT)

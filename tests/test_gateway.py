@@ -418,3 +418,13 @@ def test_fuzzing_the_openapi_description_finds_no_500(kx_home: Path) -> None:
         answer = client.post("/v1/datasets/fuzz/query", json={"text": "parking garage", "mode": "sparse"}, headers=auth)
     engine.close()
     assert answer.status_code == 200 and answer.json()["hits"]
+
+
+def test_a_hits_parent_text_comes_through_the_gateway(gateway: Gateway) -> None:
+    with gateway.client() as client:
+        hit = client.query_dataset("handbook", text="parking garage", k=1, mode="sparse").hits[0]
+        parent = client.document_text("handbook", hit.document_ref)
+        assert parent[hit.char_start:hit.char_end] == hit.text
+        with pytest.raises(KxError) as caught:
+            client.document_text("handbook", "0" * 64)
+    assert caught.value.status is Status.NOT_FOUND

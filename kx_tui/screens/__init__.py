@@ -1,0 +1,1 @@
+"""The kx TUI's screens beyond the main one: passage detail, compare, help."""

@@ -1,0 +1,67 @@
+"""A hit in its document: the whole text, the hit's character range highlighted and scrolled to."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from engine.errors import KxError
+from engine.records import Hit
+
+
+class PassageDetailScreen(Screen):
+    """The parent document of `hit`, loaded in a worker; Escape goes back."""
+
+    BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
+
+    def __init__(self, backend, dataset: str, hit: Hit) -> None:
+        super().__init__()
+        self.backend = backend
+        self.dataset = dataset
+        self.hit = hit
+        self.document_text: str | None = None
+
+    def compose(self) -> ComposeResult:
+        hit = self.hit
+        yield Static(Text.assemble((hit.document_name, "bold cyan"), f"  {hit.label}  ",
+                                   (f"chars {hit.char_start}–{hit.char_end}", "dim")), id="detail-title")
+        with VerticalScroll(id="detail-body"):
+            yield Static("loading…", id="detail-before")
+            yield Static("", id="detail-hit")
+            yield Static("", id="detail-after")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.load()
+
+    @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
+    def load(self) -> None:
+        try:
+            text = self.backend.document_text(self.dataset, self.hit.document_ref)
+        except KxError as exc:
+            self.app.call_from_thread(self.app.notify, exc.message, severity="error")
+            return
+        self.app.call_from_thread(self.show_text, text)
+
+    def show_text(self, text: str) -> None:
+        self.document_text = text
+        start, end = self.hit.char_start, self.hit.char_end
+        before = self.query_one("#detail-before", Static)
+        before.update(Text(text[:start]))
+        before.display = start > 0
+        self.query_one("#detail-hit", Static).update(Text(text[start:end], style="bold black on yellow"))
+        self.query_one("#detail-after", Static).update(Text(text[end:]))
+        self.call_after_refresh(self._scroll_to_hit)
+
+    def _scroll_to_hit(self) -> None:
+        self.query_one("#detail-body").scroll_to_widget(self.query_one("#detail-hit"), top=True, animate=False)
+
+    @property
+    def highlighted_range(self) -> tuple[int, int] | None:
+        """The character range shown highlighted, once the text is in."""
+        return None if self.document_text is None else (self.hit.char_start, self.hit.char_end)

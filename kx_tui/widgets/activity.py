@@ -1,0 +1,19 @@
+"""The activity panel: what the watched inbox folder is doing, line by line."""
+
+from __future__ import annotations
+
+from textual.widgets import RichLog
+
+
+class ActivityLog(RichLog):
+    DEFAULT_CSS = """
+    ActivityLog { height: 8; border-top: solid $primary-darken-2; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(markup=True, wrap=True, max_lines=500, **kwargs)
+        self.lines_written: list[str] = []   # plain copies, for tests and screenshots
+
+    def add(self, line: str) -> None:
+        self.lines_written.append(line)
+        self.write(line)

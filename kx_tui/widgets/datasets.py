@@ -1,0 +1,70 @@
+"""The datasets sidebar: a list of datasets and the selected one's details."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from rich.table import Table
+from rich.text import Text
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from engine.records import DatasetSummary
+
+
+def _when(stamp: float) -> str:
+    return datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M") if stamp else "—"
+
+
+class DatasetList(OptionList):
+    """One line per dataset: name, documents, passages, embedding model."""
+
+    DEFAULT_CSS = """
+    DatasetList { height: auto; max-height: 50%; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.summaries: dict[str, DatasetSummary] = {}
+
+    def show(self, summaries: list[DatasetSummary]) -> None:
+        self.summaries = {s.name: s for s in summaries}
+        self.clear_options()
+        for s in summaries:
+            line = Text()
+            line.append(s.name, style="bold")
+            line.append(f"\n{s.documents} docs · {s.passages} passages", style="dim")
+            line.append(f"\n{s.embed_model or 'no model'}", style="dim italic")
+            self.add_option(Option(line, id=s.name))
+
+    def select_name(self, name: str) -> None:
+        if name in self.summaries:
+            self.highlighted = self.get_option_index(name)
+
+
+class DatasetDetails(Static):
+    """The selected dataset's fingerprint, creation time and chunk settings."""
+
+    DEFAULT_CSS = """
+    DatasetDetails { height: auto; padding: 1 1; }
+    """
+
+    def show(self, summary: DatasetSummary | None) -> None:
+        if summary is None:
+            self.update("")
+            return
+        table = Table.grid(padding=(0, 1))
+        table.add_column(style="dim")
+        table.add_column()
+        table.add_row("dataset", Text(summary.name, style="bold"))
+        table.add_row("documents", str(summary.documents))
+        table.add_row("passages", str(summary.passages))
+        table.add_row("created", _when(summary.created_at))
+        fingerprint = summary.fingerprint or {}
+        for key in ("chunk_size", "chunk_overlap"):
+            if key in fingerprint:
+                table.add_row(key.replace("_", " "), str(fingerprint[key]))
+        for key, value in fingerprint.items():
+            if key not in ("chunk_size", "chunk_overlap"):
+                table.add_row(key.replace("_", " "), Text(str(value)))
+        self.update(table)

@@ -1,0 +1,93 @@
+"""Regenerate the SVG screenshots of the TUI's main screens into this folder.
+
+    python screenshots/make.py            # the bundled model, as a user sees it
+    python screenshots/make.py --hash     # the tests' tiny embedder: fast, no torch
+
+Runs the real app headless (App.run_test) over a throwaway KX_HOME holding the
+shipped handbook samples, drives it with key presses, and saves one SVG per
+screen: first-run (empty home), main (a query's answer), detail, compare, help.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+SIZE = (140, 45)
+QUERY = "how long do customers have to ask for a refund"
+
+
+async def _settle(app, pilot) -> None:
+    for _ in range(4):
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def make(use_hash: bool, out: Path) -> list[Path]:
+    from engine import Engine, load_settings
+    from kx_tui.app import KxApp
+
+    embedder = None
+    if use_hash:
+        sys.path.insert(0, str(REPO))
+        from tests.helpers import HashEmbedder
+
+        embedder = HashEmbedder()
+    saved: list[Path] = []
+
+    def engine() -> Engine:
+        return Engine(load_settings({}), embedder=embedder) if embedder else Engine(load_settings({}))
+
+    def shot(app, name: str) -> None:
+        saved.append(Path(app.save_screenshot(filename=f"{name}.svg", path=str(out))))
+
+    with tempfile.TemporaryDirectory() as home:
+        os.environ["KX_HOME"] = str(Path(home) / "empty")
+        app = KxApp(engine(), samples=None)
+        async with app.run_test(size=SIZE) as pilot:
+            await _settle(app, pilot)
+            shot(app, "first-run")
+        app.backend.close()
+
+        os.environ["KX_HOME"] = str(Path(home) / "kx")
+        app = KxApp(engine())  # first run: ingests samples/handbook
+        async with app.run_test(size=SIZE) as pilot:
+            await _settle(app, pilot)
+            await pilot.press(*QUERY)
+            await pilot.press("enter")
+            await _settle(app, pilot)
+            await pilot.press("escape")
+            await pilot.pause()
+            shot(app, "main")
+            await pilot.press("down", "enter")
+            await _settle(app, pilot)
+            shot(app, "detail")
+            await pilot.press("escape", "c")
+            await _settle(app, pilot)
+            shot(app, "compare")
+            await pilot.press("escape", "question_mark")
+            await pilot.pause()
+            shot(app, "help")
+        app.backend.close()
+    return saved
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hash", action="store_true", help="use the tests' tiny embedder instead of the model")
+    parser.add_argument("--out", type=Path, default=HERE, help="folder for the SVGs (default: this one)")
+    args = parser.parse_args()
+    sys.path.insert(0, str(REPO))
+    for path in asyncio.run(make(args.hash, args.out)):
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,256 @@
+"""The Textual workbench, driven through App.run_test() and Pilot key presses."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from textual.widgets import DataTable, Input, Static
+
+from engine import Engine, load_settings
+from engine.documents import from_file, from_text
+from kx_tui.app import SAMPLES, KxApp
+from kx_tui.screens.compare import CompareScreen
+from kx_tui.screens.detail import PassageDetailScreen
+from kx_tui.screens.help import HelpScreen
+from kx_tui.widgets.activity import ActivityLog
+from kx_tui.widgets.datasets import DatasetDetails, DatasetList
+from kx_tui.widgets.results import ResultsList
+
+from .helpers import HashEmbedder
+
+SIZE = (140, 45)
+QUERY = "how many days of annual leave"
+
+
+def _handbook(engine: Engine, name: str = "handbook") -> None:
+    files = sorted(SAMPLES.glob("*.md"))
+    assert files, "the shipped samples are missing"
+    engine.ingest(name, [from_file(f, engine.settings.max_document_bytes) for f in files])
+
+
+def _text_of(renderable) -> str:
+    console = Console(record=True, width=400, color_system=None)
+    console.print(renderable)
+    return console.export_text()
+
+
+def _results_text(app: KxApp) -> list[str]:
+    results = app.query_one(ResultsList)
+    return [_text_of(results.get_option_at_index(i).prompt) for i in range(results.option_count)]
+
+
+def _recording_notify(app: KxApp) -> list[tuple[str, str]]:
+    seen: list[tuple[str, str]] = []
+    original = app.notify
+
+    def notify(message, *args, **kwargs):
+        seen.append((str(message), kwargs.get("severity", "information")))
+        return original(message, *args, **kwargs)
+
+    app.notify = notify  # type: ignore[method-assign]
+    return seen
+
+
+async def _settle(app: KxApp, pilot) -> None:
+    """Let workers finish and their messages land (twice: a handler may start another worker)."""
+    for _ in range(3):
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def _ask(app: KxApp, pilot, text: str) -> None:
+    app.query_one("#query", Input).focus()
+    await pilot.press(*text)
+    await pilot.press("enter")
+    await _settle(app, pilot)
+
+
+@pytest.fixture
+def handbook_engine(kx_home: Path) -> Engine:
+    engine = Engine(load_settings({}), embedder=HashEmbedder())
+    _handbook(engine)
+    return engine
+
+
+@pytest.mark.slow
+async def test_query_shows_explained_hits_from_the_real_model(kx_home: Path, real_embedder) -> None:
+    engine = Engine(load_settings({}), embedder=real_embedder)
+    _handbook(engine)
+    app = KxApp(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        assert app.dataset == "handbook"
+        await _ask(app, pilot, QUERY)
+        expected = engine.query("handbook", QUERY, k=app.k, mode="hybrid", rerank=True)
+        assert app.result is not None
+        assert [h.passage_ref for h in app.result.hits] == [h.passage_ref for h in expected.hits]
+        shown = _results_text(app)
+        assert len(shown) == len(expected.hits) > 0
+        for text, hit in zip(shown, expected.hits):
+            assert hit.document_name in text and hit.label in text
+            dense = f"dense #{hit.dense_rank}" if hit.dense_rank is not None else "dense —"
+            sparse = f"sparse #{hit.sparse_rank}" if hit.sparse_rank is not None else "sparse —"
+            assert dense in text and sparse in text
+        assert "leave-and-holidays" in shown[0]
+        assert "hybrid" in _text_of(app.query_one("#query-status", Static).content)
+
+
+async def test_mode_rerank_and_k_keys_rerun_the_query(handbook_engine: Engine) -> None:
+    app = KxApp(handbook_engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        await _ask(app, pilot, "refund")
+        assert app.result.mode == "hybrid"
+        await pilot.press("m")  # still in the query box: the key is typed, not a command
+        assert app.query_one("#query", Input).value == "refundm" and app.mode == "hybrid"
+        await pilot.press("backspace", "escape", "m")
+        await _settle(app, pilot)
+        expected = handbook_engine.query("handbook", "refund", k=app.k, mode="dense", rerank=True)
+        assert app.mode == "dense" and app.result.mode == expected.mode == "dense"
+        assert [h.passage_ref for h in app.result.hits] == [h.passage_ref for h in expected.hits]
+        await pilot.press("m")
+        await _settle(app, pilot)
+        assert app.result.mode == "sparse"
+        await pilot.press("r")
+        await _settle(app, pilot)
+        assert app.result.rerank is False
+        k = app.k
+        await pilot.press("minus")
+        await _settle(app, pilot)
+        assert app.k == k - 1 and len(app.result.hits) <= k - 1
+        assert "mode sparse · MMR off" in _text_of(app.query_one("#query-status", Static).content)
+
+
+async def test_a_stale_answer_is_dropped(handbook_engine: Engine) -> None:
+    app = KxApp(handbook_engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        await _ask(app, pilot, "refund")
+        before = app.result
+        answered = handbook_engine.query("handbook", "travel", k=3)
+        from kx_tui.messages import QueryAnswered
+
+        app.post_message(QueryAnswered("travel", answered, {}))  # the box still says "refund"
+        await pilot.pause()
+        assert app.result is before
+
+
+async def test_opening_a_hit_shows_its_range_in_the_document(handbook_engine: Engine) -> None:
+    app = KxApp(handbook_engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        await _ask(app, pilot, "expenses receipts")
+        await pilot.press("escape", "down", "enter")
+        await _settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, PassageDetailScreen)
+        hit = app.result.hits[1]
+        assert screen.hit == hit
+        assert screen.highlighted_range == (hit.char_start, hit.char_end)
+        document = handbook_engine.document_text("handbook", hit.document_ref)
+        assert screen.document_text == document
+        shown = str(screen.query_one("#detail-hit", Static).content)
+        assert shown == document[hit.char_start:hit.char_end]
+        assert hit.text.strip() in shown
+        body, shown_hit = screen.query_one("#detail-body"), screen.query_one("#detail-hit")
+        assert body.scroll_y == min(shown_hit.virtual_region.y, body.max_scroll_y)  # scrolled to the hit
+        await pilot.press("escape")
+        assert not isinstance(app.screen, PassageDetailScreen)
+
+
+async def test_compare_shows_hybrid_and_dense_side_by_side(handbook_engine: Engine) -> None:
+    app = KxApp(handbook_engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        await _ask(app, pilot, "working from home equipment")
+        await pilot.press("escape", "c")
+        await _settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, CompareScreen)
+        hybrid = handbook_engine.query("handbook", "working from home equipment", k=app.k, mode="hybrid")
+        dense = handbook_engine.query("handbook", "working from home equipment", k=app.k, mode="dense")
+        for table_id, result, other in (("#compare-hybrid", hybrid, dense), ("#compare-dense", dense, hybrid)):
+            table = screen.query_one(table_id, DataTable)
+            keys = [row.key.value for row in table.ordered_rows]
+            assert keys == [h.passage_ref for h in result.hits]
+            other_rank = {h.passage_ref: h.rank for h in other.hits}
+            for i, hit in enumerate(result.hits):
+                rank, there, marker = table.get_row_at(i)[:3]
+                assert rank == str(hit.rank)
+                assert there == str(other_rank.get(hit.passage_ref, "—"))
+                if hit.passage_ref not in other_rank:
+                    assert marker == ("new" if table_id == "#compare-hybrid" else "missing")
+        await pilot.press("escape")
+        assert not isinstance(app.screen, CompareScreen)
+
+
+async def test_a_stale_fingerprint_is_an_error_notification_not_a_crash(kx_home: Path) -> None:
+    old = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
+    old.ingest("notes", [from_text("The quick brown fox jumps over the lazy dog. " * 20, name="fox")])
+    app = KxApp(Engine(load_settings({}), embedder=HashEmbedder()))
+    async with app.run_test(size=SIZE) as pilot:
+        seen = _recording_notify(app)
+        await _settle(app, pilot)
+        assert app.dataset == "notes"
+        assert app.query_one(DatasetDetails).content  # the details still show
+        await _ask(app, pilot, "fox")
+        errors = [m for m, severity in seen if severity == "error"]
+        assert errors and "chunk_size" in errors[0]
+        assert app.is_running and app.result is None
+
+
+async def test_an_empty_home_without_samples_shows_how_to_start(kx_home: Path) -> None:
+    app = KxApp(Engine(load_settings({}), embedder=HashEmbedder()), samples=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        assert app.query_one("#first-run").display
+        assert app.dataset is None
+        await pilot.press("enter")  # nothing to query: still alive
+        await pilot.press("escape", "question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.press("q")
+    assert app.return_code in (0, None)
+
+
+async def test_an_empty_home_gets_the_sample_handbook(kx_home: Path, tmp_path: Path) -> None:
+    samples = tmp_path / "samples"
+    samples.mkdir()
+    for name in ("remote-work.md", "onboarding.md"):
+        shutil.copy(SAMPLES / name, samples / name)
+    engine = Engine(load_settings({}), embedder=HashEmbedder())
+    app = KxApp(engine, samples=samples)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        listed = app.query_one(DatasetList).summaries
+        assert list(listed) == ["handbook"] and listed["handbook"].documents == 2
+        assert app.dataset == "handbook"
+        assert not app.query_one("#first-run").display
+
+
+async def test_watching_the_inbox_shows_activity(handbook_engine: Engine) -> None:
+    app = KxApp(handbook_engine, watch_settle_seconds=0.0)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        await pilot.press("escape", "w")
+        assert app.watcher is not None
+        inbox = handbook_engine.settings.home / "inbox" / "handbook"
+        (inbox / "parking.md").write_text("Staff parking is free in the north lot after six.\n")
+        (inbox / "blob.bin").write_bytes(b"\x00\x01binary")
+        log = app.query_one(ActivityLog)
+        for _ in range(200):  # the watcher's own thread; poll the UI until it has reported both
+            await pilot.pause(0.05)
+            if any("added" in line for line in log.lines_written) and any("refused" in line
+                                                                          for line in log.lines_written):
+                break
+        text = "\n".join(log.lines_written)
+        assert "added parking.md" in text.replace("[green]", "").replace("[/green]", "")
+        assert "refused" in text
+        await _settle(app, pilot)
+        assert app.query_one(DatasetList).summaries["handbook"].documents == 7
+        await pilot.press("w")
+        assert app.watcher is None
