@@ -30,7 +30,7 @@ async def _settle(app, pilot) -> None:
     await pilot.pause()
 
 
-async def make(use_hash: bool, out: Path) -> list[Path]:
+async def make(use_hash: bool, out: Path, size: tuple[int, int] = SIZE) -> list[Path]:
     from engine import Engine, load_settings
     from kx_tui.app import KxApp
 
@@ -51,14 +51,14 @@ async def make(use_hash: bool, out: Path) -> list[Path]:
     with tempfile.TemporaryDirectory() as home:
         os.environ["KX_HOME"] = str(Path(home) / "empty")
         app = KxApp(engine(), samples=None)
-        async with app.run_test(size=SIZE) as pilot:
+        async with app.run_test(size=size) as pilot:
             await _settle(app, pilot)
             shot(app, "first-run")
         app.backend.close()
 
         os.environ["KX_HOME"] = str(Path(home) / "kx")
         app = KxApp(engine())  # first run: ingests samples/handbook
-        async with app.run_test(size=SIZE) as pilot:
+        async with app.run_test(size=size) as pilot:
             await _settle(app, pilot)
             await pilot.press(*QUERY)
             await pilot.press("enter")
@@ -83,9 +83,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hash", action="store_true", help="use the tests' tiny embedder instead of the model")
     parser.add_argument("--out", type=Path, default=HERE, help="folder for the SVGs (default: this one)")
+    parser.add_argument("--size", default=f"{SIZE[0]}x{SIZE[1]}", help="terminal columns x rows, e.g. 80x24")
     args = parser.parse_args()
+    columns, rows = (int(n) for n in args.size.lower().split("x"))
     sys.path.insert(0, str(REPO))
-    for path in asyncio.run(make(args.hash, args.out)):
+    args.out.mkdir(parents=True, exist_ok=True)
+    for path in asyncio.run(make(args.hash, args.out, (columns, rows))):
         print(path)
 
 

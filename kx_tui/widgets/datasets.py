@@ -66,5 +66,7 @@ class DatasetDetails(Static):
                 table.add_row(key.replace("_", " "), str(fingerprint[key]))
         for key, value in fingerprint.items():
             if key not in ("chunk_size", "chunk_overlap"):
-                table.add_row(key.replace("_", " "), Text(str(value)))
+                shown = ("on" if value else "off") if isinstance(value, bool) else str(value)
+                label = key.replace("_version", "").replace("_", " ")  # short enough not to wrap
+                table.add_row(label, Text(shown, overflow="ellipsis", no_wrap=True))
         self.update(table)
