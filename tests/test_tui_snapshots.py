@@ -1,0 +1,123 @@
+"""SVG snapshots of the TUI's main screens (pytest-textual-snapshot's `snap_compare`).
+
+Regenerate after an intended UI change with
+    python -m pytest tests/test_tui_snapshots.py --snapshot-update
+and review the SVGs under tests/__snapshots__/test_tui_snapshots/.
+
+Everything time-dependent is pinned here: a dataset's "created" stamp and the
+status line's "in N ms" timing. HashEmbedder's model id is fixed, so the model
+and fingerprint shown in the sidebar are stable already.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from engine import Engine, load_settings
+from engine.documents import from_text
+from kx_tui import app as app_module
+from kx_tui.app import KxApp
+from kx_tui.widgets import datasets as datasets_module
+
+from .helpers import HashEmbedder
+
+SIZE = (100, 30)
+QUERY = "refund days"
+
+TEXTS = {
+    "refunds.md": "Customers may ask for a refund within 30 days of purchase. Refunds go back to the "
+                  "original payment method within five working days.",
+    "leave.md": "Every employee has 25 days of annual leave a year. Unused days carry over until March.",
+    "security.md": "Laptops must use full-disk encryption. Report a lost device to the security team "
+                   "within one hour.",
+    "travel.md": "Book travel through the portal. Economy class for flights under six hours; "
+                 "keep receipts for every expense.",
+}
+
+
+@pytest.fixture(autouse=True)
+def _deterministic(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pin the formatting of everything that depends on the clock."""
+    monkeypatch.setattr(datasets_module, "_when", lambda stamp: "2025-01-01 12:00" if stamp else "—")
+    original = KxApp.status_text
+
+    def status_text(self: KxApp, running: bool = False):
+        real = self.result
+        if real is not None:
+            self.result = dataclasses.replace(real, timings_ms={"total": 12.0})
+        try:
+            return original(self, running)
+        finally:
+            self.result = real
+
+    monkeypatch.setattr(app_module.KxApp, "status_text", status_text)
+
+
+@pytest.fixture
+def small_engine(kx_home: Path) -> Engine:
+    engine = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
+    engine.ingest("policies", [from_text(text, name) for name, text in TEXTS.items()])
+    yield engine
+    engine.close()
+
+
+async def _settle(pilot) -> None:
+    """Let workers finish and their messages land (a handler may start another worker)."""
+    for _ in range(4):
+        await pilot.pause()
+        await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def _ask(pilot, text: str = QUERY) -> None:
+    await _settle(pilot)          # datasets loaded and selected
+    await pilot.press(*text)
+    await pilot.press("enter")
+    await _settle(pilot)
+
+
+def test_first_run_panel(snap_compare, kx_home: Path) -> None:
+    engine = Engine(load_settings({}), embedder=HashEmbedder())
+    try:
+        assert snap_compare(KxApp(engine, samples=None), terminal_size=SIZE, run_before=_settle)
+    finally:
+        engine.close()
+
+
+def test_query_results(snap_compare, small_engine: Engine) -> None:
+    async def run_before(pilot) -> None:
+        await _ask(pilot)
+        await pilot.press("escape")   # focus leaves the box: the highlighted first hit shows
+        await pilot.pause()
+
+    assert snap_compare(KxApp(small_engine, samples=None), terminal_size=SIZE, run_before=run_before)
+
+
+def test_passage_detail(snap_compare, small_engine: Engine) -> None:
+    async def run_before(pilot) -> None:
+        await _ask(pilot)
+        await pilot.press("escape", "enter")
+        await _settle(pilot)
+
+    assert snap_compare(KxApp(small_engine, samples=None), terminal_size=SIZE, run_before=run_before)
+
+
+def test_compare_view(snap_compare, small_engine: Engine) -> None:
+    async def run_before(pilot) -> None:
+        await _ask(pilot)
+        await pilot.press("escape", "c")
+        await _settle(pilot)
+
+    assert snap_compare(KxApp(small_engine, samples=None), terminal_size=SIZE, run_before=run_before)
+
+
+def test_help_screen(snap_compare, small_engine: Engine) -> None:
+    async def run_before(pilot) -> None:
+        await _settle(pilot)
+        await pilot.press("escape", "question_mark")
+        await pilot.pause()
+
+    assert snap_compare(KxApp(small_engine, samples=None), terminal_size=SIZE, run_before=run_before)
