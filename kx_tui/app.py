@@ -107,7 +107,19 @@ class KxApp(App):
         self.update_status()
         self.set_interval(0.25, self._flush_activity)
         self.load_datasets()
+        self.show_advisories()
         self.query_one("#query", Input).focus()
+
+    @work(thread=True, group="advisories", exit_on_error=False)
+    def show_advisories(self) -> None:
+        """Say once, at start, what the engine warns about: a chat model, no model, a model that won't load."""
+        info = self.backend.info()
+        model = info.get("embed_model") or {}
+        if isinstance(model, dict) and "error" in model:
+            self.call_from_thread(self.notify, model["error"]["message"], title="embedding model",
+                                  severity="error", timeout=15)
+        for advisory in info.get("advisories", []):
+            self.call_from_thread(self.notify, advisory, title="advisory", severity="warning", timeout=15)
 
     # -- datasets -----------------------------------------------------------------
 

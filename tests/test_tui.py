@@ -254,3 +254,17 @@ async def test_watching_the_inbox_shows_activity(handbook_engine: Engine) -> Non
         assert app.query_one(DatasetList).summaries["handbook"].documents == 7
         await pilot.press("w")
         assert app.watcher is None
+
+
+async def test_engine_advisories_are_shown_as_notifications(kx_home, monkeypatch) -> None:
+    from engine import Engine, load_settings
+    from kx_tui.app import KxApp
+
+    monkeypatch.setenv("KX_SERVE_EMBED_MODEL", "none")
+    app = KxApp(Engine(load_settings({})), samples=None)
+    async with app.run_test(size=(100, 30)) as pilot:
+        for _ in range(4):
+            await pilot.pause()
+            await app.workers.wait_for_complete()
+        messages = [n.message for n in app._notifications]
+    assert any("no embedding model" in m for m in messages)
