@@ -129,11 +129,12 @@ def _where(rank: int | None, score: float | None, name: str) -> str:
     return f"{name} #{rank} ({score:.3g})" if rank is not None else f"{name} —"
 
 
-def _mmr_marker(moved: int) -> str:
+def mmr_marker(moved: int) -> str:
+    """"MMR ▲n" / "MMR ▼n" for a hit MMR moved up or down, "" for one it left in place."""
     if moved > 0:
-        return f" · MMR ▲{moved}"
+        return f"MMR ▲{moved}"
     if moved < 0:
-        return f" · MMR ▼{-moved}"
+        return f"MMR ▼{-moved}"
     return ""
 
 
@@ -186,7 +187,7 @@ def print_query(console: _RichConsole, result: QueryResult, spans_of: Callable[[
         console.print()
         console.print(
             f"[bold]{hit.rank:>2}[/]  {hit.score:.4f}  [cyan]{escape(hit.document_name)}[/]  {escape(hit.label)}  "
-            f"chars {hit.char_start}–{hit.char_end}  [dim]{ranks}{_mmr_marker(hit.mmr_moved)}[/]",
+            f"chars {hit.char_start}–{hit.char_end}  [dim]{ranks}{' · ' + mmr_marker(hit.mmr_moved) if hit.mmr_moved else ''}[/]",
             highlight=False,
         )
         preview = passage_preview(hit, spans_of(hit.text))

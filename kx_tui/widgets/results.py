@@ -10,19 +10,11 @@ from textual.widgets.option_list import Option
 
 from engine.records import Hit, QueryResult
 
-from ..render import passage_preview
+from ..render import mmr_marker, passage_preview
 
 
 def rank_or_dash(rank: int | None) -> str:
     return f"#{rank}" if rank is not None else "—"
-
-
-def mmr_marker(moved: int) -> str:
-    if moved > 0:
-        return f"MMR ▲{moved}"
-    if moved < 0:
-        return f"MMR ▼{-moved}"
-    return ""
 
 
 def hit_header(hit: Hit) -> Text:
