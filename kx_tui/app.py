@@ -79,6 +79,7 @@ class KxApp(App):
         self.max_k: int = getattr(settings, "max_k", 64)
         self.dataset: str | None = None
         self.result: QueryResult | None = None
+        self._highlighters: dict[tuple[str, bool], Any] = {}
         self.watcher: Any = None
         self._activity_buffer: list[str] = []
 
@@ -239,7 +240,10 @@ class KxApp(App):
 
         summary = self.query_one(DatasetList).summaries.get(dataset)
         stopwords = bool(((summary.fingerprint if summary else None) or {}).get("stopwords", settings.stopwords))
-        sparse = Dataset(settings, dataset).sparse(stopwords)
+        key = (dataset, stopwords)
+        if key not in self._highlighters:  # keeps its analyzer: building one costs more than using it
+            self._highlighters[key] = Dataset(settings, dataset).sparse(stopwords)
+        sparse = self._highlighters[key]
         return {hit.passage_ref: sparse.matching_spans(hit.text, text) for hit in result.hits}
 
     def on_query_answered(self, message: QueryAnswered) -> None:
