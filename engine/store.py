@@ -16,7 +16,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -59,6 +59,11 @@ CREATE TABLE IF NOT EXISTS passages (
 );
 CREATE INDEX IF NOT EXISTS passages_by_doc ON passages(doc_ref, chunk_index);
 """
+
+
+_DOCUMENT_ROW = ("SELECT ref, name, source_path, size, media_type, ingested_at, text_length, passage_count "
+                 "FROM documents")
+_PASSAGE_ROW = "SELECT seq, ref, doc_ref, chunk_index, chunk_count, char_start, char_end, text FROM passages"
 
 
 @dataclass(frozen=True)
@@ -165,28 +170,21 @@ class Catalogue:
     def max_passage_seq(self) -> int:
         return int(self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM passages").fetchone()[0])
 
+    def _where_in(self, select: str, column: str, values: Sequence[Any]) -> Iterator[tuple]:
+        """Rows of `select ... WHERE column IN (values)`, asked 500 at a time (SQLite caps bound variables)."""
+        for start in range(0, len(values), 500):
+            part = list(values[start:start + 500])
+            yield from self._db.execute(f"{select} WHERE {column} IN ({','.join('?' * len(part))})", part)
+
     def known_refs(self, refs: Sequence[str]) -> set[str]:
-        found: set[str] = set()
-        for start in range(0, len(refs), 500):
-            part = list(refs[start:start + 500])
-            marks = ",".join("?" * len(part))
-            found.update(r[0] for r in self._db.execute(f"SELECT ref FROM documents WHERE ref IN ({marks})", part))
-        return found
+        return {row[0] for row in self._where_in("SELECT ref FROM documents", "ref", refs)}
 
     def documents(self, offset: int = 0, limit: int = 1_000_000) -> list[DocumentRow]:
-        rows = self._db.execute(
-            "SELECT ref, name, source_path, size, media_type, ingested_at, text_length, passage_count "
-            "FROM documents ORDER BY seq LIMIT ? OFFSET ?",
-            (limit, offset),
-        )
+        rows = self._db.execute(f"{_DOCUMENT_ROW} ORDER BY seq LIMIT ? OFFSET ?", (limit, offset))
         return [DocumentRow(*row) for row in rows]
 
     def document(self, ref: str) -> DocumentRow | None:
-        row = self._db.execute(
-            "SELECT ref, name, source_path, size, media_type, ingested_at, text_length, passage_count "
-            "FROM documents WHERE ref = ?",
-            (ref,),
-        ).fetchone()
+        row = self._db.execute(f"{_DOCUMENT_ROW} WHERE ref = ?", (ref,)).fetchone()
         return None if row is None else DocumentRow(*row)
 
     def document_bytes(self, ref: str) -> bytes | None:
@@ -194,41 +192,18 @@ class Catalogue:
         return None if row is None else bytes(row[0])
 
     def passages_of(self, doc_ref: str) -> list[PassageRow]:
-        rows = self._db.execute(
-            "SELECT seq, ref, doc_ref, chunk_index, chunk_count, char_start, char_end, text "
-            "FROM passages WHERE doc_ref = ? ORDER BY chunk_index",
-            (doc_ref,),
-        )
+        rows = self._db.execute(f"{_PASSAGE_ROW} WHERE doc_ref = ? ORDER BY chunk_index", (doc_ref,))
         return [PassageRow(*row) for row in rows]
 
     def passages_by_seq(self, seqs: Sequence[int]) -> dict[int, PassageRow]:
-        out: dict[int, PassageRow] = {}
-        for start in range(0, len(seqs), 500):
-            part = [int(s) for s in seqs[start:start + 500]]
-            marks = ",".join("?" * len(part))
-            for row in self._db.execute(
-                "SELECT seq, ref, doc_ref, chunk_index, chunk_count, char_start, char_end, text "
-                f"FROM passages WHERE seq IN ({marks})",
-                part,
-            ):
-                out[row[0]] = PassageRow(*row)
-        return out
+        return {row[0]: PassageRow(*row) for row in self._where_in(_PASSAGE_ROW, "seq", [int(s) for s in seqs])}
 
     def refs_by_seq(self, seqs: Sequence[int]) -> dict[int, str]:
-        out: dict[int, str] = {}
-        for start in range(0, len(seqs), 500):
-            part = [int(s) for s in seqs[start:start + 500]]
-            marks = ",".join("?" * len(part))
-            out.update(self._db.execute(f"SELECT seq, ref FROM passages WHERE seq IN ({marks})", part))
-        return out
+        return dict(self._where_in("SELECT seq, ref FROM passages", "seq", [int(s) for s in seqs]))
 
     def vectors_by_seq(self, seqs: Sequence[int], dimension: int) -> np.ndarray:
         """Stored unit vectors for `seqs`, in that order."""
-        found: dict[int, bytes] = {}
-        for start in range(0, len(seqs), 500):
-            part = [int(s) for s in seqs[start:start + 500]]
-            marks = ",".join("?" * len(part))
-            found.update(self._db.execute(f"SELECT seq, vector FROM passages WHERE seq IN ({marks})", part))
+        found = dict(self._where_in("SELECT seq, vector FROM passages", "seq", [int(s) for s in seqs]))
         out = np.zeros((len(seqs), dimension), dtype=np.float32)
         for i, seq in enumerate(seqs):
             out[i] = np.frombuffer(found[int(seq)], dtype=np.float32)
