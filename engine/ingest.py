@@ -18,9 +18,10 @@ import numpy as np
 from .chunking import chunk_text
 from .config import Settings
 from .dataset import Dataset, validate_name
-from .documents import DocumentInput, extract_text
+from .documents import DocumentInput
 from .embedders import no_embedder_error
 from .errors import KxError, invalid
+from .extract import Extracted, extract
 from .fingerprint import Fingerprint, check_compatible, current_fingerprint
 from .models import ModelCard
 from .records import (
@@ -59,6 +60,7 @@ class _Prepared:
     position: int
     document: NewDocument
     vector: np.ndarray | None  # the caller's own vector, when given
+    extracted: Extracted       # the text and structure the passages were cut from
 
 
 def run_ingest(
@@ -148,11 +150,12 @@ def _prepare(settings: Settings, docs, given, catalogue, results, emit) -> list[
             emit(results[position])
             continue
         try:
-            text = extract_text(doc)
+            extracted = extract(doc)
         except KxError as exc:
             results[position] = _refused(doc, exc)
             emit(results[position])
             continue
+        text = extracted.text
         if given is not None:
             spans = [(0, len(text), text, 0, 1)]
         else:
@@ -164,6 +167,7 @@ def _prepare(settings: Settings, docs, given, catalogue, results, emit) -> list[
             position,
             NewDocument(ref, doc.name, doc.source_path, doc.media_type, doc.data, len(text), passages),
             None if given is None else given[position],
+            extracted,
         ))
     return pending
 

@@ -10,11 +10,14 @@ with the reason a user can act on.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from ..documents import DocumentInput, extract_text
 from ..errors import KxError
 from .base import Extracted, Section, page_span, section_path
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 __all__ = ["Extracted", "Section", "extract", "extract_many", "page_span", "section_path"]
 
@@ -26,7 +29,9 @@ def extract(doc: DocumentInput) -> Extracted:
     return Extracted(text=extract_text(doc), media_type=doc.media_type, extractor=EXTRACTOR_VERSION)
 
 
-def extract_many(docs: Iterable[DocumentInput]) -> Iterator[tuple[DocumentInput, Extracted | KxError]]:
+def extract_many(
+    docs: Iterable[DocumentInput], settings: "Settings | None" = None
+) -> Iterator[tuple[DocumentInput, Extracted | KxError]]:
     """Each document with its extraction or the error that refused it, in input order."""
     for doc in docs:
         try:
