@@ -95,6 +95,13 @@ def _default_home() -> Path:
     return Path(platformdirs.user_data_dir("kx", appauthor=False))
 
 
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("home", "KX_HOME", _path, _default_home,
                 "where datasets, config.toml and the gateway token live", in_config_file=False),
@@ -135,6 +142,16 @@ SPECS: tuple[SettingSpec, ...] = (
                 "largest document accepted, in bytes"),
     SettingSpec("max_request_bytes", "KX_MAX_REQUEST_BYTES", _int_in(1024, 2**40), lambda: 64 * 2**20,
                 "largest request body `kx serve` reads, in bytes; larger ones are refused unread"),
+    SettingSpec("extract_timeout", "KX_EXTRACT_TIMEOUT", _float_in(0.1, 86_400.0), lambda: 60.0,
+                "seconds one document (PDF, DOCX, HTML, EPUB) may take to extract before it is refused"),
+    SettingSpec("extract_memory_mb", "KX_EXTRACT_MEMORY_MB", _int_in(64, 2**20), lambda: 2048,
+                "memory (MiB of address space) an extraction worker may add for one document before it is refused"),
+    SettingSpec("extract_workers", "KX_EXTRACT_WORKERS", _int_in(1, 256), _cores,
+                "extraction worker processes (default: the CPU cores this process may use)"),
+    SettingSpec("extract_max_pages", "KX_EXTRACT_MAX_PAGES", _int_in(1, 10_000_000), lambda: 10_000,
+                "largest page count a PDF may declare; larger ones are refused before any page is read"),
+    SettingSpec("extract_max_unpacked_mb", "KX_EXTRACT_MAX_UNPACKED_MB", _int_in(1, 2**20), lambda: 256,
+                "MiB a DOCX or EPUB may unpack to (ZIP bombs are refused before they inflate)"),
     SettingSpec("gateway", "KX_GATEWAY", _url_or_empty, lambda: "",
                 "a `kx serve` address (e.g. http://127.0.0.1:50151) for the CLI to work through; "
                 "empty: run the engine in-process"),
@@ -163,6 +180,11 @@ class Settings:
     ingest_commit_passages: int
     max_document_bytes: int
     max_request_bytes: int
+    extract_timeout: float
+    extract_memory_mb: int
+    extract_workers: int
+    extract_max_pages: int
+    extract_max_unpacked_mb: int
     gateway: str
     # setting name -> "default", "config file <path>", "env KX_...", or "flag"
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)

@@ -17,12 +17,16 @@ from typing import Iterator
 from .errors import KxError, Status, invalid
 
 RECORD_MEDIA_TYPE = "application/x-kx-record+json"  # one JSONL line: {"id", "title", "text"}
-ACCEPTED = "UTF-8 text files (.txt, .md, .rst, source code, ...), --text strings and JSONL records"
+ACCEPTED = ("PDF, Word (.docx), HTML/XHTML, EPUB, UTF-8 text files (.txt, .md, .rst, source code, ...), "
+            "--text strings and JSONL records")
 
 _TEXT_TYPES = {
     ".md": "text/markdown", ".markdown": "text/markdown", ".rst": "text/x-rst", ".txt": "text/plain",
     ".csv": "text/csv", ".tsv": "text/tab-separated-values", ".json": "application/json",
     ".yaml": "text/yaml", ".yml": "text/yaml", ".toml": "text/x-toml", ".py": "text/x-python",
+    ".pdf": "application/pdf", ".epub": "application/epub+zip",
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".html": "text/html", ".htm": "text/html", ".xhtml": "application/xhtml+xml",
 }
 
 

@@ -21,7 +21,7 @@ from .dataset import Dataset, validate_name
 from .documents import DocumentInput
 from .embedders import no_embedder_error
 from .errors import KxError, invalid
-from .extract import Extracted, extract
+from .extract import Extracted, extract_many
 from .fingerprint import Fingerprint, check_compatible, current_fingerprint
 from .models import ModelCard
 from .records import (
@@ -134,7 +134,21 @@ def _check_stored(name: str, stored: Fingerprint, current: Fingerprint, own_vect
 
 def _prepare(settings: Settings, docs, given, catalogue, results, emit) -> list[_Prepared]:
     known = catalogue.known_refs([d.ref for d in docs if d.error is None])
+    # Each new ref is extracted once, in worker processes that run ahead of the loop below.
+    first_of: dict[str, DocumentInput] = {}
+    for doc in docs:
+        if doc.error is None and doc.ref not in known:
+            first_of.setdefault(doc.ref, doc)
+    extractions = extract_many(first_of.values(), settings)
+    try:
+        return _cut(settings, docs, given, catalogue, results, emit, known, extractions)
+    finally:
+        extractions.close()  # stops the extraction workers, also when something raised
+
+
+def _cut(settings: Settings, docs, given, catalogue, results, emit, known, extractions) -> list[_Prepared]:
     seen: set[str] = set()
+    refused: dict[str, KxError] = {}
     pending: list[_Prepared] = []
     for position, doc in enumerate(docs):
         if doc.error is not None:
@@ -142,6 +156,10 @@ def _prepare(settings: Settings, docs, given, catalogue, results, emit) -> list[
             emit(results[position])
             continue
         ref = doc.ref
+        if ref in refused:  # the same bytes as a document refused above
+            results[position] = _refused(doc, refused[ref])
+            emit(results[position])
+            continue
         if ref in known or ref in seen:
             row = catalogue.document(ref)
             passages = row.passage_count if row else next(
@@ -150,8 +168,11 @@ def _prepare(settings: Settings, docs, given, catalogue, results, emit) -> list[
             emit(results[position])
             continue
         try:
-            extracted = extract(doc)
+            extracted = next(extractions)[1]
+            if isinstance(extracted, KxError):
+                raise extracted
         except KxError as exc:
+            refused[ref] = exc
             results[position] = _refused(doc, exc)
             emit(results[position])
             continue

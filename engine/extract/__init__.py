@@ -6,35 +6,111 @@ page begins (paged formats), the headings that give section paths, and the
 document's own title. `extract_many` does the same for a stream of
 documents. A document that cannot be read raises (or yields) a `KxError`
 with the reason a user can act on.
+
+The format comes from the bytes (engine/extract/detect.py). Plain text,
+JSONL records and Markdown are read in-process (cheap, and no parser to
+crash); PDF, DOCX, HTML and EPUB go to worker processes with a time and a
+memory limit (engine/extract/pool.py), so a hostile file is refused and the
+rest go in. `EXTRACTORS` maps each of those formats to its extractor by
+import path ("module:function" taking `(data, label, limits)`); the worker
+imports it, which keeps every parser out of the commands that never read a
+document, and lets a test substitute an extractor that hangs or crashes.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from ..documents import DocumentInput, extract_text
 from ..errors import KxError
-from .base import Extracted, Section, page_span, section_path
+from .base import Extracted, Limits, Section, page_span, section_path
+from .detect import DOCX, EPUB, HTML, MARKDOWN, PDF, detect_format
 
 if TYPE_CHECKING:
     from ..config import Settings
 
-__all__ = ["Extracted", "Section", "extract", "extract_many", "page_span", "section_path"]
+__all__ = ["EXTRACTORS", "Extracted", "Limits", "Section", "extract", "extract_many", "page_span", "section_path"]
 
 EXTRACTOR_VERSION = "text/1"
 
+EXTRACTORS: dict[str, str] = {
+    PDF: "engine.extract.pdf:extract_pdf",
+    DOCX: "engine.extract.docx:extract_docx",
+    HTML: "engine.extract.html:extract_html",
+    EPUB: "engine.extract.epub:extract_epub",
+}
 
-def extract(doc: DocumentInput) -> Extracted:
-    """The document's text and structure; raises KxError when it cannot be read."""
-    return Extracted(text=extract_text(doc), media_type=doc.media_type, extractor=EXTRACTOR_VERSION)
+
+def limits_for(settings: "Settings | None") -> Limits:
+    if settings is None:
+        return Limits()
+    return Limits(max_pages=settings.extract_max_pages,
+                  max_unpacked_bytes=settings.extract_max_unpacked_mb * 2**20)
+
+
+def extract(doc: DocumentInput, settings: "Settings | None" = None) -> Extracted:
+    """The document's text and structure, read in this process; raises KxError when it cannot be read.
+
+    No time or memory limit applies here: ingest goes through `extract_many`, which isolates parsers.
+    """
+    fmt = detect_format(doc)
+    if fmt in EXTRACTORS:
+        from .worker import resolve
+
+        return resolve(EXTRACTORS[fmt])(doc.data, doc.source_path or doc.name, limits_for(settings))
+    return _in_process(doc, fmt)
 
 
 def extract_many(
     docs: Iterable[DocumentInput], settings: "Settings | None" = None
 ) -> Iterator[tuple[DocumentInput, Extracted | KxError]]:
-    """Each document with its extraction or the error that refused it, in input order."""
-    for doc in docs:
-        try:
-            yield doc, extract(doc)
-        except KxError as exc:
-            yield doc, exc
+    """Each document with its extraction or the error that refused it, in input order.
+
+    Runs ahead in worker processes (up to `extract_workers` at once, each document under
+    `extract_timeout` and `extract_memory_mb`), so the caller can work while the next
+    documents are read. Workers are started only when a document needs one, and stopped
+    when the iterator is exhausted or closed.
+    """
+    from ..config import load_settings
+
+    settings = settings or load_settings()
+    limits = limits_for(settings)
+    pending: deque[DocumentInput] = deque()
+
+    def items():
+        from .pool import Ready
+        from .worker import Job
+
+        for doc in docs:
+            pending.append(doc)
+            try:
+                fmt = detect_format(doc)
+                if fmt in EXTRACTORS:
+                    yield Job(EXTRACTORS[fmt], doc.data, doc.source_path or doc.name, limits)
+                else:
+                    yield Ready(_in_process(doc, fmt))
+            except KxError as exc:
+                yield Ready(exc)
+
+    from .pool import ExtractPool, outcome_error
+    from .worker import Done, Failed
+
+    with ExtractPool(settings.extract_workers, settings.extract_timeout, settings.extract_memory_mb) as pool:
+        for outcome in pool.ordered(items()):
+            doc = pending.popleft()
+            if isinstance(outcome, Done):
+                yield doc, outcome.extracted
+            elif isinstance(outcome, Failed):
+                yield doc, outcome_error(outcome)
+            else:
+                yield doc, outcome
+
+
+def _in_process(doc: DocumentInput, fmt: str) -> Extracted:
+    if fmt == MARKDOWN:
+        from .markdown import extract_markdown
+
+        return extract_markdown(doc)
+    return Extracted(text=extract_text(doc), media_type=doc.media_type, extractor=EXTRACTOR_VERSION)
+

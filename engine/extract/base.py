@@ -45,6 +45,14 @@ class Extracted:
         return None if self.page_starts is None else len(self.page_starts)
 
 
+@dataclass(frozen=True)
+class Limits:
+    """What one document may cost an extractor before it is refused (from Settings)."""
+
+    max_pages: int = 10_000
+    max_unpacked_bytes: int = 256 * 2**20  # what an archive format (DOCX, EPUB) may inflate to
+
+
 def page_span(page_starts: tuple[int, ...] | list[int] | None, start: int, end: int) -> tuple[int | None, int | None]:
     """1-based first and last page of the characters [start, end); (None, None) without pages."""
     if not page_starts:

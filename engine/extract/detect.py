@@ -1,0 +1,104 @@
+"""Which format a document is, from its bytes first and its name second.
+
+A file's name can lie (a PDF saved as `.txt`, random bytes named `.pdf`), its
+bytes rarely do, so the content decides: `%PDF-` near the start is a PDF, a
+ZIP holding `word/document.xml` is a Word document, a ZIP whose `mimetype`
+says so is an EPUB, markup that opens with a doctype or `<html` is HTML.
+Only when the content names no format do the media type and the extension
+have their say: Markdown and plain text are told apart by name, and a file
+named like a binary format whose bytes are not that format is refused rather
+than read as text.
+
+Stdlib only: `kx datasets list` imports this module's package.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+
+from ..documents import RECORD_MEDIA_TYPE, DocumentInput
+from ..errors import invalid
+
+PDF, DOCX, EPUB, HTML, MARKDOWN, TEXT, RECORD = "pdf", "docx", "epub", "html", "markdown", "text", "record"
+
+MEDIA_TYPES = {
+    PDF: "application/pdf",
+    DOCX: "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    EPUB: "application/epub+zip",
+    HTML: "text/html",
+}
+_BY_MEDIA = {media: fmt for fmt, media in MEDIA_TYPES.items()} | {
+    "application/xhtml+xml": HTML, "text/markdown": MARKDOWN, "text/x-markdown": MARKDOWN,
+}
+_BY_SUFFIX = {".pdf": PDF, ".docx": DOCX, ".epub": EPUB, ".html": HTML, ".htm": HTML, ".xhtml": HTML,
+              ".md": MARKDOWN, ".markdown": MARKDOWN}
+_NAMES = {PDF: "a PDF", DOCX: "a Word (DOCX) document", EPUB: "an EPUB book", HTML: "an HTML page"}
+
+# After an optional BOM and whitespace (and XML declaration / comments, which XHTML
+# and saved pages put first): a doctype or an <html> element.
+_HTML_START = re.compile(
+    rb"\A(?:\xef\xbb\xbf)?\s*(?:<\?xml[^>]*\?>\s*)?(?:<!--.*?-->\s*)*(?:<!doctype\s+html|<html[\s>])",
+    re.IGNORECASE | re.DOTALL,
+)
+# A page saved without <html> (a fragment) still opens with one of these: treated as HTML
+# only when the name or media type says HTML too, so a Markdown file starting "<div>" stays Markdown.
+_HTML_FRAGMENT = re.compile(rb"\A(?:\xef\xbb\xbf)?\s*<(?:head|body|meta|title|div|p|article|section)[\s>]",
+                            re.IGNORECASE)
+
+
+def detect_format(doc: DocumentInput) -> str:
+    """The document's format id (PDF, DOCX, ...); raises KxError for a mislabelled binary."""
+    if doc.media_type == RECORD_MEDIA_TYPE:
+        return RECORD
+    data = doc.data
+    if b"%PDF-" in data[:1024]:  # the spec lets a little junk precede the header
+        return PDF
+    if data[:4] == b"PK\x03\x04":
+        found = _zip_format(data)
+        if found:
+            return found
+    claimed = _claimed_format(doc)
+    if _HTML_START.match(data[:4096]) or (claimed == HTML and _HTML_FRAGMENT.match(data[:4096])):
+        return HTML
+    if claimed in (PDF, DOCX, EPUB):
+        raise invalid(
+            f"{doc.source_path or doc.name} is named or typed as {_NAMES[claimed]} but its bytes are not one "
+            f"({_what_it_is(data)}); it may be damaged or mislabelled: re-export or re-download it"
+        )
+    return MARKDOWN if claimed == MARKDOWN else TEXT
+
+
+def _claimed_format(doc: DocumentInput) -> str | None:
+    name = (doc.source_path or doc.name or "").lower()
+    for suffix, fmt in _BY_SUFFIX.items():
+        if name.endswith(suffix):
+            return fmt
+    return _BY_MEDIA.get(doc.media_type.split(";")[0].strip().lower())
+
+
+def _zip_format(data: bytes) -> str | None:
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            names = set(archive.namelist())
+            if "word/document.xml" in names:
+                return DOCX
+            if "mimetype" in names:
+                info = archive.getinfo("mimetype")
+                if info.file_size < 100 and archive.read("mimetype").strip() == b"application/epub+zip":
+                    return EPUB
+    except (zipfile.BadZipFile, KeyError, OSError, EOFError, NotImplementedError, RuntimeError):
+        return None
+    return None
+
+
+def _what_it_is(data: bytes) -> str:
+    if not data:
+        return "it is empty"
+    if data[:4] == b"PK\x03\x04":
+        return "it is a ZIP archive of another kind"
+    if b"\x00" in data[:8192]:
+        return "it holds binary data of an unknown kind"
+    return "it looks like text"
+
