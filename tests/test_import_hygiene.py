@@ -17,7 +17,7 @@ try:
     main({args!r})
 except SystemExit:
     pass
-heavy = ["torch", "sentence_transformers", "transformers", "textual"]
+heavy = ["torch", "sentence_transformers", "transformers", "textual", "pypdfium2", "trafilatura", "lxml", "yaml"]
 print(json.dumps(sorted(m for m in heavy if m in sys.modules)), file=sys.stderr)
 """
 
@@ -31,7 +31,7 @@ def _loaded_after(args: list[str], tmp_path) -> list[str]:
 
 @pytest.mark.parametrize("args", [["--help"], ["datasets", "list"], ["datasets", "list", "--json"], ["info"],
                                   ["info", "--json"], ["datasets", "ingest", "--help"]])
-def test_commands_that_need_no_model_never_import_torch(args, tmp_path) -> None:
+def test_commands_that_need_no_model_never_import_torch_or_parsers(args, tmp_path) -> None:
     assert _loaded_after(args, tmp_path) == []
 
 
