@@ -16,7 +16,8 @@ import numpy as np
 from . import __version__
 from .config import Settings, load_settings
 from .dataset import Dataset, list_dataset_names
-from .documents import DocumentInput, extract_text
+from .documents import DocumentInput
+from .extract import extract
 from .embedders import Embedder, load_embedder
 from .errors import KxError, Status, not_found
 from .ingest import chat_model_advisory, run_ingest
@@ -114,8 +115,9 @@ class Engine:
             catalogue.close()
         if row is None or data is None:
             raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
-        return extract_text(DocumentInput(row.name, data=data, source_path=row.source_path,
-                                          media_type=row.media_type))
+        # the same extractor as at ingest (until the catalogue keeps the extracted text itself)
+        return extract(DocumentInput(row.name, data=data, source_path=row.source_path,
+                                     media_type=row.media_type), self.settings).text
 
     # -- ingest -------------------------------------------------------------------
 

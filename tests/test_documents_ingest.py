@@ -128,3 +128,17 @@ def test_markdown_front_matter_is_not_indexed(batch) -> None:
     home = batch[0]
     assert _query(home, "vermilion front door")[0]["document_name"] == "guide"
     assert all("title:" not in h["text"] for h in _query(home, "colour guide title", k=20))
+
+
+def test_hit_ranges_index_the_extracted_text_the_passage_view_shows(batch) -> None:
+    from engine import Engine, load_settings
+
+    home = batch[0]
+    engine = Engine(load_settings({"home": str(home)}))
+    for query, name in (("chatbots autonomous agents", "1601.03642"), ("vermilion front door", "guide"),
+                        ("endnote end document", "notes")):
+        hit = _query(home, query)[0]
+        assert hit["document_name"] == name
+        text = engine.document_text("docs", hit["document_ref"])
+        assert text[hit["char_start"]:hit["char_end"]] == hit["text"]
+    assert not engine.document_text("docs", _query(home, "vermilion")[0]["document_ref"]).startswith("---")
