@@ -47,7 +47,7 @@ def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool) -> No
     settings = load_settings(ctx.obj["flags"])
     token = ensure_token(settings.home)
     sock = _bind(host, port)
-    engine = Engine(settings)
+    engine = Engine(settings, on_notice=lambda line: click.echo(line, err=True))  # a first-use model export
     try:
         bound = sock.getsockname()[1]
         click.echo(f"kx gateway on http://{_show_host(host)}:{bound} (KX_HOME {settings.home})")
