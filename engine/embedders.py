@@ -172,6 +172,8 @@ class RuntimeEmbedder:
                     notify(f"using torch for {self._card.name}: the ONNX graph is not available ({reason})")
         else:
             reason = plan.reason
+            if plan.fallback and not int8 and notify:
+                notify(f"using torch for {self._card.name}: {reason}")
         if int8:
             from .onnx_export import prepare_failure
 

@@ -44,6 +44,7 @@ class RuntimePlan:
     reason: str
     folder: Path
     graph: Path | None      # a whole graph with its manifest; None: to be exported on first use
+    fallback: bool = False  # torch although ONNX was asked for and could work: worth a line to the user
 
 
 def model_folder(settings: Settings, card: ModelCard) -> Path:
@@ -60,6 +61,32 @@ def read_manifest(folder: Path, card: ModelCard) -> dict[str, Any] | None:
     except OSError:
         return None
     return manifest if size == manifest.get("graph_bytes") else None
+
+
+def file_sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(1 << 22):
+            h.update(block)
+    return h.hexdigest()
+
+
+def graph_unchanged(folder: Path, manifest: dict[str, Any]) -> bool:
+    """Whether the graph is the one the manifest describes.
+
+    Hashing 90 MB costs ~0.14 s, too much for every cold query, so the hash is
+    checked only when the file's modification time is not the one recorded
+    (anything that wrote to it since); a copy that keeps its times passes.
+    """
+    graph = folder / GRAPH
+    try:
+        if graph.stat().st_mtime_ns == manifest.get("graph_mtime_ns"):
+            return True
+        return file_sha256(graph) == manifest.get("graph_sha256")
+    except OSError:
+        return False
 
 
 def read_failure(folder: Path, card: ModelCard) -> dict[str, Any] | None:
@@ -151,9 +178,9 @@ def plan_runtime(settings: Settings, card: ModelCard) -> RuntimePlan:
     failure = read_failure(folder, card)
     if failure is not None:
         return RuntimePlan("torch", f"the ONNX export was not used: {failure['reason']} "
-                                    "(`kx models prepare --retry` tries again)", folder, None)
+                                    "(`kx models prepare --retry` tries again)", folder, None, fallback=True)
     if (reason := unwritable_reason(folder)) is not None:
-        return RuntimePlan("torch", f"no ONNX graph yet and {reason}", folder, None)
+        return RuntimePlan("torch", f"no ONNX graph yet and {reason}", folder, None, fallback=True)
     return RuntimePlan("onnx", f"{how}the graph is exported to {folder} on first use "
                                "(or now, with `kx models prepare`)", folder, None)
 

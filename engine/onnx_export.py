@@ -10,8 +10,9 @@ graph through onnxruntime's dynamic quantisation (signed, per channel).
 
 Files are written beside their final name, fsynced and renamed; the manifest
 goes last, so a crash leaves either a whole graph or none. On open, the graph
-re-encodes two probes and must give the vectors its manifest recorded; a
-damaged graph fails that (or fails to load) and is exported again.
+is compared with its manifest (the sha256, when its modification time moved)
+and re-encodes two probes, which must give the vectors the manifest recorded;
+a damaged graph fails one of these (or fails to load) and is exported again.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from .atomic import replace_with, write_json_atomic
 from .errors import KxError, precondition
 from .models import INT8, ModelCard, base_card, quiet_offline_environment
 from .config import Settings
-from .onnx_cache import (FORMAT, GRAPH, MANIFEST, MIN_COSINE, MIN_COSINE_INT8, clear_failure, model_folder,
-                         read_manifest, record_failure, unwritable_reason)
+from .onnx_cache import (FORMAT, GRAPH, MANIFEST, MIN_COSINE, MIN_COSINE_INT8, clear_failure, file_sha256,
+                         graph_unchanged, model_folder, read_manifest, record_failure, unwritable_reason)
 from .embed_onnx import OnnxEmbedder
 
 NotifyFn = Callable[[str], None]
@@ -72,7 +73,7 @@ def _opened_if_intact(settings: Settings, card: ModelCard, folder: Path) -> Onnx
     import numpy as np
 
     manifest = read_manifest(folder, card)
-    if manifest is None:
+    if manifest is None or not graph_unchanged(folder, manifest):
         return None
     try:
         embedder = OnnxEmbedder(card, folder / GRAPH, settings.embed_threads)
@@ -116,7 +117,7 @@ def _export_checked(settings: Settings, card: ModelCard, folder: Path, notify: N
                 notify(f"exporting {card.name} to ONNX for fast embedding (once, about 10 s) into {folder}")
             _export_fp32(card, tmp)
         probe_vectors, min_cosine = _checked_against_torch(settings, card, tmp)
-        size = tmp.stat().st_size
+        size, digest = tmp.stat().st_size, file_sha256(tmp)
         replace_with(tmp, folder / GRAPH)
     except GraphUnavailable as exc:
         record_failure(folder, card, str(exc))
@@ -125,6 +126,7 @@ def _export_checked(settings: Settings, card: ModelCard, folder: Path, notify: N
         tmp.unlink(missing_ok=True)
     write_json_atomic(folder / MANIFEST, {
         "format": FORMAT, "model_id": card.model_id, "variant": card.variant, "graph_bytes": size,
+        "graph_sha256": digest, "graph_mtime_ns": (folder / GRAPH).stat().st_mtime_ns,
         "min_cosine": min_cosine, "probes": len(PROBES),
         "probe_vectors": [[round(x, 7) for x in v] for v in probe_vectors],
         "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
