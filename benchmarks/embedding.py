@@ -125,7 +125,7 @@ def throughput(passages: list[str], rounds: int) -> dict:
     contenders = {"raw SentenceTransformer.encode (32)": lambda texts: raw.encode(
         texts, batch_size=32, normalize_embeddings=True, show_progress_bar=False)}
     for variant in ("onnx fp32", "onnx int8"):
-        for batch in (8, 16, 32, 64):
+        for batch in (16, 32, 64):
             e = layouts[f"{cores} threads"][variant]
             contenders[f"{variant}, batch {batch}, {cores} threads"] = (lambda e, b: lambda t: e.encode(t, b))(e, batch)
         one = layouts["1 thread"][variant]
