@@ -60,7 +60,9 @@ def read_manifest(folder: Path, card: ModelCard) -> dict[str, Any] | None:
         size = (folder / GRAPH).stat().st_size
     except OSError:
         return None
-    return manifest if size == manifest.get("graph_bytes") else None
+    whole = size == manifest.get("graph_bytes") and isinstance(manifest.get("min_cosine"), float) \
+        and isinstance(manifest.get("probes"), int) and isinstance(manifest.get("probe_vectors"), list)
+    return manifest if whole else None
 
 
 def file_sha256(path: Path) -> str:

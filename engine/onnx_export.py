@@ -78,9 +78,9 @@ def _opened_if_intact(settings: Settings, card: ModelCard, folder: Path) -> Onnx
     try:
         embedder = OnnxEmbedder(card, folder / GRAPH, settings.embed_threads)
         got = embedder.encode(list(PROBES[:_OPEN_PROBES]))
-    except Exception:  # onnxruntime refuses a torn or garbled file in many ways
+        expected = np.asarray(manifest["probe_vectors"][:_OPEN_PROBES], dtype=np.float32)
+    except Exception:  # onnxruntime refuses a torn or garbled file in many ways; a hand-edited manifest too
         return None
-    expected = np.asarray(manifest["probe_vectors"][:_OPEN_PROBES], dtype=np.float32)
     if got.shape != expected.shape or not float(np.min(np.sum(got * expected, axis=1))) >= 0.99999:
         return None
     return embedder
