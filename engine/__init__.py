@@ -1,16 +1,47 @@
 """kx's embedded engine: datasets, ingest and retrieval, importable without any UI.
 
-Importing this package loads neither Textual nor torch; the embedding model is
-loaded the first time something is embedded.
+Importing this package loads neither Textual, torch nor numpy: the names below
+are resolved on first use (PEP 562), so `kx datasets list` and `kx info` stay
+light, and the embedding model is loaded the first time something is embedded.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from .backend import Backend  # noqa: E402
-from .client import KxClient, RetrievalMode  # noqa: E402  (imports httpx only when a client is made)
-from .config import Settings, load_settings  # noqa: E402
-from .core import Engine  # noqa: E402
-from .errors import KxError, Status  # noqa: E402
+_WHERE = {
+    "Backend": "backend",
+    "KxClient": "client",
+    "RetrievalMode": "client",
+    "Settings": "config",
+    "load_settings": "config",
+    "Engine": "core",
+    "KxError": "errors",
+    "Status": "errors",
+}
 
 __all__ = ["Backend", "Engine", "KxClient", "KxError", "RetrievalMode", "Settings", "Status", "load_settings",
            "__version__"]
+
+if TYPE_CHECKING:
+    from .backend import Backend
+    from .client import KxClient, RetrievalMode
+    from .config import Settings, load_settings
+    from .core import Engine
+    from .errors import KxError, Status
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # once resolved, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

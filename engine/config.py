@@ -21,6 +21,7 @@ from .errors import invalid
 _TRUE = {"on", "true", "yes", "1"}
 _FALSE = {"off", "false", "no", "0"}
 MODES = ("hybrid", "dense", "sparse")
+RUNTIMES = ("onnx", "torch")
 
 
 def _bool(text: str) -> bool:
@@ -70,6 +71,18 @@ def _path(text: str) -> Path:
     return Path(_text(text)).expanduser()
 
 
+def _path_or_empty(text: str) -> Path | None:
+    value = text.strip()
+    return Path(value).expanduser() if value else None
+
+
+def _runtime(text: str) -> str:
+    low = text.strip().lower()
+    if low not in RUNTIMES:
+        raise ValueError("expected one of " + ", ".join(RUNTIMES))
+    return low
+
+
 def _url_or_empty(text: str) -> str:
     value = text.strip()
     if value and not value.startswith(("http://", "https://")):
@@ -108,6 +121,13 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("embed_model", "KX_SERVE_EMBED_MODEL", _text, lambda: "default",
                 "embedding model: 'default' (bundled all-MiniLM-L6-v2), a local model folder, "
                 "a model id in the local Hugging Face cache, or 'none'"),
+    SettingSpec("embed_runtime", "KX_EMBED_RUNTIME", _runtime, lambda: "onnx",
+                "how the model runs: 'onnx' (ONNX Runtime, exported once from the model and checked against "
+                "torch; torch is used when it does not validate) or 'torch' (sentence-transformers)"),
+    SettingSpec("embed_threads", "KX_EMBED_THREADS", _int_in(0, 1024), lambda: 0,
+                "threads one ONNX Runtime encode uses; 0: one per CPU core"),
+    SettingSpec("model_cache", "KX_MODEL_CACHE", _path_or_empty, lambda: None,
+                "where exported ONNX graphs are kept, one folder per model id; empty: $KX_HOME/models"),
     SettingSpec("chunk_size", "KX_CHUNK_SIZE", _int_in(50, 100_000), lambda: 1000,
                 "passage length in characters"),
     SettingSpec("chunk_overlap", "KX_CHUNK_OVERLAP", _int_in(0, 99_999), lambda: 200,
@@ -163,6 +183,9 @@ SPEC_BY_NAME = {spec.name: spec for spec in SPECS}
 class Settings:
     home: Path
     embed_model: str
+    embed_runtime: str
+    embed_threads: int
+    model_cache: Path | None
     chunk_size: int
     chunk_overlap: int
     stopwords: bool
@@ -194,6 +217,10 @@ class Settings:
         return self.home / "datasets"
 
     @property
+    def model_cache_dir(self) -> Path:
+        return self.model_cache if self.model_cache is not None else self.home / "models"
+
+    @property
     def config_path(self) -> Path:
         return self.home / "config.toml"
 
@@ -217,6 +244,8 @@ def _show(value: Any) -> Any:
         return "on" if value else "off"
     if isinstance(value, Path):
         return str(value)
+    if value is None:
+        return ""
     return value
 
 

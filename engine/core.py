@@ -2,31 +2,33 @@
 
 `Engine` is the one object the CLI, the TUI and the gateway talk to. It owns
 the settings, the (lazily loaded) embedding model and the open query readers;
-ingest and query live in engine/ingest.py and engine/query.py.
+ingest and query live in engine/ingest.py and engine/query.py, imported when
+first used so that listing datasets and `kx info` never import numpy.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Callable, Iterable, Iterator, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from . import __version__
 from .config import Settings, load_settings
 from .dataset import Dataset, list_dataset_names
 from .documents import DocumentInput
-from .extract import extract
-from .embedders import Embedder, load_embedder
 from .errors import KxError, Status, not_found
-from .ingest import chat_model_advisory, run_ingest
 from .models import ModelCard, model_card_for
-from .query import run_query
+from .onnx_cache import runtime_status
 from .records import DatasetSummary, IngestReport, QueryResult
-from .search import DatasetSearcher
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .embedders import Embedder
+    from .search import DatasetSearcher
 
 EventFn = Callable[[object], None]
+NotifyFn = Callable[[str], None]
 
 _UNSET: Any = object()
 
@@ -34,9 +36,11 @@ _UNSET: Any = object()
 class Engine:
     """Datasets on this machine, ingested and (later) queried in-process."""
 
-    def __init__(self, settings: Settings | None = None, embedder: Embedder | None = _UNSET) -> None:
+    def __init__(self, settings: Settings | None = None, embedder: Embedder | None = _UNSET,
+                 on_notice: NotifyFn | None = None) -> None:
         self.settings = settings or load_settings()
         self._embedder = embedder
+        self.on_notice = on_notice  # one line for a person when the model is first prepared (an export)
         self._card: ModelCard | None = _UNSET if embedder is _UNSET else (embedder.card if embedder else None)
         self._searchers: dict[str, DatasetSearcher] = {}
         self._searchers_lock = threading.Lock()
@@ -51,8 +55,25 @@ class Engine:
 
     def embedder(self) -> Embedder | None:
         if self._embedder is _UNSET:
-            self._embedder = load_embedder(self.model_card())
+            from .embedders import load_embedder
+
+            self._embedder = load_embedder(self.model_card(), self.settings, lambda line: self._notice(line))
         return self._embedder
+
+    def _notice(self, line: str) -> None:
+        if self.on_notice is not None:
+            self.on_notice(line)
+
+    def prepare_model(self, notify: NotifyFn | None = None) -> dict[str, Any] | None:
+        """Load the model now, exporting its ONNX graph if this is its first use; the runtime status.
+
+        None when no model is configured. The TUI's warm-up and `kx models prepare` call this.
+        """
+        embedder = self.embedder()
+        prepare = getattr(embedder, "prepare", None)
+        if callable(prepare):
+            prepare(notify)
+        return runtime_status(embedder, self.settings, self.model_card())
 
     # -- reads --------------------------------------------------------------------
 
@@ -85,10 +106,15 @@ class Engine:
         try:
             card = self.model_card()
             model = card.to_dict() if card else None
+            if card is not None:
+                embedder = None if self._embedder is _UNSET else self._embedder
+                model["runtime"] = runtime_status(embedder, self.settings, card)
             if card is None:
                 advisories.append("no embedding model (KX_SERVE_EMBED_MODEL=none): text ingest and dense search "
                                   "are off; pre-computed vectors and sparse search still work")
             elif card.causal_lm:
+                from .ingest import chat_model_advisory
+
                 advisories.append(chat_model_advisory(card))
         except KxError as exc:  # shown as the model's state, not repeated as an advisory
             model = {"error": exc.to_dict()}
@@ -115,6 +141,8 @@ class Engine:
             catalogue.close()
         if row is None or data is None:
             raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
+        from .extract import extract
+
         # the same extractor as at ingest (until the catalogue keeps the extracted text itself)
         return extract(DocumentInput(row.name, data=data, source_path=row.source_path,
                                      media_type=row.media_type), self.settings).text
@@ -135,6 +163,8 @@ class Engine:
         one; the rest go in. Raises only for what stops the whole command: a
         bad name, no model, or an incompatible fingerprint.
         """
+        from .ingest import run_ingest
+
         return run_ingest(self, name, documents, vectors, on_event)
 
     # -- query --------------------------------------------------------------------
@@ -153,10 +183,14 @@ class Engine:
 
         See engine/query.py: dense and sparse pools fused by RRF, then MMR.
         """
+        from .query import run_query
+
         return run_query(self, name, text, vector=vector, k=k, mode=mode, rerank=rerank)
 
     def searcher(self, name: str) -> DatasetSearcher:
         """The dataset's cached readers, reopened when the catalogue has grown since."""
+        from .search import DatasetSearcher
+
         dataset = Dataset(self.settings, name)
         with self._searchers_lock:
             searcher = self._searchers.get(name)

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import re
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from .config import Settings
-from .dense import DenseIndex
 from .errors import invalid, not_found
-from .sparse import SparseIndex
 from .store import Catalogue
+
+if TYPE_CHECKING:  # the indexes import numpy; listing datasets never opens them
+    from .dense import DenseIndex
+    from .sparse import SparseIndex
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 NAME_RULE = "1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit (e.g. 'handbook')"
@@ -77,9 +79,13 @@ class Dataset:
         return Catalogue(self.catalogue_path, readonly=True)
 
     def dense(self, dimension: int) -> DenseIndex:
+        from .dense import DenseIndex
+
         return DenseIndex(self.folder, dimension)
 
     def sparse(self, stopwords: bool) -> SparseIndex:
+        from .sparse import SparseIndex
+
         return SparseIndex(self.folder, stopwords)
 
     def indexes_behind(self, catalogue: Catalogue) -> bool:

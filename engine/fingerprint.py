@@ -16,7 +16,6 @@ from .chunking import CHUNKER_VERSION
 from .config import Settings
 from .errors import precondition
 from .models import ModelCard
-from .sparse import TOKENIZER_VERSION
 
 PRECOMPUTED_MODEL = "precomputed"
 
@@ -62,6 +61,8 @@ def current_fingerprint(settings: Settings, card: ModelCard | None, dimension: i
     With no model configured, the vectors are the caller's own (pre-computed):
     the model is recorded as such and the dimension is the vectors'.
     """
+    from .sparse import TOKENIZER_VERSION  # here, not at the top: sparse imports numpy, `kx datasets list` must not
+
     if card is not None:
         model, pooling, dim = card.model_id, card.pooling, card.dimension
     else:

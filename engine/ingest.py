@@ -228,6 +228,9 @@ def _vectors_for(engine: "Engine", group: list[_Prepared], done: int, total: int
         progressed += n
         emit(Progress("embedding", progressed, total))
 
+    prepare = getattr(embedder, "prepare", None)
+    if callable(prepare):  # the first use may export the model's ONNX graph: say so, it takes seconds
+        prepare(lambda line: emit(Notice("preparing", line)))
     emit(Progress("embedding", done, total))
     return embedder.encode(texts, batch_size=engine.settings.embed_batch_size, progress=progress)
 

@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +20,11 @@ from .errors import precondition
 
 DEFAULT_MODEL = "default"
 NO_MODEL = "none"
+INT8 = "int8"  # 'default-int8', or any other setting with ':int8' appended (see split_variant)
 _HOW_TO_SET = (
-    "set KX_SERVE_EMBED_MODEL to 'default' (the bundled all-MiniLM-L6-v2), "
-    "a local sentence-transformers model folder, or a model id in the local Hugging Face cache"
+    "set KX_SERVE_EMBED_MODEL to 'default' (the bundled all-MiniLM-L6-v2), 'default-int8' (the same model "
+    "quantised to int8: faster, slightly different vectors), a local sentence-transformers model folder, "
+    "or a model id in the local Hugging Face cache"
 )
 
 
@@ -39,6 +41,7 @@ class ModelCard:
     max_seq_length: int | None
     causal_lm: bool        # a chat / text-generation model rather than a sentence embedder
     architecture: str
+    variant: str = "fp32"  # "int8": quantised by ONNX Runtime, a model of its own in the fingerprint
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -51,6 +54,7 @@ class ModelCard:
             "max_seq_length": self.max_seq_length,
             "causal_lm": self.causal_lm,
             "architecture": self.architecture,
+            "variant": self.variant,
         }
 
 
@@ -205,10 +209,40 @@ def _digest(path: Path) -> str:
     return h.hexdigest()[:12]
 
 
+def split_variant(setting: str) -> tuple[str, str]:
+    """('default', 'int8') for 'default-int8'; (folder, 'int8') for 'folder:int8'; else (setting, 'fp32')."""
+    low = setting.lower()
+    if low == DEFAULT_MODEL + "-" + INT8:
+        return DEFAULT_MODEL, INT8
+    if low.endswith(":" + INT8) and len(setting) > len(":" + INT8):
+        return setting[:-len(":" + INT8)], INT8
+    return setting, "fp32"
+
+
 def model_card_for(setting: str) -> ModelCard | None:
     """The card of the model a setting names; None for 'none'."""
-    path = resolve_model_path(setting)
-    return None if path is None else describe_model(path)
+    base, variant = split_variant(setting)
+    path = resolve_model_path(base)
+    if path is None:
+        return None
+    card = describe_model(path)
+    return quantized_card(card) if variant == INT8 else card
+
+
+def quantized_card(card: ModelCard) -> ModelCard:
+    """The int8 variant of a model: its own id, so its vectors never mix with the fp32 model's."""
+    if card.causal_lm:
+        raise precondition(f"{card.name} is a chat (causal-LM) model; the int8 variant is offered for "
+                           f"sentence embedders only; {_HOW_TO_SET}")
+    return replace(card, model_id=f"{card.model_id}+{INT8}", name=f"{card.name} ({INT8})", variant=INT8)
+
+
+def base_card(card: ModelCard) -> ModelCard:
+    """The fp32 model an int8 card was made from (the one the graph is exported from)."""
+    if card.variant != INT8:
+        return card
+    return replace(card, model_id=card.model_id.removesuffix(f"+{INT8}"),
+                   name=card.name.removesuffix(f" ({INT8})"), variant="fp32")
 
 
 def how_to_set_model() -> str:

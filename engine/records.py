@@ -40,7 +40,7 @@ class Progress:
 class Notice:
     """Something the user should read but that stops nothing (an advisory, a wait)."""
 
-    kind: Literal["advisory", "waiting"]
+    kind: Literal["advisory", "waiting", "preparing"]
     message: str
 
 

@@ -16,12 +16,13 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from .errors import KxError, Status
 from .fingerprint import Fingerprint
+
+if TYPE_CHECKING:  # numpy is imported where vectors are touched: `kx datasets list` never pays for it
+    import numpy as np
 
 SCHEMA_VERSION = 1
 
@@ -203,6 +204,8 @@ class Catalogue:
 
     def vectors_by_seq(self, seqs: Sequence[int], dimension: int) -> np.ndarray:
         """Stored unit vectors for `seqs`, in that order."""
+        import numpy as np
+
         found = dict(self._where_in("SELECT seq, vector FROM passages", "seq", [int(s) for s in seqs]))
         out = np.zeros((len(seqs), dimension), dtype=np.float32)
         for i, seq in enumerate(seqs):
@@ -235,6 +238,8 @@ class Catalogue:
         `vectors` holds one row per passage, in the order the passages appear
         across `documents`. The fingerprint is stamped with the first commit.
         """
+        import numpy as np
+
         now = time.time()
         row = 0
         cur = self._db.cursor()

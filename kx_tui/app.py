@@ -109,6 +109,7 @@ class KxApp(App):
         self.set_interval(0.25, self._flush_activity)
         self.load_datasets()
         self.show_advisories()
+        self.warm_up()
         self.query_one("#query", Input).focus()
 
     @work(thread=True, group="advisories", exit_on_error=False)
@@ -121,6 +122,13 @@ class KxApp(App):
                                   severity="error", timeout=15)
         for advisory in info.get("advisories", []):
             self.call_from_thread(self.notify, advisory, title="advisory", severity="warning", timeout=15)
+
+    @work(thread=True, group="warm-up", exit_on_error=False)
+    def warm_up(self) -> None:
+        """Load the model now, so the first query does not wait for it (a first use exports its ONNX graph)."""
+        prepare = getattr(self.backend, "prepare_model", None)  # the in-process engine; a gateway warms itself
+        if callable(prepare):
+            prepare(lambda line: self.call_from_thread(self.notify, line, title="embedding model", timeout=10))
 
     # -- datasets -----------------------------------------------------------------
 

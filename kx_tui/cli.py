@@ -55,7 +55,7 @@ def _backend(ctx: click.Context, settings: Any):
     if not settings.gateway:
         from engine import Engine
 
-        return Engine(settings)
+        return Engine(settings, on_notice=lambda line: click.echo(line, err=True))  # e.g. a first-use export
     from engine.client import KxClient, read_token
 
     token = ctx.obj.get("token") or read_token(settings.home)
@@ -278,11 +278,13 @@ def eval_command(ctx: click.Context, name: str, queries_path: Path, qrels_path: 
         print_eval(Console(), result)
 
 
+from .models_cmd import models as _models_command  # noqa: E402 - registered once the group exists
 from .serve_cmd import serve as _serve_command  # noqa: E402 - registered once the group exists
 from .watch_cmd import watch as _watch_command  # noqa: E402 - registered once the group exists
 
 datasets.add_command(_watch_command)
 cli.add_command(_serve_command)
+cli.add_command(_models_command)
 
 
 def _fail(status_name: str, message: str, code: int) -> None:

@@ -75,6 +75,10 @@ def print_info(console: _RichConsole, data: dict[str, Any]) -> None:
         console.print(f"embed model  {escape(model['model_id'])}  ({kind}, {model['pooling']} pooling, "
                       f"{model['dimension']} dims, {'normalised' if model['normalized'] else 'not normalised'})")
         console.print(f"             {escape(model['path'])}")
+        runtime = model.get("runtime")
+        if runtime:  # which runtime embeds, and why (an older gateway does not say)
+            state = "in use" if runtime.get("loaded") else "when first used"
+            console.print(f"runtime      {escape(str(runtime['runtime']))} ({state}): {escape(str(runtime['reason']))}")
     for advisory in data["advisories"]:
         console.print(f"[yellow]advisory[/]: {escape(advisory)}")
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")

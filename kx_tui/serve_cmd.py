@@ -47,7 +47,7 @@ def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool) -> No
     settings = load_settings(ctx.obj["flags"])
     token = ensure_token(settings.home)
     sock = _bind(host, port)
-    engine = Engine(settings)
+    engine = Engine(settings, on_notice=lambda line: click.echo(line, err=True))  # a first-use model export
     try:
         bound = sock.getsockname()[1]
         click.echo(f"kx gateway on http://{_show_host(host)}:{bound} (KX_HOME {settings.home})")
@@ -55,10 +55,24 @@ def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool) -> No
         if dev_allow_local:
             click.echo("--dev-allow-local: clients on this machine need no token")
         click.echo("Ctrl-C or SIGTERM stops it after the requests in flight.")
+        _warm_up(engine)
         _run(engine, token, settings.max_request_bytes, dev_allow_local, sock)
     finally:
         engine.close()
         sock.close()
+
+
+def _warm_up(engine: Any) -> None:
+    """Load the model beside the server, so the first query does not pay for it (a first use exports it)."""
+    import threading
+
+    def warm() -> None:
+        try:
+            engine.prepare_model(lambda line: click.echo(line, err=True))
+        except KxError as exc:  # the first request that needs the model reports it properly
+            click.echo(f"embedding model not ready: {exc.message}", err=True)
+
+    threading.Thread(target=warm, name="kx-warm-up", daemon=True).start()
 
 
 def _run(engine: Any, token: str, max_bytes: int, allow_local: bool, sock: socket.socket) -> None:

@@ -10,14 +10,27 @@ from engine import Engine, load_settings
 from .helpers import HashEmbedder
 
 
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One ONNX export cache for the whole session: the export (seconds, through torch) is paid once.
+
+    Tests that exercise the cache itself (tests/test_onnx.py) use folders of their own.
+    """
+    return tmp_path_factory.mktemp("model-cache")
+
+
 @pytest.fixture(autouse=True)
-def kx_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test gets its own KX_HOME and no KX_* settings from the developer's shell."""
+def kx_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_cache: Path) -> Path:
+    """Every test gets its own KX_HOME and no KX_* settings from the developer's shell.
+
+    KX_MODEL_CACHE points every test (and the kx processes it starts) at the session's export cache.
+    """
     for key in list(os.environ):
         if key.startswith("KX_"):
             monkeypatch.delenv(key)
     home = tmp_path / "kx-home"
     monkeypatch.setenv("KX_HOME", str(home))
+    monkeypatch.setenv("KX_MODEL_CACHE", str(model_cache))
     return home
 
 
@@ -28,9 +41,10 @@ def hash_engine(kx_home: Path) -> Engine:
 
 
 @pytest.fixture(scope="session")
-def real_embedder():
-    """The bundled all-MiniLM-L6-v2, loaded once per test session."""
+def real_embedder(model_cache: Path, tmp_path_factory: pytest.TempPathFactory):
+    """The bundled all-MiniLM-L6-v2 on the default runtime (ONNX), loaded once per test session."""
     from engine.embedders import load_embedder
     from engine.models import model_card_for
 
-    return load_embedder(model_card_for("default"))
+    settings = load_settings(env={"KX_HOME": str(tmp_path_factory.mktemp("home")), "KX_MODEL_CACHE": str(model_cache)})
+    return load_embedder(model_card_for("default"), settings)

@@ -1,4 +1,4 @@
-"""The engine is headless, and commands that need no model never import torch."""
+"""The engine is headless, and commands that need no model import neither torch nor numpy."""
 
 from __future__ import annotations
 
@@ -17,13 +17,22 @@ try:
     main({args!r})
 except SystemExit:
     pass
-heavy = ["torch", "sentence_transformers", "transformers", "textual", "pypdfium2", "trafilatura", "lxml", "yaml"]
+heavy = ["torch", "sentence_transformers", "transformers", "textual", "numpy", "onnxruntime", "tokenizers",
+         "voyager", "whoosh", "pypdfium2", "trafilatura", "lxml", "yaml"]
 print(json.dumps(sorted(m for m in heavy if m in sys.modules)), file=sys.stderr)
 """
 
 
 def _loaded_after(args: list[str], tmp_path) -> list[str]:
     env = {"KX_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}
+    if not (tmp_path / "home").exists():  # list and info over a real dataset, not an empty home
+        from engine import Engine, load_settings
+        from engine.documents import from_text
+
+        from .helpers import HashEmbedder
+
+        Engine(load_settings({"home": str(tmp_path / "home")}), embedder=HashEmbedder()).ingest(
+            "notes", [from_text("a dataset for list and info to describe")])
     proc = subprocess.run([sys.executable, "-c", _PROBE.format(args=args)], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120)
     return json.loads(proc.stderr.strip().splitlines()[-1])
@@ -31,12 +40,13 @@ def _loaded_after(args: list[str], tmp_path) -> list[str]:
 
 @pytest.mark.parametrize("args", [["--help"], ["datasets", "list"], ["datasets", "list", "--json"], ["info"],
                                   ["info", "--json"], ["datasets", "ingest", "--help"]])
-def test_commands_that_need_no_model_never_import_torch_or_parsers(args, tmp_path) -> None:
+def test_commands_that_need_no_model_never_import_torch_or_numpy(args, tmp_path) -> None:
     assert _loaded_after(args, tmp_path) == []
 
 
 def test_the_engine_imports_without_any_ui() -> None:
-    code = "import sys, engine; print(sorted(m for m in ('textual', 'kx_tui', 'torch') if m in sys.modules))"
+    code = ("import sys, engine; from engine import Engine, KxClient, RetrievalMode, KxError, Status, Settings; "
+            "print(sorted(m for m in ('textual', 'kx_tui', 'torch', 'numpy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]"
 

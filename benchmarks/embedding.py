@@ -1,0 +1,267 @@
+"""The embedding runtimes side by side: torch (sentence-transformers), ONNX Runtime fp32 and int8.
+
+    python benchmarks/embedding.py [--parts query throughput cold quality] [--passages 384] [--queries 200]
+
+Every part measures its contenders in one run, interleaved (each round runs
+all of them in turn), so a noisy neighbour slows them alike; the targets are
+ratios (issue #10):
+
+- query: one short query at a time, warmed: p50 / p95 ms. Target ONNX fp32
+  p50 <= 0.45 x torch's.
+- throughput: SciFact passages as kx cuts them (1000 characters, overlap 200),
+  passages/s of raw `SentenceTransformer.encode` (batch 32) against kx's ONNX
+  embedder at several batch sizes and thread layouts (one session with 1 or
+  all intra-op threads; two Python threads sharing a 1-thread session).
+  Targets at the default batch: fp32 >= 1.0 x raw, int8 >= 1.7 x raw.
+- cold: fresh processes from a shell, median of 5 rounds: `python -c pass`,
+  `kx datasets list`, `kx datasets query` (hybrid, ONNX) and the same query
+  with KX_EMBED_RUNTIME=torch. Targets: query <= 1.0 s and <= 5 x list;
+  list <= 4 x `python -c pass`.
+- quality: nDCG@10 of exact dense retrieval (cosine over every document,
+  title + text, truncated by the model at 256 tokens) with fp32 and int8 on
+  SciFact, Cranfield and CISI. fp32 ONNX gives torch's vectors (tests pin
+  cosine >= 0.9999), so it stands for both. Target: int8 costs <= 0.005.
+
+The ONNX graphs are exported (once) into benchmarks/out/home/models.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+from common import DATA, HOME, REPO, percentile
+
+OUT = REPO / "benchmarks" / "out"
+
+
+def _embedders(threads: int = 0):
+    """torch, ONNX fp32 and ONNX int8 embedders of the bundled model, all loaded."""
+    from engine import load_settings
+    from engine.embedders import SentenceTransformerEmbedder
+    from engine.models import model_card_for
+    from engine.onnx_export import open_onnx
+
+    settings = load_settings({"home": str(HOME), "embed_threads": threads}, env={})
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    return {"torch": SentenceTransformerEmbedder(model_card_for("default")),
+            "onnx fp32": open_onnx(settings, model_card_for("default"), say),
+            "onnx int8": open_onnx(settings, model_card_for("default-int8"), say)}
+
+
+def _queries(limit: int) -> list[str]:
+    from engine.evaluation import read_queries
+
+    return list(read_queries(DATA / "scifact" / "queries.jsonl").values())[:limit]
+
+
+def _passages(limit: int) -> list[str]:
+    from engine.chunking import chunk_text
+
+    texts: list[str] = []
+    with (DATA / "scifact" / "corpus.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            doc = json.loads(line)
+            texts.extend(c.text for c in chunk_text(f"{doc['title']}\n\n{doc['text']}", 1000, 200))
+            if len(texts) >= limit:
+                return texts[:limit]
+    return texts
+
+
+def query_latency(embedders: dict, queries: list[str]) -> dict:
+    for e in embedders.values():
+        for text in queries[:20]:
+            e.encode([text])
+    samples: dict[str, list[float]] = {name: [] for name in embedders}
+    for text in queries:
+        for name, e in embedders.items():
+            start = time.perf_counter()
+            e.encode([text])
+            samples[name].append((time.perf_counter() - start) * 1000)
+    out = {name: {"p50_ms": round(percentile(v, 50), 2), "p95_ms": round(percentile(v, 95), 2)}
+           for name, v in samples.items()}
+    for name in ("onnx fp32", "onnx int8"):
+        out[name]["p50_vs_torch"] = round(out[name]["p50_ms"] / out["torch"]["p50_ms"], 3)
+    return out
+
+
+def _two_threads(embedder, texts: list[str], batch: int) -> None:
+    """Two Python threads share one session (onnxruntime releases the GIL in run)."""
+    order = sorted(texts, key=len, reverse=True)
+    batches = [order[i:i + batch] for i in range(0, len(order), batch)]
+    work = iter(batches)
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                chunk = next(work, None)
+            if chunk is None:
+                return
+            embedder.encode(chunk, batch_size=batch)
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def throughput(passages: list[str], rounds: int) -> dict:
+    from sentence_transformers import SentenceTransformer
+
+    from engine.models import bundled_model_path
+
+    cores = os.cpu_count() or 1
+    layouts = {f"{cores} threads": _embedders(0), "1 thread": _embedders(1)}
+    raw = SentenceTransformer(str(bundled_model_path()), device="cpu")
+    contenders = {"raw SentenceTransformer.encode (32)": lambda texts: raw.encode(
+        texts, batch_size=32, normalize_embeddings=True, show_progress_bar=False)}
+    for variant in ("onnx fp32", "onnx int8"):
+        for batch in (16, 32, 64):
+            e = layouts[f"{cores} threads"][variant]
+            contenders[f"{variant}, batch {batch}, {cores} threads"] = (lambda e, b: lambda t: e.encode(t, b))(e, batch)
+        one = layouts["1 thread"][variant]
+        contenders[f"{variant}, batch 32, 1 thread"] = (lambda e: lambda t: e.encode(t, 32))(one)
+        contenders[f"{variant}, batch 32, 2 workers x 1 thread"] = (lambda e: lambda t: _two_threads(e, t, 32))(one)
+    warm = passages[:64]
+    for fn in contenders.values():
+        fn(warm)
+    seconds = {name: 0.0 for name in contenders}
+    size = -(-len(passages) // rounds)
+    for r in range(rounds):
+        part = passages[r * size:(r + 1) * size]
+        for name, fn in contenders.items():
+            start = time.perf_counter()
+            fn(part)
+            seconds[name] += time.perf_counter() - start
+        print(f"throughput round {r + 1}/{rounds}", file=sys.stderr, flush=True)
+    base = len(passages) / seconds["raw SentenceTransformer.encode (32)"]
+    return {name: {"passages_per_s": round(len(passages) / s, 2), "vs_raw": round(len(passages) / s / base, 3)}
+            for name, s in seconds.items()}
+
+
+def _wall(args: list[str], env: dict) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(args, env=env, capture_output=True, text=True, cwd=REPO)
+    if proc.returncode != 0:
+        raise SystemExit(f"{args} failed: {proc.stderr}")
+    return time.perf_counter() - start
+
+
+def cold(rounds: int) -> dict:
+    from engine import Engine, load_settings
+    from engine.documents import from_text
+
+    engine = Engine(load_settings({"home": str(HOME)}, env={}))
+    if "handbook" not in {s.name for s in engine.list_datasets()}:
+        engine.ingest("handbook", [from_text(p.read_text(encoding="utf-8"), name=p.name)
+                                   for p in sorted((REPO / "samples" / "handbook").glob("*.md"))])
+    engine.prepare_model()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KX_")}
+    env.update({"KX_HOME": str(HOME), "PYTHONPATH": str(REPO)})
+    kx = [sys.executable, "-m", "kx_tui"]
+    query = kx + ["datasets", "query", "handbook", "--text", "how many days of paid leave", "--json"]
+    runs = {"python -c pass": ([sys.executable, "-c", "pass"], env),
+            "kx datasets list": (kx + ["datasets", "list"], env),
+            "kx info": (kx + ["info"], env),
+            "kx datasets query (hybrid, onnx)": (query, env),
+            "kx datasets query (hybrid, torch)": (query, {**env, "KX_EMBED_RUNTIME": "torch"})}
+    times: dict[str, list[float]] = {label: [] for label in runs}
+    for _ in range(rounds):
+        for label, (args, run_env) in runs.items():
+            times[label].append(_wall(args, run_env))
+    out = {label: {"median_s": round(statistics.median(v), 3)} for label, v in times.items()}
+    q, lst, py = (out[k]["median_s"] for k in ("kx datasets query (hybrid, onnx)", "kx datasets list",
+                                                "python -c pass"))
+    out["ratios"] = {"query / list": round(q / lst, 2), "list / python -c pass": round(lst / py, 2),
+                     "onnx query / torch query": round(q / out["kx datasets query (hybrid, torch)"]["median_s"], 3)}
+    return out
+
+
+def _ndcg(vectors, ids: list[str], query_vectors, qids: list[str], qrels: dict) -> float:
+    import ir_measures
+    import numpy as np
+    from ir_measures import Qrel, ScoredDoc
+
+    scores = query_vectors @ vectors.T
+    run = []
+    for i, qid in enumerate(qids):
+        top = np.argsort(-scores[i])[:10]
+        run.extend(ScoredDoc(qid, ids[j], float(scores[i, j])) for j in top)
+    rows = [Qrel(q, d, r) for q, docs in qrels.items() if q in set(qids) for d, r in docs.items()]
+    total = sum(m.value for m in ir_measures.iter_calc([ir_measures.nDCG @ 10], rows, run))
+    return float(total) / len(qids)  # a judged query with no relevant hit counts as 0
+
+
+def quality(collections: list[str]) -> dict:
+    from engine.evaluation import read_qrels, read_queries
+
+    embedders = _embedders(0)
+    out = {}
+    for name in collections:
+        folder = DATA / name
+        if not (folder / "corpus.jsonl").exists():
+            print(f"skipping {name}: {folder} is absent", file=sys.stderr)
+            continue
+        docs = [json.loads(line) for line in (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+                if line.strip()]
+        ids = [str(d["_id"]) for d in docs]
+        texts = [f"{d.get('title', '')}\n\n{d['text']}".strip() for d in docs]
+        qrels = read_qrels(folder / "qrels.tsv")
+        queries = {q: t for q, t in read_queries(folder / "queries.jsonl").items() if q in qrels}
+        row = {"documents": len(docs), "queries": len(queries)}
+        for variant in ("onnx fp32", "onnx int8"):
+            start = time.perf_counter()
+            vectors = embedders[variant].encode(texts)
+            seconds = time.perf_counter() - start
+            qv = embedders[variant].encode(list(queries.values()))
+            row[variant] = {"ndcg@10": round(_ndcg(vectors, ids, qv, list(queries), qrels), 4),
+                            "docs_per_s": round(len(docs) / seconds, 1)}
+            print(f"quality {name} {variant}: {row[variant]}", file=sys.stderr, flush=True)
+        row["int8_cost"] = round(row["onnx fp32"]["ndcg@10"] - row["onnx int8"]["ndcg@10"], 4)
+        out[name] = row
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--parts", nargs="+", default=["query", "throughput", "cold", "quality"],
+                        choices=["query", "throughput", "cold", "quality"])
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--passages", type=int, default=384)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cold-rounds", type=int, default=5)
+    parser.add_argument("--collections", nargs="+", default=["scifact", "cranfield", "cisi"])
+    args = parser.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    load = os.getloadavg()
+    result: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+                    "load_average_at_start": [round(x, 1) for x in load]}
+    if "query" in args.parts:
+        result["query"] = query_latency(_embedders(0), _queries(args.queries))
+        print(json.dumps(result["query"], indent=1), flush=True)
+    if "throughput" in args.parts:
+        result["throughput"] = throughput(_passages(args.passages), args.rounds)
+        print(json.dumps(result["throughput"], indent=1), flush=True)
+    if "cold" in args.parts:
+        result["cold"] = cold(args.cold_rounds)
+        print(json.dumps(result["cold"], indent=1), flush=True)
+    if "quality" in args.parts:
+        result["quality"] = quality(args.collections)
+        print(json.dumps(result["quality"], indent=1), flush=True)
+    result["load_average_at_end"] = [round(x, 1) for x in os.getloadavg()]
+    target = OUT / f"embedding-{'-'.join(args.parts)}.json"
+    target.write_text(json.dumps(result, indent=2))
+    print(f"written {target}")
+
+
+if __name__ == "__main__":
+    main()
