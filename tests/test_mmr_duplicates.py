@@ -68,8 +68,9 @@ def test_near_identical_notes_give_up_their_slots_and_say_whose_copies_they_are(
     for hit in copies:
         assert hit["duplicate_of"] == kept["passage_ref"]
         assert hit["mmr_moved"] < 0
-    # the slots went to other shipping documents, not to noise
-    assert {"warehouse-opening-hours", "lost-parcels"} & set(top[1:])
+    # the slots went to the next most relevant documents (shipping ones), not to noise
+    distinct = [name for name in names(plain) if name not in NOTES]
+    assert set(top[1:]) <= set(distinct[:3])
     others = [hit for hit in diverse["hits"] if hit["document_name"] not in NOTES]
     assert all(hit["duplicate_of"] is None for hit in others)
 
