@@ -20,7 +20,7 @@ from threadpoolctl import ThreadpoolController
 
 from engine.errors import invalid
 
-__all__ = ["Ranked", "Fused", "Diversified", "rank_list", "rrf", "mmr", "diversify", "DUPLICATE_THRESHOLD"]
+__all__ = ["Ranked", "Fused", "Diversified", "rank_list", "rrf", "mmr", "DUPLICATE_THRESHOLD"]
 
 # Cosine similarities are rounded to this many decimals before MMR uses them.
 # Float32 embeddings carry about 7 significant digits, so digits past the 6th
@@ -146,20 +146,8 @@ def mmr(
     k: int,
     lam: float,
     duplicate_threshold: float = DUPLICATE_THRESHOLD,
-) -> list[int]:
-    """Maximal Marginal Relevance: pick up to k indices into `refs`, in order (see `diversify`)."""
-    return diversify(refs, relevance, vectors, k, lam, duplicate_threshold).order
-
-
-def diversify(
-    refs: Sequence[str],
-    relevance: Sequence[float],
-    vectors: np.ndarray,
-    k: int,
-    lam: float,
-    duplicate_threshold: float = DUPLICATE_THRESHOLD,
 ) -> Diversified:
-    """MMR with a redundancy term that tells near-duplicates from neighbours.
+    """Maximal Marginal Relevance with a redundancy term that tells near-duplicates from neighbours.
 
     Each step picks, among the candidates left, the one maximising
 

@@ -17,7 +17,7 @@ from .dataset import validate_name
 from .embedders import no_embedder_error
 from .errors import KxError, invalid
 from .fingerprint import Fingerprint, check_compatible, current_fingerprint
-from .fusion import diversify, rrf
+from .fusion import mmr, rrf
 from .models import ModelCard
 from .records import Hit, QueryResult
 from .search import MAX_QUERY_TERMS, DatasetSearcher
@@ -146,8 +146,8 @@ def _search(settings: Settings, searcher: DatasetSearcher, text: str | None, que
         depth = min(len(fused), settings.mmr_depth)
         head = fused[:depth]
         vectors = searcher.vectors([seq_of[f.ref] for f in head])
-        picks = diversify([f.ref for f in head], relevance[:depth], vectors, depth, settings.mmr_lambda,
-                          settings.mmr_duplicate_threshold)
+        picks = mmr([f.ref for f in head], relevance[:depth], vectors, depth, settings.mmr_lambda,
+                    settings.mmr_duplicate_threshold)
         duplicate_of = {i: d for i, d in zip(picks.order, picks.duplicate_of) if d is not None}
         order = picks.order + order[depth:]
         timings["mmr"] = _ms(t)
