@@ -1,17 +1,20 @@
-"""Query latency on SciFact, stage by stage, the HNSW pool's recall, and a cold `kx datasets query`.
+"""Query latency on SciFact, stage by stage, next to its peers, the HNSW pool's recall, and a cold query.
 
-    python benchmarks/latency.py [--collection scifact] [--runtimes onnx torch]
+    python benchmarks/latency.py [--no-peers] [--no-cold]
 
-1. Every test query, one at a time after a warm-up, in each mode with the
-   default settings (k=10, pool 100, MMR on): p50 and p95 of query
+1. Every SciFact test query, one at a time after a warm-up, in each mode with
+   the default settings (k=10, pool 100, MMR on): p50 and p95 of query
    embedding, dense search, sparse search, fusion, MMR and the total; the
    target is that everything beyond embedding the query costs less than it.
-   Each runtime (KX_EMBED_RUNTIME) answers every query in turn, so both see
-   the same machine; targets: ONNX hybrid total p50 <= 8 ms, and its embed
-   stage <= 0.45 x torch's.
 2. The dense candidate pool (100) from voyager against exact cosine search
    over every stored vector, at several search breadths (ef).
-3. One cold `kx datasets query` as a user runs it from a shell, and where its
+3. kx next to its peers (benchmarks/peers.py, the `bench` extra), query by
+   query in turns so machine noise hits all alike: a kx hybrid query (k 10,
+   MMR on), the reference (bm25s + exact cosine + RRF over whole documents)
+   and LanceDB's hybrid search (limit 10), each from the query text to its
+   hits, embedding included (the same model and call for all three): p50,
+   p95 and the ratio kx / LanceDB.
+4. One cold `kx datasets query` as a user runs it from a shell, and where its
    time goes.
 """
 
@@ -25,41 +28,37 @@ import time
 
 import numpy as np
 
-from common import DATA, HOME, REPO, ensure_dataset, percentile
+from common import BENCH_DIR, DATA, HOME, REPO, ensure_dataset, percentile
 
 STAGES = ("embed", "dense", "sparse", "fusion", "mmr", "total")
 
 
-def stage_latency(engines: dict, queries: list[str], collection: str) -> dict:
-    for engine in engines.values():
-        for text in queries[:20]:
-            engine.query(collection, text)
-    out: dict = {runtime: {} for runtime in engines}
+def stage_latency(engine, queries: list[str]) -> dict:
+    for text in queries[:20]:
+        engine.query("scifact", text)
+    out = {}
     for label, mode, rerank in (("hybrid", "hybrid", True), ("hybrid (MMR off)", "hybrid", False),
                                 ("dense", "dense", True), ("sparse", "sparse", True)):
-        samples = {r: {s: [] for s in STAGES} for r in engines}
-        beyond: dict[str, list[float]] = {r: [] for r in engines}
+        samples: dict[str, list[float]] = {s: [] for s in STAGES}
+        beyond = []
         for text in queries:
-            for runtime, engine in engines.items():  # in turn: a noisy neighbour slows both alike
-                timings = engine.query(collection, text, mode=mode, rerank=rerank).timings_ms
-                for stage in STAGES:
-                    if stage in timings:
-                        samples[runtime][stage].append(timings[stage])
-                beyond[runtime].append(timings["total"] - timings.get("embed", 0.0))
-        for runtime in engines:
-            row = {s: {"p50": round(percentile(v, 50), 2), "p95": round(percentile(v, 95), 2)}
-                   for s, v in samples[runtime].items() if v}
-            row["beyond_embedding"] = {"p50": round(percentile(beyond[runtime], 50), 2),
-                                       "p95": round(percentile(beyond[runtime], 95), 2)}
-            out[runtime][label] = row
+            timings = engine.query("scifact", text, mode=mode, rerank=rerank).timings_ms
+            for stage in STAGES:
+                if stage in timings:
+                    samples[stage].append(timings[stage])
+            beyond.append(timings["total"] - timings.get("embed", 0.0))
+        out[label] = {s: {"p50": round(percentile(v, 50), 2), "p95": round(percentile(v, 95), 2)}
+                      for s, v in samples.items() if v}
+        out[label]["beyond_embedding"] = {"p50": round(percentile(beyond, 50), 2),
+                                          "p95": round(percentile(beyond, 95), 2)}
     return out
 
 
-def pool_recall(engine, queries: list[str], collection: str) -> dict:
+def pool_recall(engine, queries: list[str]) -> dict:
     from engine.dataset import Dataset
     from engine.search import dense_ef
 
-    dataset = Dataset(engine.settings, collection)
+    dataset = Dataset(engine.settings, "scifact")
     catalogue = dataset.reading()
     top = catalogue.max_passage_seq()
     seqs = list(range(1, top + 1))
@@ -86,6 +85,41 @@ def pool_recall(engine, queries: list[str], collection: str) -> dict:
     return out
 
 
+def peer_latency(engine, queries: list[str]) -> dict:
+    from peers import LanceHybrid, Reference, load_collection
+
+    from common import ensure_dataset
+
+    collection = load_collection("scifact", ensure_dataset("scifact").embedder())  # cached document vectors
+    reference, lance = Reference(collection), LanceHybrid(collection)
+    embedder = engine.embedder()
+
+    def kx_query(text: str):
+        return engine.query("scifact", text, k=10)
+
+    def reference_query(text: str):
+        return reference.search("hybrid", text, embedder.encode([text])[0], 100)[:10]
+
+    def lance_query(text: str):
+        return lance.search(text, embedder.encode([text])[0], 10)
+
+    runs = {"kx hybrid (MMR on)": kx_query, "reference hybrid": reference_query, "lancedb hybrid": lance_query}
+    for text in queries[:20]:  # warm-up: caches, lazy imports, the model
+        for fn in runs.values():
+            fn(text)
+    samples: dict[str, list[float]] = {label: [] for label in runs}
+    for text in queries:
+        for label, fn in runs.items():
+            start = time.perf_counter()
+            fn(text)
+            samples[label].append((time.perf_counter() - start) * 1000.0)
+    out = {label: {"p50": round(percentile(v, 50), 2), "p95": round(percentile(v, 95), 2)}
+           for label, v in samples.items()}
+    kx, ln = out["kx hybrid (MMR on)"], out["lancedb hybrid"]
+    out["ratio kx / lancedb"] = {"p50": round(kx["p50"] / ln["p50"], 3), "p95": round(kx["p95"] / ln["p95"], 3)}
+    return out
+
+
 def _wall(args: list[str], env: dict) -> tuple[float, str]:
     start = time.perf_counter()
     proc = subprocess.run(args, env=env, capture_output=True, text=True, cwd=REPO)
@@ -94,69 +128,69 @@ def _wall(args: list[str], env: dict) -> tuple[float, str]:
     return time.perf_counter() - start, proc.stdout
 
 
-def cold_query(collection: str) -> dict:
-    env = {**os.environ, "KX_HOME": str(HOME), "PYTHONPATH": str(REPO)}
-    env.pop("KX_EMBED_RUNTIME", None)
+def cold_query() -> dict:
+    env = {**os.environ, "KX_HOME": str(HOME)}
     kx = [sys.executable, "-m", "kx_tui"]
     query = "Vitamin D deficiency is associated with an increased risk of multiple sclerosis."
-    hybrid = kx + ["datasets", "query", collection, "--text", query, "--json"]
-    runs = {"python -c pass": ([sys.executable, "-c", "pass"], env),
-            "kx --help": (kx + ["--help"], env),
-            "kx datasets list": (kx + ["datasets", "list"], env),
-            "import sentence_transformers": ([sys.executable, "-c", "import sentence_transformers"], env),
-            "kx datasets query --mode sparse": (hybrid + ["--mode", "sparse"], env),
-            "kx datasets query (hybrid, onnx)": (hybrid, env),
-            "kx datasets query (hybrid, torch)": (hybrid, {**env, "KX_EMBED_RUNTIME": "torch"})}
-    times: dict[str, list[float]] = {label: [] for label in runs}
-    stdouts: dict[str, str] = {}
-    for _ in range(3):  # rounds, each running every command once
-        for label, (args, run_env) in runs.items():
-            seconds, stdouts[label] = _wall(args, run_env)
-            times[label].append(seconds)
+    runs = {"python -c pass": [sys.executable, "-c", "pass"],
+            "kx --help": kx + ["--help"],
+            "import sentence_transformers": [sys.executable, "-c", "import sentence_transformers"],
+            "kx datasets query --mode sparse": kx + ["datasets", "query", "scifact", "--text", query, "--mode",
+                                                     "sparse", "--json"],
+            "kx datasets query (hybrid)": kx + ["datasets", "query", "scifact", "--text", query, "--json"]}
     out = {}
-    for label, (args, _env) in runs.items():
-        out[label] = {"median_s": round(sorted(times[label])[1], 3)}
+    for label, args in runs.items():
+        times, stdout = [], ""
+        for _ in range(3):
+            seconds, stdout = _wall(args, env)
+            times.append(seconds)
+        out[label] = {"median_s": round(sorted(times)[1], 3)}
         if "--json" in args:
-            out[label]["engine_timings_ms"] = json.loads(stdouts[label])["timings_ms"]
+            out[label]["engine_timings_ms"] = json.loads(stdout)["timings_ms"]
     return out
 
 
 def main() -> None:
     import argparse
 
-    from engine import Engine, load_settings
+    from engine import Engine
     from engine.evaluation import read_queries
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--collection", default="scifact")
-    parser.add_argument("--runtimes", nargs="+", default=["onnx", "torch"], choices=["onnx", "torch"])
+    parser.add_argument("--no-peers", action="store_true", help="skip the peers (no bench extra needed)")
+    parser.add_argument("--no-cold", action="store_true", help="skip the cold shell commands")
     args = parser.parse_args()
-    collection = args.collection
-    engine = ensure_dataset(collection)
-    engines = {r: Engine(load_settings({"home": str(HOME), "embed_runtime": r})) for r in args.runtimes}
-    queries = list(read_queries(DATA / collection / "queries.jsonl").values())
-    result = {"collection": collection, "queries": len(queries), "load_average_at_start": os.getloadavg(),
-              "stages_ms": stage_latency(engines, queries, collection),
-              "hnsw": pool_recall(engine, queries, collection), "cold_cli": cold_query(collection),
-              "load_average_at_end": os.getloadavg()}
-    (REPO / "benchmarks" / "out").mkdir(parents=True, exist_ok=True)
-    (REPO / "benchmarks" / "out" / "latency.json").write_text(json.dumps(result, indent=2))
 
-    for runtime, by_mode in result["stages_ms"].items():
-        print(f"{collection}, {len(queries)} queries, one at a time, runtime {runtime} (ms, p50 / p95)")
-        print(f"{'mode':18}" + "".join(f"{s:>15}" for s in STAGES) + f"{'beyond embed':>15}")
-        for label, stages in by_mode.items():
-            cells = [f"{stages[s]['p50']:.2f} / {stages[s]['p95']:.2f}" if s in stages else "-" for s in STAGES]
-            b = stages["beyond_embedding"]
-            print(f"{label:18}" + "".join(f"{c:>15}" for c in cells) + f"{b['p50']:.2f} / {b['p95']:.2f}".rjust(15))
+    # built through the vector cache; queried with the real model, so embedding is really timed
+    engine = Engine(ensure_dataset("scifact").settings)
+    queries = list(read_queries(DATA / "scifact" / "queries.jsonl").values())
+    result = {"queries": len(queries), "stages_ms": stage_latency(engine, queries),
+              "hnsw": pool_recall(engine, queries)}
+    if not args.no_peers:
+        result["peers_ms"] = peer_latency(engine, queries)
+    if not args.no_cold:
+        result["cold_cli"] = cold_query()
+    BENCH_DIR.mkdir(parents=True, exist_ok=True)
+    (BENCH_DIR / "latency.json").write_text(json.dumps(result, indent=2))
+
+    print(f"SciFact, {len(queries)} queries, one at a time (ms, p50 / p95)")
+    print(f"{'mode':18}" + "".join(f"{s:>15}" for s in STAGES) + f"{'beyond embed':>15}")
+    for label, stages in result["stages_ms"].items():
+        cells = [f"{stages[s]['p50']:.2f} / {stages[s]['p95']:.2f}" if s in stages else "-" for s in STAGES]
+        b = stages["beyond_embedding"]
+        print(f"{label:18}" + "".join(f"{c:>15}" for c in cells) + f"{b['p50']:.2f} / {b['p95']:.2f}".rjust(15))
     h = result["hnsw"]
     print(f"\nHNSW pool of {h['pool']} vs exact cosine over {h['passages']} passages (default ef {h['default_ef']}):")
     for ef, row in h["by_ef"].items():
         print(f"  ef {ef:>4}: recall {row['recall']:.4f} (worst query {row['min_recall']:.2f}), "
               f"{row['p50_ms']:.3f} ms")
     print(f"  exact numpy search: {h['exact_numpy_ms']:.3f} ms a query")
+    if "peers_ms" in result:
+        print("\nFrom query text to hits, embedding included, in turns (ms):")
+        for label, row in result["peers_ms"].items():
+            print(f"  {label:24}p50 {row['p50']:>8}   p95 {row['p95']:>8}")
     print("\nCold commands from a shell (median of 3):")
-    for label, row in result["cold_cli"].items():
+    for label, row in result.get("cold_cli", {}).items():
         extra = f"   engine: {row['engine_timings_ms']}" if "engine_timings_ms" in row else ""
         print(f"  {label:34}{row['median_s']:.2f} s{extra}")
 

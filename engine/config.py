@@ -138,6 +138,9 @@ SPECS: tuple[SettingSpec, ...] = (
                 "Reciprocal Rank Fusion constant K in 1/(K + rank)"),
     SettingSpec("mmr_lambda", "KX_MMR_LAMBDA", _float_in(0.0, 1.0), lambda: 0.7,
                 "MMR trade-off: 1.0 is pure relevance, lower favours diversity"),
+    SettingSpec("mmr_duplicate_threshold", "KX_MMR_DUPLICATE_THRESHOLD", _float_in(0.5, 1.0), lambda: 0.92,
+                "MMR: a passage whose cosine to a higher-ranked hit is at least this is a near-duplicate "
+                "and gives up its slot to every other passage (1.0: only identical vectors)"),
     SettingSpec("rerank", "KX_RERANK", _bool, lambda: True,
                 "apply the MMR pass by default (on/off)"),
     SettingSpec("mmr_depth", "KX_MMR_DEPTH", _int_in(2, 10_000), lambda: 30,
@@ -192,6 +195,7 @@ class Settings:
     rrf_k: int
     mmr_lambda: float
     mmr_depth: int
+    mmr_duplicate_threshold: float
     rerank: bool
     default_mode: str
     bm25_k1: float

@@ -20,7 +20,7 @@ from threadpoolctl import ThreadpoolController
 
 from engine.errors import invalid
 
-__all__ = ["Ranked", "Fused", "rank_list", "rrf", "mmr"]
+__all__ = ["Ranked", "Fused", "Diversified", "rank_list", "rrf", "mmr", "DUPLICATE_THRESHOLD"]
 
 # Cosine similarities are rounded to this many decimals before MMR uses them.
 # Float32 embeddings carry about 7 significant digits, so digits past the 6th
@@ -32,6 +32,12 @@ _SIM_DECIMALS = 6
 # MMR scores are rounded too, so two candidates whose scores agree
 # mathematically but were reached by different float operations still tie.
 _SCORE_DECIMALS = 12
+# MMR's redundancy term: the cosine at which a passage counts as a
+# near-duplicate of a picked one (the operator's default for
+# mmr_duplicate_threshold), and the power that keeps same-topic neighbours
+# (cosine 0.6-0.8) almost unpenalised. Chosen from the figures in BENCHMARKS.md.
+DUPLICATE_THRESHOLD = 0.92
+SHARPNESS = 16
 
 
 @dataclass(frozen=True)
@@ -120,22 +126,55 @@ def rrf(lists: Mapping[str, Sequence[Ranked]], k: int = 60) -> list[Fused]:
     ]
 
 
+@dataclass(frozen=True)
+class Diversified:
+    """MMR's picks, and for each pick the pick it nearly repeats.
+
+    `order` holds indices into the candidates, in pick order; `duplicate_of[i]`
+    is the index of the earlier pick that `order[i]` is a near-duplicate of
+    (cosine at or above the threshold), or None.
+    """
+
+    order: list[int]
+    duplicate_of: list[int | None]
+
+
 def mmr(
     refs: Sequence[str],
     relevance: Sequence[float],
     vectors: np.ndarray,
     k: int,
     lam: float,
-) -> list[int]:
-    """Maximal Marginal Relevance: pick up to k indices into `refs`, in order.
+    duplicate_threshold: float = DUPLICATE_THRESHOLD,
+) -> Diversified:
+    """Maximal Marginal Relevance with a redundancy term that tells near-duplicates from neighbours.
 
-    Each step picks the candidate maximising
-    lam * rel_norm - (1 - lam) * max cosine to the already picked ones
-    (no penalty for the first pick); ties go to the ascending ref.
+    Each step picks, among the candidates left, the one maximising
+
+        lam * rel_norm - (1 - lam) * max(0, s) ** SHARPNESS
+
+    where rel_norm is relevance min-max normalised over the candidates and s
+    is the candidate's highest cosine to an already picked one; the first
+    pick is the most relevant. A candidate with s >= duplicate_threshold is a
+    near-duplicate: it loses to every candidate that is not one, and among
+    near-duplicates the same score decides. Ties go to the ascending ref.
+
+    Why this shape (figures in BENCHMARKS.md): with the plain linear penalty
+    (1 - lam) * s, a copy that leads the fused list keeps its slot (its
+    relevance lead is worth more than 0.3 x 0.99), while same-topic passages
+    of one document (cosine 0.6-0.8) are penalised nearly as much, so
+    unrelated passages jump ahead of them. The power leaves neighbours almost
+    alone (0.7 ** 16 = 0.003, 0.8 ** 16 = 0.03, 0.9 ** 16 = 0.19) and still
+    spreads out very close passages; the threshold makes what a user calls a
+    duplicate lose its slot outright, whatever its relevance lead.
+    lam = 1 is the plain relevance order (no similarity, nothing marked).
     """
     n = len(refs)
     if not (0.0 <= lam <= 1.0):  # also rejects NaN
         raise invalid(f"mmr_lambda must be in [0, 1], got {lam!r}; 1 means relevance only, 0 diversity only")
+    if not (0.0 < duplicate_threshold <= 1.0):  # also rejects NaN
+        raise invalid(f"mmr_duplicate_threshold must be in (0, 1], got {duplicate_threshold!r}; "
+                      f"the cosine at which a passage counts as a near-duplicate ({DUPLICATE_THRESHOLD} by default)")
     if isinstance(k, bool) or not isinstance(k, Integral) or k < 0:
         raise invalid(f"mmr k must be an integer >= 0, got {k!r}")
     if len(relevance) != n:
@@ -149,7 +188,7 @@ def mmr(
         # Refs are the tie-breaker; a repeated ref would leave ties undecided.
         raise invalid("mmr refs must be unique; fuse or de-duplicate the pool first")
     if n == 0 or k == 0:
-        return []
+        return Diversified([], [])
 
     # Work in ascending-ref order so the arithmetic (and any BLAS blocking)
     # sees the same matrix whatever order the caller passed the pool in;
@@ -168,26 +207,40 @@ def mmr(
         # np.lexsort is stable and keys on the last row first: -rel_norm,
         # then the position in ref order.
         by_relevance = np.lexsort((np.arange(n), -rel_norm))
-        return [order[int(i)] for i in by_relevance[:take]]
+        return Diversified([order[int(i)] for i in by_relevance[:take]], [None] * take)
 
     with _blas_controller().limit(limits=1, user_api="blas"):
         sims = _cosine_matrix(vecs[order])
 
     picked: list[int] = []
+    duplicate_of: list[int | None] = []
     available = np.ones(n, dtype=bool)
     # -inf until the first pick: max over an empty set; the penalty is then 0.
     max_sim = np.full(n, -np.inf)
+    # which pick each candidate is most similar to (the first such pick on ties)
+    nearest = np.full(n, -1)
     for step in range(take):
-        penalty = max_sim if step else np.zeros(n)
-        scores = np.round(lam * rel_norm - (1.0 - lam) * penalty, _SCORE_DECIMALS)
+        if step == 0:
+            # nothing to be redundant with: the most relevant goes first, even at lam = 0
+            scores = rel_norm.copy()
+        else:
+            penalty = np.maximum(max_sim, 0.0) ** SHARPNESS
+            scores = np.round(lam * rel_norm - (1.0 - lam) * penalty, _SCORE_DECIMALS)
+        # Scores lie in [-1, 1]: moving near-duplicates down by 4 puts them
+        # after every other candidate and keeps their order among themselves.
+        duplicate = max_sim >= duplicate_threshold
+        scores[duplicate] -= 4.0
         scores[~available] = -np.inf
         # argmax returns the first maximum, i.e. the smallest ref among ties,
         # because positions are in ascending-ref order.
         best = int(np.argmax(scores))
         picked.append(best)
+        duplicate_of.append(int(nearest[best]) if duplicate[best] else None)
         available[best] = False
+        closer = sims[best] > max_sim
+        nearest[closer] = best
         np.maximum(max_sim, sims[best], out=max_sim)
-    return [order[i] for i in picked]
+    return Diversified([order[i] for i in picked], [None if d is None else order[d] for d in duplicate_of])
 
 
 _CONTROLLER: ThreadpoolController | None = None

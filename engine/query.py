@@ -137,6 +137,7 @@ def _search(settings: Settings, searcher: DatasetSearcher, text: str | None, que
     single = next(iter(lists)) if len(lists) == 1 else None
     relevance = [f.raw[single] if single else f.score for f in fused]
     order = list(range(len(fused)))
+    duplicate_of: dict[int, int] = {}   # position in `fused` -> position of the pick it nearly repeats
     if rerank and len(fused) > 1:
         # MMR reorders the head of the fused list only, so the first picks
         # do not depend on k, and a weak tail candidate cannot jump ahead
@@ -145,8 +146,10 @@ def _search(settings: Settings, searcher: DatasetSearcher, text: str | None, que
         depth = min(len(fused), settings.mmr_depth)
         head = fused[:depth]
         vectors = searcher.vectors([seq_of[f.ref] for f in head])
-        picked = mmr([f.ref for f in head], relevance[:depth], vectors, depth, settings.mmr_lambda)
-        order = picked + order[depth:]
+        picks = mmr([f.ref for f in head], relevance[:depth], vectors, depth, settings.mmr_lambda,
+                    settings.mmr_duplicate_threshold)
+        duplicate_of = {i: d for i, d in zip(picks.order, picks.duplicate_of) if d is not None}
+        order = picks.order + order[depth:]
         timings["mmr"] = _ms(t)
     order = order[:k_used]
 
@@ -174,6 +177,7 @@ def _search(settings: Settings, searcher: DatasetSearcher, text: str | None, que
             fused_score=f.score,
             fused_rank=position + 1,
             mmr_moved=position + 1 - rank,
+            duplicate_of=fused[duplicate_of[position]].ref if position in duplicate_of else None,
         ))
     return hits
 

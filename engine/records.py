@@ -106,6 +106,7 @@ class Hit:
     fused_score: float
     fused_rank: int                # position before MMR
     mmr_moved: int                 # fused_rank - rank: > 0 MMR moved it up, < 0 down, 0 untouched
+    duplicate_of: str | None = None  # MMR: the passage ref of a higher hit this one nearly repeats
 
     @property
     def label(self) -> str:

@@ -100,11 +100,11 @@ class DatasetSearcher:
         return self._refs(self.dense.search(vector, pool, dense_ef(pool)))
 
     def sparse_candidates(self, text: str, pool: int) -> Candidates:
-        terms = self.sparse.terms(text)
-        if not terms or not self.sparse.folder.exists():
+        counts = self.sparse.term_counts(text)
+        if not counts or not self.sparse.folder.exists():
             return Candidates([], {})
         scorer = self._scorer()
-        known = [(scorer.document_frequency(t), t) for t in terms]
+        known = [(scorer.document_frequency(t), t) for t in counts]
         known = [(df, t) for df, t in known if df > 0]
         dropped = 0
         if len(known) > MAX_QUERY_TERMS:
@@ -114,7 +114,7 @@ class DatasetSearcher:
             known = known[:MAX_QUERY_TERMS]
         if not known:
             return Candidates([], {})
-        found = self._refs(scorer.top([t for _df, t in known], pool))
+        found = self._refs(scorer.top([t for _df, t in known], pool, [counts[t] for _df, t in known]))
         found.dropped_terms = dropped
         return found
 

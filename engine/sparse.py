@@ -122,12 +122,23 @@ class SparseIndex:
 
     def terms(self, text: str) -> list[str]:
         """The query terms this index would look up for `text`, in order, without repeats."""
+        return list(self.term_counts(text))
+
+    def term_counts(self, text: str) -> dict[str, int]:
+        """Each query term of `text` and how often it occurs, in order of first occurrence.
+
+        A term the user wrote three times weighs three times (as in Lucene and
+        bm25s): long natural-language queries repeat what they are about
+        ("retrieval ... retrieval systems ... retrieving"). Counting each term
+        once cost 6.9 points of nDCG@10 on CISI's paragraph-long queries
+        (0.323 -> 0.392) and nothing on SciFact or Cranfield (BENCHMARKS.md).
+        """
         if self._analyzer is None:
             self._analyzer = build_analyzer(self.stopwords)
-        seen: dict[str, None] = {}
+        counts: dict[str, int] = {}
         for token in self._analyzer(text):
-            seen.setdefault(token.text, None)
-        return list(seen)
+            counts[token.text] = counts.get(token.text, 0) + 1
+        return counts
 
     def matching_spans(self, text: str, query: str) -> list[tuple[int, int]]:
         """Character ranges of the words in `text` that match a term of `query` (for highlighting)."""
@@ -153,12 +164,12 @@ class SparseIndex:
 
     def search(self, text: str, k: int, k1: float, b: float) -> list[tuple[int, float]]:
         """Up to k (seq, BM25 score) pairs for the OR of the query's terms, best first."""
-        terms = self.terms(text)
-        if not terms or not self.folder.exists():
+        counts = self.term_counts(text)
+        if not counts or not self.folder.exists():
             return []
         scorer = self.open_scorer(k1, b)
         try:
-            return scorer.top(terms, k)
+            return scorer.top(list(counts), k, list(counts.values()))
         finally:
             scorer.close()
 
@@ -211,18 +222,23 @@ class Bm25Scorer:
                 self._postings[term] = (ids, tfs)
         return self._postings[term]
 
-    def top(self, terms: list[str], k: int) -> list[tuple[int, float]]:
-        """The k best (seq, score) for the OR of `terms`; ties at the cut-off all kept."""
+    def top(self, terms: list[str], k: int, counts: list[int] | None = None) -> list[tuple[int, float]]:
+        """The k best (seq, score) for the OR of `terms`; ties at the cut-off all kept.
+
+        `counts[i]` is how often `terms[i]` occurs in the query (default 1):
+        each term's BM25 contribution is multiplied by it.
+        """
         scores = np.zeros(self.total, dtype=np.float64)
         matched = np.zeros(self.total, dtype=bool)
-        for term in terms:
+        for i, term in enumerate(terms):
             postings = self._postings_of(term)
             if postings is None:
                 continue
             ids, tfs = postings
             having = self._reader.doc_frequency("body", term)
             idf = math.log(1.0 + (self.total - having + 0.5) / (having + 0.5))
-            scores[ids] += idf * tfs * (self.k1 + 1.0) / (tfs + self._norm[ids])
+            weight = idf * (counts[i] if counts is not None else 1)
+            scores[ids] += weight * tfs * (self.k1 + 1.0) / (tfs + self._norm[ids])
             matched[ids] = True
         if self._live is not None:
             matched &= self._live

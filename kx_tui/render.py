@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from rich.console import Console as _RichConsole
 from rich.markup import escape
@@ -142,6 +142,16 @@ def mmr_marker(moved: int) -> str:
     return ""
 
 
+def duplicate_marker(hit: Hit, hits: Sequence[Hit]) -> str:
+    """"≈ near-duplicate of #N" for a hit MMR demoted as a near-copy of hit N, "" otherwise."""
+    if hit.duplicate_of is None:
+        return ""
+    for other in hits:
+        if other.passage_ref == hit.duplicate_of:
+            return f"≈ near-duplicate of #{other.rank}"
+    return "≈ near-duplicate of a higher hit"
+
+
 def passage_preview(hit: Hit, spans: list[tuple[int, int]], limit: int = _PREVIEW_CHARS) -> Text:
     """The passage with the query's words highlighted, whitespace folded, cut to about `limit` characters.
 
@@ -191,7 +201,8 @@ def print_query(console: _RichConsole, result: QueryResult, spans_of: Callable[[
         console.print()
         console.print(
             f"[bold]{hit.rank:>2}[/]  {hit.score:.4f}  [cyan]{escape(hit.document_name)}[/]  {escape(hit.label)}  "
-            f"chars {hit.char_start}–{hit.char_end}  [dim]{ranks}{' · ' + mmr_marker(hit.mmr_moved) if hit.mmr_moved else ''}[/]",
+            f"chars {hit.char_start}–{hit.char_end}  [dim]{ranks}{' · ' + mmr_marker(hit.mmr_moved) if hit.mmr_moved else ''}[/]"
+            + (f"  [magenta]{duplicate_marker(hit, result.hits)}[/]" if hit.duplicate_of else ""),
             highlight=False,
         )
         preview = passage_preview(hit, spans_of(hit.text))

@@ -58,10 +58,12 @@ def test_numpy_bm25_matches_whoosh_scoring_the_same_formula(random_dataset: Data
     ix = index.open_dir(str(sparse.folder))
     with ix.searcher(weighting=whoosh_bm25(k1, b)) as searcher:
         for _ in range(25):
-            query = " ".join(rng.sample(WORDS, rng.randint(1, 6)))
-            terms = sparse.terms(query)
-            theirs = [(int(h["seq"]), h.score) for h in searcher.search(Or([Term("body", t) for t in terms]),
-                                                                          limit=None)]
+            # drawn with replacement: a repeated query word weighs as often as it occurs,
+            # which whoosh expresses as the term's boost
+            query = " ".join(rng.choices(WORDS, k=rng.randint(1, 8)))
+            counts = sparse.term_counts(query)
+            theirs = [(int(h["seq"]), h.score) for h in searcher.search(
+                Or([Term("body", t, boost=float(n)) for t, n in counts.items()]), limit=None)]
             ours = sparse.search(query, len(theirs) + 50, k1, b)
             assert len(ours) == len(theirs)
             assert dict(ours) == pytest.approx(dict(theirs), rel=1e-9)
@@ -76,3 +78,16 @@ def test_bm25_score_matches_a_hand_worked_value(hash_engine: Engine) -> None:
     idf = math.log(1 + 2.5 / 1.5)
     expected = idf * 2 * 2.2 / (2 + 1.2 * (0.25 + 0.75 * 3 / 2))
     assert score == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_repeated_query_word_counts_as_often_as_it_occurs(hash_engine: Engine) -> None:
+    # "token badge token": token twice, badge once. N = 3; token in 1 passage, badge in 2.
+    hash_engine.ingest("tiny", [from_text("token token badge"), from_text("badge desk"), from_text("desk")])
+    sparse = Dataset(hash_engine.settings, "tiny").sparse(True)
+    assert sparse.term_counts("Token badge, token!") == {"token": 2, "badg": 1}
+    scores = dict(sparse.search("token badge token", 10, 1.2, 0.75))
+    idf_token, idf_badge = math.log(1 + 2.5 / 1.5), math.log(1 + 1.5 / 2.5)
+    norm = lambda dl: 1.2 * (0.25 + 0.75 * dl / 2)  # avgdl = (3 + 2 + 1) / 3 = 2
+    first = 2 * idf_token * 2 * 2.2 / (2 + norm(3)) + idf_badge * 1 * 2.2 / (1 + norm(3))
+    second = idf_badge * 1 * 2.2 / (1 + norm(2))
+    assert sorted(scores.values(), reverse=True) == pytest.approx([first, second], rel=1e-9)

@@ -228,6 +228,11 @@ def test_rrf_independent_of_dict_order(lists: dict[str, list[Ranked]], k: int) -
 # --------------------------------------------------------------------------- mmr
 
 
+def order_of(*args, **kwargs) -> list[int]:
+    """mmr's pick order alone."""
+    return mmr(*args, **kwargs).order
+
+
 def hand_pool() -> tuple[list[str], list[float], np.ndarray]:
     refs = ["a", "b", "c"]
     relevance = [1.0, 0.75, 0.0]  # min 0, max 1, so rel_norm = relevance
@@ -238,29 +243,63 @@ def hand_pool() -> tuple[list[str], list[float], np.ndarray]:
 def test_mmr_hand_worked_lambda_half() -> None:
     refs, relevance, vectors = hand_pool()
     # Cosines: cos(a,b) = 0.8, cos(a,c) = 0.0, cos(b,c) = 0.6.
-    # lam = 0.5, score = 0.5 * rel - 0.5 * maxsim
-    # step 1 (no penalty): a 0.5,  b 0.375,  c 0.0                -> a
-    # step 2: b 0.375 - 0.5*0.8 = -0.025;  c 0.0 - 0.5*0.0 = 0.0  -> c
-    # step 3: b 0.375 - 0.5*max(0.8, 0.6) = -0.025                -> b
-    assert mmr(refs, relevance, vectors, k=3, lam=0.5) == [0, 2, 1]
+    # lam = 0.5, score = 0.5 * rel - 0.5 * maxsim ** 16
+    # step 1 (the most relevant):  a
+    # step 2: b 0.375 - 0.5 * 0.8**16 (0.028147) = 0.360926;  c 0.0 - 0.0 = 0.0  -> b
+    # step 3: c                                                                 -> c
+    # (the old linear penalty, 0.5 * 0.8 = 0.4, put b behind the irrelevant c)
+    assert order_of(refs, relevance, vectors, k=3, lam=0.5) == [0, 1, 2]
 
 
-def test_mmr_hand_worked_lambda_09() -> None:
+def test_mmr_hand_worked_lambda_01_spreads_close_neighbours() -> None:
     refs, relevance, vectors = hand_pool()
-    # lam = 0.9, score = 0.9 * rel - 0.1 * maxsim
-    # step 1: a 0.9,  b 0.675,  c 0.0                       -> a
-    # step 2: b 0.675 - 0.1*0.8 = 0.595;  c 0.0 - 0.0 = 0.0  -> b
-    # step 3: c only                                        -> c
-    assert mmr(refs, relevance, vectors, k=3, lam=0.9) == [0, 1, 2]
+    # lam = 0.1, score = 0.1 * rel - 0.9 * maxsim ** 16
+    # step 2: b 0.075 - 0.9 * 0.028147 = 0.049667;  c 0.0  -> b still (0.8 is a neighbour, not a copy)
+    assert order_of(refs, relevance, vectors, k=3, lam=0.1) == [0, 1, 2]
+    # cos(a,b) = 0.96: b is a near-duplicate (>= 0.92) and goes behind c whatever lam
+    close = np.array([[1.0, 0.0], [0.96, 0.28], [0.0, 1.0]], dtype=np.float32)
+    for lam in (0.0, 0.5, 0.9, 0.99):
+        assert order_of(refs, relevance, close, k=3, lam=lam) == [0, 2, 1]
+
+
+def test_mmr_demotes_a_near_duplicate_that_leads_the_list() -> None:
+    refs = ["a", "b", "c", "d"]
+    relevance = [1.0, 0.95, 0.5, 0.0]  # min 0, max 1: rel_norm = relevance
+    # cos(a,b) = 0.96 (a near-copy), cos(a,c) = 0.6, cos(b,c) = 0.576, cos(c,d) = 0.8, d orthogonal to a, b
+    vectors = np.array([[1.0, 0.0, 0.0], [0.96, 0.28, 0.0], [0.6, 0.0, 0.8], [0.0, 0.0, 1.0]], dtype=np.float32)
+    # lam = 0.7, score = 0.7 * rel - 0.3 * maxsim ** 16, near-duplicates (maxsim >= 0.92) last
+    # step 1: a
+    # step 2: b is a near-duplicate of a;  c 0.35 - 0.3 * 0.6**16 (0.000282) = 0.349915;  d 0.0  -> c
+    # step 3: b still a near-duplicate;  d 0.0 - 0.3 * 0.8**16 = -0.008444                      -> d
+    # step 4: b, marked as a near-duplicate of a
+    # (the old linear penalty kept b second: 0.665 - 0.3 * 0.96 = 0.377 > c 0.35 - 0.18 = 0.17)
+    picks = mmr(refs, relevance, vectors, k=4, lam=0.7)
+    assert [refs[i] for i in picks.order] == ["a", "c", "d", "b"]
+    assert [None if d is None else refs[d] for d in picks.duplicate_of] == [None, None, None, "a"]
+    # the threshold is the operator's: at 0.97 b is no longer a duplicate, and the sharpened
+    # penalty 0.3 * 0.96**16 (0.156) still leaves it ahead of c: 0.665 - 0.156 = 0.509 > 0.35
+    loose = mmr(refs, relevance, vectors, k=4, lam=0.7, duplicate_threshold=0.97)
+    assert [refs[i] for i in loose.order] == ["a", "b", "c", "d"] and loose.duplicate_of == [None] * 4
+
+
+def test_mmr_keeps_same_topic_neighbours_ahead_of_unrelated_passages() -> None:
+    refs = ["a", "b", "c", "d"]
+    relevance = [1.0, 0.9, 0.85, 0.0]
+    # b shares a's topic (cos 0.8); c is unrelated to both (cos 0); d is irrelevant
+    vectors = np.array([[1.0, 0.0, 0.0], [0.8, 0.6, 0.0], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0]], dtype=np.float32)
+    # lam = 0.7, step 2: b 0.63 - 0.3 * 0.8**16 (0.028147) = 0.601556;  c 0.595 - 0 = 0.595  -> b
+    # step 3: c 0.595;  d 0.0 - 0.3 * 0.6**16 = -0.000085                                  -> c
+    # (the old linear penalty promoted c over b: b 0.63 - 0.24 = 0.39 < 0.595)
+    assert [refs[i] for i in order_of(refs, relevance, vectors, k=4, lam=0.7)] == ["a", "b", "c", "d"]
 
 
 def test_mmr_relevance_is_min_max_normalised() -> None:
     refs, _, vectors = hand_pool()
     # RRF-scale relevance 0.032, 0.029, 0.020 -> (x - 0.020) / 0.012 = 1, 0.75, 0,
     # the same pool as the hand-worked case, so the same picks.
-    assert mmr(refs, [0.032, 0.029, 0.020], vectors, k=3, lam=0.5) == [0, 2, 1]
+    assert order_of(refs, [0.032, 0.029, 0.020], vectors, k=3, lam=0.5) == [0, 1, 2]
     # Scaling all vectors does not matter: they are normalised defensively.
-    assert mmr(refs, [0.032, 0.029, 0.020], vectors * 7.0, k=3, lam=0.5) == [0, 2, 1]
+    assert order_of(refs, [0.032, 0.029, 0.020], vectors * 7.0, k=3, lam=0.5) == [0, 1, 2]
 
 
 def test_mmr_near_duplicates_are_spread_out() -> None:
@@ -271,15 +310,24 @@ def test_mmr_near_duplicates_are_spread_out() -> None:
     refs = ["d1", "d2", "d3", "u1", "u2", "u3"]
     relevance = [1.0, 0.99, 0.98, 0.9, 0.85, 0.8]
     vectors = np.stack([*dup, base[1], base[2], base[3]])
-    # rel_norm = (r - 0.8) / 0.2: d1 1.0, d2 0.95, d3 0.9, u1 0.5, u2 0.25, u3 0.0
-    # lam = 0.5:
-    # step 1: d1 (0.5).
-    # step 2: d2 ~ 0.475 - 0.5*~1.0 ~ -0.025, d3 ~ -0.05, u1 0.25 - 0 = 0.25 -> u1
-    # step 3: d2 ~ -0.025, u2 0.125, u3 0.0                                  -> u2
-    picked = mmr(refs, relevance, vectors, k=3, lam=0.5)
-    assert [refs[i] for i in picked] == ["d1", "u1", "u2"]
-    # lam = 1 ignores similarity: pure relevance order.
-    assert mmr(refs, relevance, vectors, k=6, lam=1.0) == [0, 1, 2, 3, 4, 5]
+    # d2 and d3 are near-copies of d1 (cosine ~0.9999): they go after every distinct
+    # passage however high their relevance, and say whose copies they are.
+    picks = mmr(refs, relevance, vectors, k=6, lam=0.7)
+    assert [refs[i] for i in picks.order] == ["d1", "u1", "u2", "u3", "d2", "d3"]
+    assert [None if i is None else refs[i] for i in picks.duplicate_of] == [None] * 4 + ["d1", "d1"]
+    # lam = 1 ignores similarity: pure relevance order, nothing marked.
+    assert order_of(refs, relevance, vectors, k=6, lam=1.0) == [0, 1, 2, 3, 4, 5]
+    assert mmr(refs, relevance, vectors, k=6, lam=1.0).duplicate_of == [None] * 6
+
+
+def test_mmr_duplicate_of_names_the_most_similar_pick() -> None:
+    refs = ["a", "b", "x"]
+    relevance = [1.0, 0.5, 0.0]
+    # b is distinct from a (cos 0); x is a near-copy of b (cos 0.995) and close to a (cos 0.0998)
+    vectors = np.array([[1.0, 0.0], [0.0, 1.0], [0.0998, 0.995]], dtype=np.float32)
+    picks = mmr(refs, relevance, vectors, k=3, lam=0.7)
+    assert [refs[i] for i in picks.order] == ["a", "b", "x"]
+    assert picks.duplicate_of == [None, None, 1]
 
 
 def test_mmr_lambda_one_is_relevance_order_with_ref_ties() -> None:
@@ -287,62 +335,76 @@ def test_mmr_lambda_one_is_relevance_order_with_ref_ties() -> None:
     relevance = [0.5, 0.9, 0.5, 0.5]
     vectors = np.ones((4, 3), dtype=np.float32)
     # c first (0.9); m, x, a tie at 0.5 -> a, m, x.
-    assert [refs[i] for i in mmr(refs, relevance, vectors, k=4, lam=1.0)] == ["c", "a", "m", "x"]
+    assert [refs[i] for i in order_of(refs, relevance, vectors, k=4, lam=1.0)] == ["c", "a", "m", "x"]
 
 
 def test_mmr_tie_breaks_on_ref_not_relevance() -> None:
-    refs = ["r", "p", "q"]
-    relevance = [0.8, 1.0, 0.0]  # rel_norm = relevance (min 0, max 1)
-    vectors = np.array([[0.8, 0.6], [1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
+    refs = ["r", "p", "q", "z"]
+    relevance = [0.5 + 2**-16, 1.0, 0.5, 0.0]  # rel_norm = relevance (min 0, max 1), exact in binary
+    vectors = np.array([[0.5, 0.75**0.5, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, -1.0]],
+                       dtype=np.float32)
+    # cos(r,p) = 0.5, cos(q,p) = 0, cos(z,p) = 0, cos(z,q) = -1 (no penalty below 0)
     # lam = 0.5
-    # step 1: p 0.5, r 0.4, q 0.0                                   -> p
-    # step 2: r 0.4 - 0.5*cos(r,p)=0.4-0.4 = 0.0;  q 0.0 - 0.0 = 0.0
+    # step 1: p
+    # step 2: r 0.5 * (0.5 + 2**-16) - 0.5 * 0.5**16 = 0.25 exactly;  q 0.25 - 0 = 0.25;  z 0.0
     #         an exact tie; ascending ref picks q although r is more relevant
-    # step 3: r                                                     -> r
-    assert [refs[i] for i in mmr(refs, relevance, vectors, k=3, lam=0.5)] == ["p", "q", "r"]
+    # step 3: r 0.25, z 0.0                                         -> r
+    assert [refs[i] for i in order_of(refs, relevance, vectors, k=4, lam=0.5)] == ["p", "q", "r", "z"]
 
 
 def test_mmr_identical_candidates_tie_on_ref() -> None:
     refs = ["c3", "a1", "b2"]
     vectors = np.tile(np.array([[0.6, 0.8]], dtype=np.float32), (3, 1))
-    # All relevance equal -> all rel_norm 1.0; all vectors equal -> same penalty.
-    assert [refs[i] for i in mmr(refs, [0.3, 0.3, 0.3], vectors, k=3, lam=0.5)] == ["a1", "b2", "c3"]
+    # All relevance equal -> all rel_norm 1.0; all vectors equal -> all near-duplicates of the first.
+    picks = mmr(refs, [0.3, 0.3, 0.3], vectors, k=3, lam=0.5)
+    assert [refs[i] for i in picks.order] == ["a1", "b2", "c3"]
+    assert picks.duplicate_of == [None, 1, 1]
 
 
 def test_mmr_zero_vector_has_zero_similarity() -> None:
     refs = ["a", "z", "b"]
     relevance = [1.0, 0.5, 0.6]
     vectors = np.array([[1.0, 0.0], [0.0, 0.0], [3.0, 0.0]], dtype=np.float32)
-    # rel_norm = (r - 0.5) / 0.5: a 1.0, z 0.0, b 0.2; cos(a,b) = 1, cos(z,*) = 0.
+    # rel_norm = (r - 0.5) / 0.5: a 1.0, z 0.0, b 0.2; cos(a,b) = 1 (a duplicate), cos(z,*) = 0.
     # lam = 0.5
-    # step 1: a 0.5, b 0.1, z 0.0                     -> a
-    # step 2: b 0.1 - 0.5*1.0 = -0.4;  z 0.0 - 0 = 0  -> z
-    # step 3: b                                       -> b
-    assert [refs[i] for i in mmr(refs, relevance, vectors, k=3, lam=0.5)] == ["a", "z", "b"]
+    # step 1: a
+    # step 2: b is a near-duplicate of a;  z 0.0 - 0 = 0  -> z
+    # step 3: b                                          -> b
+    assert [refs[i] for i in order_of(refs, relevance, vectors, k=3, lam=0.5)] == ["a", "z", "b"]
 
 
 def test_mmr_lambda_zero_is_pure_diversity() -> None:
     refs, relevance, vectors = hand_pool()
-    # lam = 0: score = -maxsim.  step 1: all 0, tie -> a.
-    # step 2: b -0.8, c -0.0 -> c.  step 3: b.
-    assert mmr(refs, relevance, vectors, k=3, lam=0.0) == [0, 2, 1]
+    # lam = 0: score = -maxsim ** 16 after the first pick, which is the most relevant: a.
+    # step 2: b -0.8**16 = -0.028147, c -0.0 -> c.  step 3: b.
+    assert order_of(refs, relevance, vectors, k=3, lam=0.0) == [0, 2, 1]
+    # the most relevant goes first even when it is not the smallest ref
+    assert order_of(["b", "a"], [1.0, 0.0], np.eye(2), k=2, lam=0.0) == [0, 1]
 
 
 def test_mmr_k_bounds() -> None:
     refs, relevance, vectors = hand_pool()
-    assert mmr(refs, relevance, vectors, k=10, lam=0.5) == [0, 2, 1]
-    assert mmr(refs, relevance, vectors, k=1, lam=0.5) == [0]
-    assert mmr(refs, relevance, vectors, k=0, lam=0.5) == []
-    assert mmr([], [], np.zeros((0, 4), dtype=np.float32), k=5, lam=0.5) == []
+    assert order_of(refs, relevance, vectors, k=10, lam=0.5) == [0, 1, 2]
+    assert order_of(refs, relevance, vectors, k=1, lam=0.5) == [0]
+    assert order_of(refs, relevance, vectors, k=0, lam=0.5) == []
+    assert order_of([], [], np.zeros((0, 4), dtype=np.float32), k=5, lam=0.5) == []
 
 
 @pytest.mark.parametrize("lam", [-0.01, 1.01, float("nan")])
 def test_mmr_rejects_lambda_outside_unit_interval(lam: float) -> None:
     refs, relevance, vectors = hand_pool()
     with pytest.raises(KxError) as err:
-        mmr(refs, relevance, vectors, k=3, lam=lam)
+        order_of(refs, relevance, vectors, k=3, lam=lam)
     assert err.value.status is Status.INVALID_ARGUMENT
     assert "mmr_lambda" in err.value.message
+
+
+@pytest.mark.parametrize("threshold", [0.0, -0.5, 1.01, float("nan")])
+def test_mmr_rejects_a_duplicate_threshold_outside_0_1(threshold: float) -> None:
+    refs, relevance, vectors = hand_pool()
+    with pytest.raises(KxError) as err:
+        order_of(refs, relevance, vectors, k=3, lam=0.5, duplicate_threshold=threshold)
+    assert err.value.status is Status.INVALID_ARGUMENT and "mmr_duplicate_threshold" in err.value.message
 
 
 @pytest.mark.parametrize(
@@ -359,7 +421,7 @@ def test_mmr_rejects_lambda_outside_unit_interval(lam: float) -> None:
 )
 def test_mmr_rejects_bad_inputs(refs: list[str], relevance: list[float], vectors: np.ndarray, k: int) -> None:
     with pytest.raises(KxError) as err:
-        mmr(refs, relevance, vectors, k=k, lam=0.5)
+        order_of(refs, relevance, vectors, k=k, lam=0.5)
     assert err.value.status is Status.INVALID_ARGUMENT
 
 
@@ -384,14 +446,14 @@ def test_mmr_deterministic_and_permutation_invariant(pool: tuple) -> None:
     # Some exact duplicate rows so similarity ties happen too.
     vectors = rng.standard_normal((n, 6)).astype(np.float32)
     vectors[::3] = vectors[0]
-    first = [refs[i] for i in mmr(refs, relevance, vectors, k=k, lam=lam)]
-    assert [refs[i] for i in mmr(refs, relevance, vectors, k=k, lam=lam)] == first
+    first = [refs[i] for i in order_of(refs, relevance, vectors, k=k, lam=lam)]
+    assert [refs[i] for i in order_of(refs, relevance, vectors, k=k, lam=lam)] == first
     assert len(first) == min(k, n) and len(set(first)) == len(first)
 
     perm = random.Random(seed).sample(range(n), n)
     p_refs = [refs[i] for i in perm]
     p_rel = [relevance[i] for i in perm]
-    picked = mmr(p_refs, p_rel, vectors[perm], k=k, lam=lam)
+    picked = order_of(p_refs, p_rel, vectors[perm], k=k, lam=lam)
     assert [p_refs[i] for i in picked] == first
 
 
@@ -401,7 +463,7 @@ def test_mmr_lambda_one_matches_sorted_relevance(pool: tuple) -> None:
     refs, relevance, seed, _, k = pool
     vectors = np.random.default_rng(seed).standard_normal((len(refs), 4)).astype(np.float32)
     want = sorted(range(len(refs)), key=lambda i: (-relevance[i], refs[i]))[:k]
-    assert mmr(refs, relevance, vectors, k=k, lam=1.0) == want
+    assert order_of(refs, relevance, vectors, k=k, lam=1.0) == want
 
 
 def test_mmr_runs_blas_single_threaded_and_restores(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -415,7 +477,7 @@ def test_mmr_runs_blas_single_threaded_and_restores(monkeypatch: pytest.MonkeyPa
     before = threadpool_info()
     monkeypatch.setattr(fusion, "_cosine_matrix", spy)
     refs, relevance, vectors = hand_pool()
-    mmr(refs, relevance, vectors, k=3, lam=0.5)
+    order_of(refs, relevance, vectors, k=3, lam=0.5)
     assert seen and all(n == 1 for n in seen[0])
     assert threadpool_info() == before
 

@@ -154,6 +154,23 @@ def test_ingest_dedupe_and_every_query_mode_through_the_sdk(gateway: Gateway, re
         assert [r.status for r in added.results] == ["added", "added"] and added.created
 
 
+def test_a_demoted_near_duplicate_says_whose_copy_it_is_over_http_and_in_the_sdk(gateway: Gateway) -> None:
+    note = "Parcels ship from the Leeds warehouse every weekday morning by courier."
+    texts = [note, note + " ", " " + note, "Lost parcels are claimed from the courier after ten days.",
+             "The warehouse counts its stock every quarter."]
+    with gateway.client() as client:
+        client.ingest_documents("copies", texts, names=["note-1", "note-2", "note-3", "lost", "stock"])
+        result = client.query_dataset("copies", text="when do parcels ship from the warehouse", k=5)
+    first = result.hits[0]
+    assert first.document_name.startswith("note-") and first.duplicate_of is None
+    copies = [h for h in result.hits if h.duplicate_of is not None]
+    assert [h.document_name.startswith("note-") for h in copies] == [True, True]
+    assert all(h.duplicate_of == first.passage_ref for h in copies) and copies == result.hits[-2:]
+    raw = gateway.raw("POST", "/v1/datasets/copies/query", json={"text": "when do parcels ship from the warehouse",
+                                                                  "k": 5, "rerank": False}).json()
+    assert [h["duplicate_of"] for h in raw["hits"]] == [None] * 5  # MMR off: nothing is demoted
+
+
 def test_pre_computed_document_and_query_vectors(gateway: Gateway) -> None:
     with gateway.client() as client:
         report = client.ingest_documents("vectors", ["north", "east", "up"],

@@ -268,3 +268,24 @@ async def test_engine_advisories_are_shown_as_notifications(kx_home, monkeypatch
             await app.workers.wait_for_complete()
         messages = [n.message for n in app._notifications]
     assert any("no embedding model" in m for m in messages)
+
+
+async def test_a_near_duplicate_hit_says_which_hit_it_repeats(kx_home: Path) -> None:
+    engine = Engine(load_settings({}), embedder=HashEmbedder())
+    note = "Parcels ship from the Leeds warehouse every weekday morning by courier."
+    # the same words (so the same vector) in three different byte strings: three documents
+    copies = [from_text(note), from_text(note + " "), from_text(" " + note)]
+    others = [from_text(t) for t in ("Parcels lost in transit are claimed from the courier after ten days.",
+                                     "The warehouse counts its stock every quarter.",
+                                     "Annual leave is booked in the HR portal.")]
+    engine.ingest("shipping", copies + others)
+    app = KxApp(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        await _ask(app, pilot, "when do parcels ship from the warehouse")
+        shown = _results_text(app)
+        hits = app.result.hits
+        marked = [i for i, text in enumerate(shown) if "≈ near-duplicate of #1" in text]
+        assert len(marked) == 2
+        assert all(hits[i].duplicate_of == hits[0].passage_ref for i in marked)
+        assert marked == [len(hits) - 2, len(hits) - 1]  # after every distinct passage

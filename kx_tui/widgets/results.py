@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Group
 from rich.padding import Padding
 from rich.text import Text
@@ -10,15 +12,15 @@ from textual.widgets.option_list import Option
 
 from engine.records import Hit, QueryResult
 
-from ..render import mmr_marker, passage_preview
+from ..render import duplicate_marker, mmr_marker, passage_preview
 
 
 def rank_or_dash(rank: int | None) -> str:
     return f"#{rank}" if rank is not None else "—"
 
 
-def hit_header(hit: Hit) -> Text:
-    """rank, score, document, [chunk i/N], dense and sparse ranks, MMR marker."""
+def hit_header(hit: Hit, hits: Sequence[Hit] = ()) -> Text:
+    """rank, score, document, [chunk i/N], dense and sparse ranks, MMR marker, near-duplicate marker."""
     line = Text()
     line.append(f"{hit.rank:>2} ", style="bold")
     line.append(f"{hit.score:.4f}  ")
@@ -28,6 +30,9 @@ def hit_header(hit: Hit) -> Text:
     marker = mmr_marker(hit.mmr_moved)
     if marker:
         line.append(f"  {marker}", style="magenta")
+    duplicate = duplicate_marker(hit, hits)
+    if duplicate:
+        line.append(f"  {duplicate}", style="magenta")
     return line
 
 
@@ -47,7 +52,7 @@ class ResultsList(OptionList):
         self.clear_options()
         for i, hit in enumerate(result.hits):
             preview = passage_preview(hit, spans.get(hit.passage_ref, []))
-            self.add_option(Option(Group(hit_header(hit), Padding(preview, (0, 0, 1, 3))), id=f"hit-{i}"))
+            self.add_option(Option(Group(hit_header(hit, result.hits), Padding(preview, (0, 0, 1, 3))), id=f"hit-{i}"))
         if result.hits:
             self.highlighted = 0
 
