@@ -16,7 +16,7 @@ import numpy as np
 from . import __version__
 from .config import Settings, load_settings
 from .dataset import Dataset, list_dataset_names
-from .documents import DocumentInput, extract_text
+from .documents import DocumentInput
 from .embedders import Embedder, load_embedder
 from .errors import KxError, Status, not_found
 from .ingest import chat_model_advisory, run_ingest
@@ -108,14 +108,12 @@ class Engine:
         dataset.require(self.settings)
         catalogue = dataset.reading()
         try:
-            row = catalogue.document(doc_ref)
-            data = catalogue.document_bytes(doc_ref)
+            text = catalogue.document_text(doc_ref)  # the stored text, never a fresh extraction
         finally:
             catalogue.close()
-        if row is None or data is None:
+        if text is None:
             raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
-        return extract_text(DocumentInput(row.name, data=data, source_path=row.source_path,
-                                          media_type=row.media_type))
+        return text
 
     # -- ingest -------------------------------------------------------------------
 
