@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from engine import Engine, load_settings
+from engine import Engine, KxError, Status, load_settings
 from engine.dataset import Dataset
 from engine.documents import from_bytes, from_file, from_jsonl, from_text
 from engine.extract import Extracted, Section, page_span, section_path
@@ -312,3 +312,74 @@ def test_a_round1_catalogue_stays_queryable_and_is_migrated_by_the_next_writer(
     again = Engine(settings, embedder=HashEmbedder())
     again.ingest("old", [from_text("One more note about loggers.")])
     again.close()
+
+
+# -- the gateway and the SDK ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def served(hash_engine: Engine):
+    """The gateway app on a real loopback socket, in this process (so the injected extraction applies)."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    from engine import KxClient
+    from engine.gateway import create_app
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(hash_engine, "test-token"), host="127.0.0.1", port=port,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "the gateway did not start"
+        time.sleep(0.02)
+    client = KxClient(f"http://127.0.0.1:{port}", token="test-token", timeout=60)
+    yield client
+    client.close()
+    server.should_exit = True
+    thread.join(timeout=30)
+
+
+def test_bytes_with_a_media_type_go_through_the_sdk_and_hits_come_back_with_provenance(
+        served, monkeypatch) -> None:
+    import httpx
+
+    seen: dict[str, str] = {}
+
+    def extractor(doc):
+        seen[doc.name] = doc.media_type
+        return _paper_extractor(doc)
+
+    inject_extraction(monkeypatch, extractor)
+    report = served.ingest_documents("papers", [PAPER_BYTES, "# Returns\n\nLoggers come back in two days."],
+                                     names=["cold-chains", "returns"], media_types=["application/pdf", "text/markdown"])
+    assert report.count("added") == 2
+    assert seen == {"cold-chains": "application/pdf", "returns": "text/markdown"}
+
+    result = served.query_dataset("papers", text="forty shipments from two carriers", mode="sparse", k=3)
+    top = result.hits[0]
+    assert (top.document_name, top.document_title) == ("cold-chains", "Cold chains, watched")
+    assert (top.page_start, top.page_end) == _expected_pages(top.char_start, top.char_end)
+    assert top.section == _expected_section(top.char_start) == "3 Model › 3.2 Validation"
+    assert served.document_text("papers", top.document_ref)[top.char_start:top.char_end] == top.text
+
+    # the wire names, and the schema that documents them
+    raw = httpx.post(f"{served.url}/v1/datasets/papers/query", headers={"Authorization": "Bearer test-token"},
+                     json={"text": "forty shipments from two carriers", "mode": "sparse", "k": 1}).json()["hits"][0]
+    assert (raw["page_start"], raw["page_end"], raw["section"]) == (3, 3, "3 Model › 3.2 Validation")
+    assert raw["document_title"] == "Cold chains, watched" and raw["source_path"] is None
+    schema = httpx.get(f"{served.url}/openapi.json", headers={"Authorization": "Bearer test-token"}).json()
+    assert set(schema["components"]["schemas"]["HitOut"]["properties"]) == set(raw)
+    query_200 = schema["paths"]["/v1/datasets/{name}/query"]["post"]["responses"]["200"]
+    assert query_200["content"]["application/json"]["schema"]["$ref"].endswith("/QueryOut")
+
+    with pytest.raises(KxError) as caught:
+        served.ingest_documents("papers", [b"x"], media_types=["text/plain", "text/plain"])
+    assert caught.value.status is Status.INVALID_ARGUMENT and "media_types: expected 1, got 2" in caught.value.message
