@@ -10,20 +10,42 @@ from textual.widgets.option_list import Option
 
 from engine.records import Hit, QueryResult
 
-from ..render import mmr_marker, passage_preview
+from ..render import mmr_marker, passage_preview, shown_title
+
+_TITLE_CHARS = 48  # a long title must not push the chunk label and ranks off the line
 
 
 def rank_or_dash(rank: int | None) -> str:
     return f"#{rank}" if rank is not None else "—"
 
 
+def document_heading(hit: Hit, title_chars: int = _TITLE_CHARS) -> Text:
+    """The document's name, and its title beside it when that says more (cut to `title_chars`)."""
+    text = Text(hit.document_name, style="bold cyan")
+    title = shown_title(hit.document_name, hit.document_title)
+    if title:
+        cut = title if len(title) <= title_chars else title[:title_chars - 1].rstrip() + "…"
+        text.append(f" — {cut}", style="cyan")
+    return text
+
+
+def place(hit: Hit) -> Text:
+    """[chunk i/N], then pages and section path when known (p. 6–7 · 3 Model › 3.1 LRS model)."""
+    text = Text(hit.label)
+    if hit.provenance:
+        text.append(f" {hit.provenance}", style="green")
+    return text
+
+
 def hit_header(hit: Hit) -> Text:
-    """rank, score, document, [chunk i/N], dense and sparse ranks, MMR marker."""
+    """rank, score, document (and title), [chunk i/N] with pages and section, dense and sparse ranks, MMR marker."""
     line = Text()
     line.append(f"{hit.rank:>2} ", style="bold")
     line.append(f"{hit.score:.4f}  ")
-    line.append(hit.document_name, style="bold cyan")
-    line.append(f"  {hit.label}  ")
+    line.append_text(document_heading(hit))
+    line.append("  ")
+    line.append_text(place(hit))
+    line.append("  ")
     line.append(f"dense {rank_or_dash(hit.dense_rank)} · sparse {rank_or_dash(hit.sparse_rank)}", style="dim")
     marker = mmr_marker(hit.mmr_moved)
     if marker:
