@@ -179,8 +179,10 @@ async def test_hits_and_the_passage_view_show_pages_section_and_title(kx_home: P
         hits = app.result.hits
         shown = _results_text(app)
         paper = next(i for i, h in enumerate(hits) if h.section == "3 Model › 3.2 Validation")
-        assert "cold-chains — Cold chains, watched" in shown[paper]
-        assert f"{hits[paper].label} p. 3 · 3 Model › 3.2 Validation  dense" in shown[paper]
+        header, where = shown[paper].splitlines()[:2]
+        assert f"cold-chains  {hits[paper].label}  dense" in header
+        # title and place on a line of their own: neither pushes the ranks off the first
+        assert where.strip() == "Cold chains, watched · p. 3 · 3 Model › 3.2 Validation"
         plain = next(i for i, h in enumerate(hits) if h.document_name == "insurance")
         assert "insurance  [chunk 1/1]  dense" in shown[plain]  # nothing to say: nothing shown
         await pilot.press("escape", *["down"] * paper, "enter")

@@ -12,7 +12,7 @@ from engine.records import Hit, QueryResult
 
 from ..render import mmr_marker, passage_preview, shown_title
 
-_TITLE_CHARS = 48  # a long title must not push the chunk label and ranks off the line
+_TITLE_CHARS = 40  # a long title must not push the chunk label and ranks off the line
 
 
 def rank_or_dash(rank: int | None) -> str:
@@ -22,10 +22,9 @@ def rank_or_dash(rank: int | None) -> str:
 def document_heading(hit: Hit, title_chars: int = _TITLE_CHARS) -> Text:
     """The document's name, and its title beside it when that says more (cut to `title_chars`)."""
     text = Text(hit.document_name, style="bold cyan")
-    title = shown_title(hit.document_name, hit.document_title)
+    title = _title(hit, title_chars)
     if title:
-        cut = title if len(title) <= title_chars else title[:title_chars - 1].rstrip() + "…"
-        text.append(f" — {cut}", style="cyan")
+        text.append(f" — {title}", style="cyan")
     return text
 
 
@@ -37,19 +36,33 @@ def place(hit: Hit) -> Text:
     return text
 
 
+def _title(hit: Hit, limit: int) -> str | None:
+    title = shown_title(hit.document_name, hit.document_title)
+    if title and len(title) > limit:
+        title = title[:limit - 1].rstrip() + "…"
+    return title
+
+
 def hit_header(hit: Hit) -> Text:
-    """rank, score, document (and title), [chunk i/N] with pages and section, dense and sparse ranks, MMR marker."""
+    """rank, score, document, [chunk i/N], dense and sparse ranks, MMR marker; then, on a line of
+    its own (so neither pushes the ranks off the first), the document's title, pages and section."""
     line = Text()
     line.append(f"{hit.rank:>2} ", style="bold")
     line.append(f"{hit.score:.4f}  ")
-    line.append_text(document_heading(hit))
-    line.append("  ")
-    line.append_text(place(hit))
-    line.append("  ")
+    line.append(hit.document_name, style="bold cyan")
+    line.append(f"  {hit.label}  ")
     line.append(f"dense {rank_or_dash(hit.dense_rank)} · sparse {rank_or_dash(hit.sparse_rank)}", style="dim")
     marker = mmr_marker(hit.mmr_moved)
     if marker:
         line.append(f"  {marker}", style="magenta")
+    title = _title(hit, _TITLE_CHARS)
+    if title or hit.provenance:
+        line.append("\n   ")
+        if title:
+            line.append(title, style="italic cyan")
+        if title and hit.provenance:
+            line.append(" · ")
+        line.append(hit.provenance, style="green")
     return line
 
 
