@@ -11,6 +11,7 @@ httpx is imported when the first client is made, not with `engine`.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import enum
 import json
 from pathlib import Path
@@ -84,17 +85,24 @@ class KxClient:
         documents: Sequence[bytes | str],
         vectors: Sequence[Sequence[float]] | Any | None = None,
         names: Sequence[str | None] | None = None,
+        media_types: Sequence[str | None] | None = None,
     ) -> IngestReport:
-        """Add texts (str) or raw UTF-8 bytes to dataset `name`; with `vectors`, one per document."""
-        if names is not None and len(names) != len(documents):
-            raise KxError(Status.INVALID_ARGUMENT, f"names: expected {len(documents)}, got {len(names)}")
+        """Add texts (str) or raw bytes to dataset `name`; with `vectors`, one per document.
+
+        `media_types` says how to read each document's bytes ("application/pdf",
+        "text/markdown", ...; None or absent: text/plain), one per document.
+        """
+        for label, given in (("names", names), ("media_types", media_types)):
+            if given is not None and len(given) != len(documents):
+                raise KxError(Status.INVALID_ARGUMENT, f"{label}: expected {len(documents)}, got {len(given)}")
         docs = []
         for i, item in enumerate(documents):
             label = names[i] if names is not None else None
+            media = (media_types[i] if media_types is not None else None) or "text/plain"
             if isinstance(item, str):
-                docs.append(from_text(item, label))
+                docs.append(dataclasses.replace(from_text(item, label), media_type=media))
             elif isinstance(item, (bytes, bytearray, memoryview)):
-                docs.append(from_bytes(bytes(item), label))
+                docs.append(from_bytes(bytes(item), label, media))
             else:
                 raise KxError(Status.INVALID_ARGUMENT,
                               f"document {i} is a {type(item).__name__}; pass str or bytes")

@@ -135,17 +135,12 @@ class Engine:
         dataset.require(self.settings)
         catalogue = dataset.reading()
         try:
-            row = catalogue.document(doc_ref)
-            data = catalogue.document_bytes(doc_ref)
+            text = catalogue.document_text(doc_ref)  # the stored text, never a fresh extraction
         finally:
             catalogue.close()
-        if row is None or data is None:
+        if text is None:
             raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
-        from .extract import extract
-
-        # the same extractor as at ingest (until the catalogue keeps the extracted text itself)
-        return extract(DocumentInput(row.name, data=data, source_path=row.source_path,
-                                     media_type=row.media_type), self.settings).text
+        return text
 
     # -- ingest -------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ Routes (all JSON; errors are always `{code, message}` with the status's HTTP cod
     GET  /v1/info                        what `kx info --json` shows
     GET  /v1/datasets                    {"datasets": [summary, ...]}
     GET  /v1/datasets/{name}             one summary
-    POST /v1/datasets/{name}/documents   ingest: text, base64 bytes, optional vector per document
+    POST /v1/datasets/{name}/documents   ingest: text, or base64 bytes with a media type; optional vector
     POST /v1/datasets/{name}/query       text and/or a pre-computed vector; k, mode, rerank
 
 Order of checks on every request, before any byte of the body is read: the
@@ -121,7 +121,8 @@ class DocumentIn(_Body):
     text: str | None = Field(None, description="The document as a string (stored as its UTF-8 bytes).")
     data_base64: str | None = Field(None, description="The document's raw bytes, base64 (standard alphabet).")
     name: str | None = Field(None, max_length=1024, description="Display name; default derived from the bytes.")
-    media_type: str | None = Field(None, max_length=200, description="How to read the bytes; default text/plain.")
+    media_type: str | None = Field(None, max_length=200, description="How to read the bytes (application/pdf, "
+                                   "text/markdown, ...); default text/plain.")
     source_path: str | None = Field(None, max_length=4096, description="Where the client read it from.")
     vector: list[float] | None = Field(None, description="A pre-computed embedding: the document becomes one "
                                                          "passage with this vector (no model needed).")
@@ -142,6 +143,54 @@ class QueryIn(_Body):
 class ErrorOut(BaseModel):
     code: str
     message: str
+
+
+class HitOut(BaseModel):
+    """One passage of an answer: where it lies (chunk, characters, pages, section) and why it ranks where it does."""
+
+    rank: int
+    score: float = Field(description="The mode's relevance: fused RRF (hybrid), cosine (dense) or BM25 (sparse).")
+    text: str
+    passage_ref: str
+    document_ref: str
+    document_name: str = Field(description="A watched folder's documents are named by their path in it "
+                                           "(guide/index); a file's by its name without extension.")
+    document_title: str | None = Field(description="The document's own title (metadata, front matter), if any.")
+    source_path: str | None = Field(description="The file the document was read from, if it came from one.")
+    chunk: str = Field(description='"[chunk i/N]"')
+    chunk_index: int
+    chunk_count: int
+    char_start: int = Field(description="Where the passage begins in the document's stored text.")
+    char_end: int
+    page_start: int | None = Field(description="First page of the passage (1-based); null without pages.")
+    page_end: int | None = Field(description="Last page of the passage; null without pages.")
+    section: str | None = Field(description='Heading path at the passage\'s start, e.g. "3 Model › 3.1 LRS '
+                                            'model"; null when no heading precedes it.')
+    dense_rank: int | None
+    dense_score: float | None
+    sparse_rank: int | None
+    sparse_score: float | None
+    fused_score: float
+    fused_rank: int
+    mmr_moved: int
+
+
+class QueryOut(BaseModel):
+    dataset: str
+    query: str | None
+    mode: str
+    rerank: bool
+    k: int
+    requested_k: int
+    clamped: bool
+    notes: list[str]
+    timings_ms: dict[str, float]
+    hits: list[HitOut]
+
+
+class DocumentTextOut(BaseModel):
+    ref: str
+    text: str = Field(description="The text passages' character ranges index into, as stored at ingest.")
 
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -311,7 +360,8 @@ def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
     def dataset_summary(name: str) -> dict[str, Any]:
         return engine.dataset_summary(validate_name(name)).to_dict()
 
-    @app.get(f"{API_PREFIX}/datasets/{{name}}/documents/{{ref}}", tags=["datasets"], responses=_ERRORS)
+    @app.get(f"{API_PREFIX}/datasets/{{name}}/documents/{{ref}}", tags=["datasets"],
+             responses={200: {"model": DocumentTextOut}, **_ERRORS})
     def document_text(name: str, ref: str) -> dict[str, Any]:
         validate_name(name)
         return {"ref": ref, "text": engine.document_text(name, ref)}
@@ -322,8 +372,8 @@ def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
         docs, vectors = _documents(body, engine.settings.max_document_bytes)
         return engine.ingest(name, docs, vectors).to_dict()
 
-    @app.post(f"{API_PREFIX}/datasets/{{name}}/query", tags=["datasets"], responses=_ERRORS,
-              response_class=JSONResponse)
+    @app.post(f"{API_PREFIX}/datasets/{{name}}/query", tags=["datasets"],
+              responses={200: {"model": QueryOut}, **_ERRORS}, response_class=JSONResponse)
     def query(name: str, body: QueryIn) -> JSONResponse:
         validate_name(name)
         # the engine holds each dataset's readers under a lock of their own and

@@ -1,7 +1,7 @@
 """Ingest: documents in, durable passages with vectors out, indexes caught up.
 
 documents -> refs (sha256; seen before -> "unchanged") -> text -> passages
-with provenance -> vectors in batches -> one catalogue transaction per group of
+with provenance (chunk, character range, pages, section path) -> vectors in batches -> one catalogue transaction per group of
 documents (the durable point) -> the derived indexes catch up once per command.
 A document that cannot be read is refused on its own; the rest go in.
 """
@@ -21,7 +21,7 @@ from .dataset import Dataset, validate_name
 from .documents import DocumentInput
 from .embedders import no_embedder_error
 from .errors import KxError, invalid
-from .extract import Extracted, extract_many
+from .extract import Extracted, extract_many, page_span, section_path
 from .fingerprint import Fingerprint, check_compatible, current_fingerprint
 from .models import ModelCard
 from .records import (
@@ -182,15 +182,25 @@ def _cut(settings: Settings, docs, given, catalogue, results, emit, known, extra
         else:
             chunks = chunk_text(text, settings.chunk_size, settings.chunk_overlap)
             spans = [(c.start, c.end, c.text, c.index, c.count) for c in chunks]
-        passages = [NewPassage(passage_ref(ref, s, e), i, n, s, e, t) for s, e, t, i, n in spans]
         seen.add(ref)
         pending.append(_Prepared(
             position,
-            NewDocument(ref, doc.name, doc.source_path, doc.media_type, doc.data, len(text), passages),
+            _new_document(doc, ref, extracted, spans),
             None if given is None else given[position],
             extracted,
         ))
     return pending
+
+def _new_document(doc: DocumentInput, ref: str, extracted: Extracted, spans) -> NewDocument:
+    """The document as the catalogue keeps it: its passages with pages and section, its text and title."""
+    passages = []
+    for s, e, t, i, n in spans:
+        first, last = page_span(extracted.page_starts, s, e)
+        passages.append(NewPassage(passage_ref(ref, s, e), i, n, s, e, t, first, last,
+                                   section_path(extracted.sections, s)))
+    return NewDocument(ref, doc.name, doc.source_path, doc.media_type, doc.data, len(extracted.text), passages,
+                       text=extracted.text, title=extracted.title, page_count=extracted.page_count,
+                       extractor=extracted.extractor or None, notes=extracted.notes)
 
 def _embed_and_commit(engine: "Engine", pending, catalogue, fingerprint, results, emit) -> None:
     total = sum(len(p.document.passages) for p in pending)

@@ -155,17 +155,18 @@ def _search(settings: Settings, searcher: DatasetSearcher, text: str | None, que
 
     chosen = [fused[i] for i in order]
     rows = searcher.passages([seq_of[f.ref] for f in chosen])
-    names = searcher.document_names([rows[seq_of[f.ref]].doc_ref for f in chosen])
+    documents = searcher.documents([rows[seq_of[f.ref]].doc_ref for f in chosen])
     hits = []
     for rank, (position, f) in enumerate(zip(order, chosen), start=1):
         row = rows[seq_of[f.ref]]
+        document = documents.get(row.doc_ref)
         hits.append(Hit(
             rank=rank,
             score=relevance[position],
             text=row.text,
             passage_ref=f.ref,
             document_ref=row.doc_ref,
-            document_name=names[row.doc_ref],
+            document_name=document.name if document else row.doc_ref[:12],
             chunk_index=row.chunk_index,
             chunk_count=row.chunk_count,
             char_start=row.char_start,
@@ -178,6 +179,11 @@ def _search(settings: Settings, searcher: DatasetSearcher, text: str | None, que
             fused_rank=position + 1,
             mmr_moved=position + 1 - rank,
             duplicate_of=fused[duplicate_of[position]].ref if position in duplicate_of else None,
+            page_start=row.page_start,
+            page_end=row.page_end,
+            section=row.section,
+            document_title=document.title if document else None,
+            source_path=document.source_path if document else None,
         ))
     return hits
 

@@ -85,6 +85,20 @@ class DatasetSummary:
         return asdict(self)
 
 
+def pages_label(page_start: int | None, page_end: int | None) -> str | None:
+    """"p. 6" or "p. 6–7"; None for a passage from a format without pages."""
+    if page_start is None:
+        return None
+    if page_end is None or page_end == page_start:
+        return f"p. {page_start}"
+    return f"p. {page_start}–{page_end}"
+
+
+def provenance_label(page_start: int | None, page_end: int | None, section: str | None) -> str:
+    """Where a passage lies, as a reader says it: "p. 6–7 · 3 Model › 3.1 LRS model"; "" when nothing is known."""
+    return " · ".join(part for part in (pages_label(page_start, page_end), section) if part)
+
+
 @dataclass(frozen=True)
 class Hit:
     """One passage in a query's answer, with everything needed to explain its place."""
@@ -107,10 +121,20 @@ class Hit:
     fused_rank: int                # position before MMR
     mmr_moved: int                 # fused_rank - rank: > 0 MMR moved it up, < 0 down, 0 untouched
     duplicate_of: str | None = None  # MMR: the passage ref of a higher hit this one nearly repeats
+    page_start: int | None = None  # 1-based pages the passage spans; None for formats without pages
+    page_end: int | None = None
+    section: str | None = None     # heading path at the passage's start; None when no heading precedes it
+    document_title: str | None = None  # the document's own title (PDF metadata, front matter, <title>)
+    source_path: str | None = None     # the file the document was read from, when it came from one
 
     @property
     def label(self) -> str:
         return f"[chunk {self.chunk_index + 1}/{self.chunk_count}]"
+
+    @property
+    def provenance(self) -> str:
+        """"p. 6–7 · 3 Model › 3.1 LRS model", or "" for a passage with neither pages nor a section."""
+        return provenance_label(self.page_start, self.page_end, self.section)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -17,7 +17,7 @@ from .dataset import Dataset
 from .fingerprint import Fingerprint
 from .fusion import Ranked, rank_list
 from .sparse import Bm25Scorer
-from .store import Catalogue, PassageRow
+from .store import Catalogue, DocumentRow, PassageRow
 
 _SCORE_DECIMALS = 6
 # Sparse queries look up at most this many distinct indexed terms (the rarest):
@@ -129,9 +129,6 @@ class DatasetSearcher:
     def vectors(self, seqs: list[int]) -> np.ndarray:
         return self.catalogue.vectors_by_seq(seqs, self.fingerprint.dimension)
 
-    def document_names(self, refs: list[str]) -> dict[str, str]:
-        out = {}
-        for ref in set(refs):
-            row = self.catalogue.document(ref)
-            out[ref] = row.name if row else ref[:12]
-        return out
+    def documents(self, refs: list[str]) -> dict[str, DocumentRow]:
+        """The hits' documents (name, title, source path), one catalogue read for all of them."""
+        return self.catalogue.documents_by_ref(refs)

@@ -7,6 +7,14 @@ sparse indexes are derived from the passages table and can always be rebuilt.
 
 Passages are numbered by `seq` (ascending in commit order); the derived
 indexes use it as their id and remember the highest seq they hold.
+
+Provenance (schema 2): each passage keeps the pages it spans and the heading
+path at its start; each document keeps its title, page count, the extractor
+that read it, and the extracted text itself whenever that text is not simply
+the bytes read as UTF-8 (`texts`), so character ranges stay true even after
+an extractor changes. A catalogue written by schema 1 is migrated in place
+the first time a writer opens it; a reader copes with an un-migrated file
+(the new fields read as NULL, the text is the bytes decoded as round 1 did).
 """
 
 from __future__ import annotations
@@ -18,13 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+from .documents import RECORD_MEDIA_TYPE
 from .errors import KxError, Status
 from .fingerprint import Fingerprint
 
 if TYPE_CHECKING:  # numpy is imported where vectors are touched: `kx datasets list` never pays for it
     import numpy as np
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -44,7 +53,11 @@ CREATE TABLE IF NOT EXISTS documents (
     media_type    TEXT NOT NULL,
     ingested_at   REAL NOT NULL,
     text_length   INTEGER NOT NULL,
-    passage_count INTEGER NOT NULL
+    passage_count INTEGER NOT NULL,
+    title         TEXT,
+    page_count    INTEGER,
+    extractor     TEXT,
+    notes         TEXT                -- JSON list of strings
 );
 CREATE INDEX IF NOT EXISTS documents_by_name ON documents(name);
 CREATE TABLE IF NOT EXISTS passages (
@@ -56,15 +69,52 @@ CREATE TABLE IF NOT EXISTS passages (
     char_start  INTEGER NOT NULL,
     char_end    INTEGER NOT NULL,
     text        TEXT NOT NULL,
-    vector      BLOB NOT NULL         -- float32, unit length
+    vector      BLOB NOT NULL,        -- float32, unit length
+    page_start  INTEGER,              -- 1-based; NULL for formats without pages
+    page_end    INTEGER,
+    section     TEXT                  -- heading path at char_start ("3 Model › 3.1 LRS model")
 );
 CREATE INDEX IF NOT EXISTS passages_by_doc ON passages(doc_ref, chunk_index);
+CREATE TABLE IF NOT EXISTS texts (
+    doc_ref TEXT PRIMARY KEY REFERENCES documents(ref),
+    text    TEXT NOT NULL             -- what char_start/char_end index into
+);
 """
 
+# Columns schema 2 added to schema-1 tables: (table, column, SQL type).
+_ADDED_COLUMNS = (
+    ("documents", "title", "TEXT"), ("documents", "page_count", "INTEGER"), ("documents", "extractor", "TEXT"),
+    ("documents", "notes", "TEXT"),
+    ("passages", "page_start", "INTEGER"), ("passages", "page_end", "INTEGER"), ("passages", "section", "TEXT"),
+)
 
-_DOCUMENT_ROW = ("SELECT ref, name, source_path, size, media_type, ingested_at, text_length, passage_count "
-                 "FROM documents")
-_PASSAGE_ROW = "SELECT seq, ref, doc_ref, chunk_index, chunk_count, char_start, char_end, text FROM passages"
+
+_DOCUMENT_COLUMNS = ("ref", "name", "source_path", "size", "media_type", "ingested_at", "text_length",
+                     "passage_count", "title", "page_count", "extractor", "notes")
+_PASSAGE_COLUMNS = ("seq", "ref", "doc_ref", "chunk_index", "chunk_count", "char_start", "char_end", "text",
+                    "page_start", "page_end", "section")
+
+
+def round1_text(data: bytes, media_type: str) -> str | None:
+    """The text of a document as round 1 read it: its bytes as UTF-8, or a JSONL record's title and text.
+
+    Frozen: documents stored without a `texts` row are read through this, so
+    changing it would shift their passages' character ranges. None when the
+    bytes are not text this way (the extracted text must then be stored).
+    """
+    if media_type == RECORD_MEDIA_TYPE:
+        try:
+            record = json.loads(data)
+            title, text = record["title"], record["text"]
+        except (ValueError, KeyError, TypeError):
+            return None
+        return f"{title}\n\n{text}" if title.strip() else text
+    if b"\x00" in data[:8192]:
+        return None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -75,6 +125,9 @@ class NewPassage:
     char_start: int
     char_end: int
     text: str
+    page_start: int | None = None
+    page_end: int | None = None
+    section: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +139,11 @@ class NewDocument:
     data: bytes
     text_length: int
     passages: Sequence[NewPassage]
+    text: str | None = None         # the extracted text; stored unless it is round1_text(data) already
+    title: str | None = None
+    page_count: int | None = None
+    extractor: str | None = None
+    notes: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -98,9 +156,15 @@ class DocumentRow:
     ingested_at: float
     text_length: int
     passage_count: int
+    title: str | None = None
+    page_count: int | None = None
+    extractor: str | None = None
+    notes: str | None = None        # JSON list, as stored
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        data = dict(self.__dict__)
+        data["notes"] = json.loads(self.notes) if self.notes else []
+        return data
 
 
 @dataclass(frozen=True)
@@ -113,6 +177,9 @@ class PassageRow:
     char_start: int
     char_end: int
     text: str
+    page_start: int | None = None
+    page_end: int | None = None
+    section: str | None = None
 
     @property
     def label(self) -> str:
@@ -133,7 +200,9 @@ class Catalogue:
                 self._db.execute("PRAGMA synchronous=FULL")
                 self._db.executescript(_SCHEMA)
                 self._init_meta()
+                self._migrate()
             self._db.execute("PRAGMA busy_timeout=30000")
+            self._columns = {table: self._table_columns(table) for table in ("documents", "passages", "texts")}
         except sqlite3.DatabaseError as exc:
             raise KxError(
                 Status.FAILED_PRECONDITION,
@@ -148,6 +217,38 @@ class Catalogue:
     def _init_meta(self) -> None:
         self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         self._db.execute("INSERT OR IGNORE INTO meta VALUES ('created_at', ?)", (repr(time.time()),))
+
+    def _table_columns(self, table: str) -> set[str]:
+        return {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+
+    def _migrate(self) -> None:
+        """Bring a schema-1 catalogue to schema 2 in place: the provenance columns, added as NULLs.
+
+        Old documents keep no `texts` row: their text is round1_text of their
+        bytes, exactly what their character ranges were cut from.
+        """
+        missing = [(t, c, kind) for t, c, kind in _ADDED_COLUMNS if c not in self._table_columns(t)]
+        if not missing and self._meta("schema_version") == str(SCHEMA_VERSION):
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            for table, column, kind in missing:
+                if column not in self._table_columns(table):  # another writer may have done it meanwhile
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+            self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    def _select(self, table: str, columns: Sequence[str]) -> str:
+        """SELECT of `columns`, with NULL for those an un-migrated (read-only) catalogue lacks."""
+        have = self._columns[table]
+        return f"SELECT {', '.join(c if c in have else 'NULL' for c in columns)} FROM {table}"
+
+    @property
+    def schema_version(self) -> int:
+        return int(self._meta("schema_version") or 1)
 
     def _meta(self, key: str) -> str | None:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -181,23 +282,51 @@ class Catalogue:
         return {row[0] for row in self._where_in("SELECT ref FROM documents", "ref", refs)}
 
     def documents(self, offset: int = 0, limit: int = 1_000_000) -> list[DocumentRow]:
-        rows = self._db.execute(f"{_DOCUMENT_ROW} ORDER BY seq LIMIT ? OFFSET ?", (limit, offset))
+        rows = self._db.execute(f"{self._select('documents', _DOCUMENT_COLUMNS)} ORDER BY seq LIMIT ? OFFSET ?",
+                                (limit, offset))
         return [DocumentRow(*row) for row in rows]
 
     def document(self, ref: str) -> DocumentRow | None:
-        row = self._db.execute(f"{_DOCUMENT_ROW} WHERE ref = ?", (ref,)).fetchone()
+        row = self._db.execute(f"{self._select('documents', _DOCUMENT_COLUMNS)} WHERE ref = ?", (ref,)).fetchone()
         return None if row is None else DocumentRow(*row)
+
+    def documents_by_ref(self, refs: Sequence[str]) -> dict[str, DocumentRow]:
+        rows = self._where_in(self._select("documents", _DOCUMENT_COLUMNS), "ref", list(dict.fromkeys(refs)))
+        return {row[0]: DocumentRow(*row) for row in rows}
 
     def document_bytes(self, ref: str) -> bytes | None:
         row = self._db.execute("SELECT data FROM blobs WHERE ref = ?", (ref,)).fetchone()
         return None if row is None else bytes(row[0])
 
+    def document_text(self, ref: str) -> str | None:
+        """The text the document's character ranges index into; None when the document is not here.
+
+        The stored extracted text when there is one, else the bytes read as
+        round 1 read them (documents whose text is just their bytes, and every
+        document ingested before schema 2). Never re-extracted.
+        """
+        if self._columns["texts"]:
+            row = self._db.execute("SELECT text FROM texts WHERE doc_ref = ?", (ref,)).fetchone()
+            if row is not None:
+                return row[0]
+        found = self._db.execute("SELECT d.media_type, b.data FROM documents d JOIN blobs b ON b.ref = d.ref "
+                                 "WHERE d.ref = ?", (ref,)).fetchone()
+        if found is None:
+            return None
+        text = round1_text(bytes(found[1]), found[0])
+        if text is None:
+            raise KxError(Status.INTERNAL, f"document {ref[:12]} has neither a stored text nor UTF-8 bytes; "
+                                           "the catalogue is damaged: restore it from a backup or re-ingest")
+        return text
+
     def passages_of(self, doc_ref: str) -> list[PassageRow]:
-        rows = self._db.execute(f"{_PASSAGE_ROW} WHERE doc_ref = ? ORDER BY chunk_index", (doc_ref,))
+        rows = self._db.execute(f"{self._select('passages', _PASSAGE_COLUMNS)} WHERE doc_ref = ? "
+                                "ORDER BY chunk_index", (doc_ref,))
         return [PassageRow(*row) for row in rows]
 
     def passages_by_seq(self, seqs: Sequence[int]) -> dict[int, PassageRow]:
-        return {row[0]: PassageRow(*row) for row in self._where_in(_PASSAGE_ROW, "seq", [int(s) for s in seqs])}
+        rows = self._where_in(self._select("passages", _PASSAGE_COLUMNS), "seq", [int(s) for s in seqs])
+        return {row[0]: PassageRow(*row) for row in rows}
 
     def refs_by_seq(self, seqs: Sequence[int]) -> dict[int, str]:
         return dict(self._where_in("SELECT seq, ref FROM passages", "seq", [int(s) for s in seqs]))
@@ -253,16 +382,20 @@ class Catalogue:
                 cur.execute("INSERT OR IGNORE INTO blobs VALUES (?, ?)", (doc.ref, doc.data))
                 cur.execute(
                     "INSERT INTO documents (ref, name, source_path, size, media_type, ingested_at, text_length, "
-                    "passage_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "passage_count, title, page_count, extractor, notes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (doc.ref, doc.name, doc.source_path, len(doc.data), doc.media_type, now, doc.text_length,
-                     len(doc.passages)),
+                     len(doc.passages), doc.title, doc.page_count, doc.extractor,
+                     json.dumps(list(doc.notes)) if doc.notes else None),
                 )
+                if doc.text is not None and doc.text != round1_text(doc.data, doc.media_type):
+                    cur.execute("INSERT INTO texts VALUES (?, ?)", (doc.ref, doc.text))
                 cur.executemany(
-                    "INSERT INTO passages (ref, doc_ref, chunk_index, chunk_count, char_start, char_end, text, vector) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO passages (ref, doc_ref, chunk_index, chunk_count, char_start, char_end, text, vector, "
+                    "page_start, page_end, section) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         (p.ref, doc.ref, p.chunk_index, p.chunk_count, p.char_start, p.char_end, p.text,
-                         np.ascontiguousarray(vectors[row + i], dtype=np.float32).tobytes())
+                         np.ascontiguousarray(vectors[row + i], dtype=np.float32).tobytes(),
+                         p.page_start, p.page_end, p.section)
                         for i, p in enumerate(doc.passages)
                     ],
                 )

@@ -22,7 +22,7 @@ import stat
 import threading
 import time
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path, PurePath
 from typing import Any, Callable, ClassVar, Iterable, Protocol, Sequence
 
@@ -164,6 +164,16 @@ def is_ignored(relative: str | PurePath) -> bool:
             or name.endswith("~")  # editor backups
             or (name.startswith("#") and name.endswith("#"))  # Emacs auto-saves
             or name.lower().endswith(_TEMP_SUFFIXES))
+
+
+def document_name(relative: str | PurePath) -> str:
+    """A watched file's document name: its path in the watched folder, '/'-separated, without extension.
+
+    `guide/index.md` -> `guide/index`, so two `index.md` in different folders
+    stay two names a reader can tell apart.
+    """
+    path = PurePath(relative)
+    return (path.parent / (path.stem or path.name)).as_posix()
 
 
 def inbox_folder(settings: Settings, name: str) -> Path:
@@ -567,6 +577,7 @@ class FolderWatcher:
         doc = from_file(path, limit)
         if doc.error is not None and doc.error.status is Status.NOT_FOUND:
             return None
+        doc = replace(doc, name=document_name(os.path.relpath(path, self._root)))
         if file_signature(path) != signature:  # written to while we read it: not the bytes that settled
             self._note(path)
             return None

@@ -81,6 +81,7 @@ class KxApp(App):
         self.result: QueryResult | None = None
         self._highlighters: dict[tuple[str, bool], Any] = {}
         self.watcher: Any = None
+        self._watch_root: Path | None = None
         self._activity_buffer: list[str] = []
 
     # -- layout -------------------------------------------------------------------
@@ -380,6 +381,7 @@ class KxApp(App):
 
         folder = inbox_folder(self.backend.settings, self.dataset)
         folder.mkdir(parents=True, exist_ok=True)
+        self._watch_root = folder.resolve()
         watcher = FolderWatcher(self.backend, self.dataset, folder, self._on_watch_event,
                                 settle_seconds=self.watch_settle_seconds)
         try:
@@ -400,7 +402,7 @@ class KxApp(App):
 
     def _on_watch_event(self, event: Any) -> None:
         """Called on the watcher's thread: describe the event; the UI flushes lines in batches."""
-        line = _describe_watch_event(event)
+        line = _describe_watch_event(event, self._watch_root)
         if line:
             self._activity_buffer.append(line)
         if getattr(event, "kind", "") == "batch_done":
@@ -428,9 +430,13 @@ class KxApp(App):
             self.watcher.stop(timeout=5)
 
 
-def _describe_watch_event(event: Any) -> str | None:
+def _describe_watch_event(event: Any, root: Path | None = None) -> str | None:
+    """One activity line; files are shown by their path in the watched folder (guide/index.md)."""
     kind = getattr(event, "kind", "")
-    name = escape(Path(getattr(event, "path", "") or "").name)
+    path = Path(getattr(event, "path", "") or "")
+    if root is not None and path.is_relative_to(root):
+        path = path.relative_to(root)
+    name = escape(path.as_posix() if root is not None else path.name)
     if kind == "queued":
         return f"[dim]queued[/dim] {name}"
     if kind == "ingested":

@@ -186,6 +186,19 @@ def passage_preview(hit: Hit, spans: list[tuple[int, int]], limit: int = _PREVIE
     return folded
 
 
+def shown_title(name: str, title: str | None) -> str | None:
+    """The document's title, when it says more than its name (not for "install" titled "Install")."""
+    if not title or not title.strip():
+        return None
+    title = " ".join(title.split())
+    return None if title.casefold() == name.rsplit("/", 1)[-1].casefold() else title
+
+
+def chunk_and_place(hit: Hit) -> str:
+    """"[chunk 3/12] p. 6–7 · 3 Model › 3.1 LRS model": the chunk label, then pages and section when known."""
+    return f"{hit.label} {hit.provenance}" if hit.provenance else hit.label
+
+
 def print_query(console: _RichConsole, result: QueryResult, spans_of: Callable[[str], list[tuple[int, int]]]) -> None:
     mmr = "MMR on" if result.rerank else "MMR off"
     console.print(f"[bold]{escape(result.dataset)}[/] · {result.mode} · {mmr} · k={result.k} · "
@@ -198,10 +211,13 @@ def print_query(console: _RichConsole, result: QueryResult, spans_of: Callable[[
     for hit in result.hits:
         ranks = " · ".join(_where(r, s, n) for r, s, n in ((hit.dense_rank, hit.dense_score, "dense"),
                                                               (hit.sparse_rank, hit.sparse_score, "sparse")))
+        title = shown_title(hit.document_name, hit.document_title)
+        titled = f" [dim]— {escape(title)}[/]" if title else ""
         console.print()
         console.print(
-            f"[bold]{hit.rank:>2}[/]  {hit.score:.4f}  [cyan]{escape(hit.document_name)}[/]  {escape(hit.label)}  "
-            f"chars {hit.char_start}–{hit.char_end}  [dim]{ranks}{' · ' + mmr_marker(hit.mmr_moved) if hit.mmr_moved else ''}[/]"
+            f"[bold]{hit.rank:>2}[/]  {hit.score:.4f}  [cyan]{escape(hit.document_name)}[/]{titled}  "
+            f"{escape(chunk_and_place(hit))}  chars {hit.char_start}–{hit.char_end}  "
+            f"[dim]{ranks}{' · ' + mmr_marker(hit.mmr_moved) if hit.mmr_moved else ''}[/]"
             + (f"  [magenta]{duplicate_marker(hit, result.hits)}[/]" if hit.duplicate_of else ""),
             highlight=False,
         )

@@ -117,3 +117,32 @@ def assert_dataset_consistent(kx_home: Path, name: str, unique_names: bool = Fal
     dense = json.loads((folder / "dense.json").read_text())
     assert dense["watermark"] == top and dense["count"] == passages
     assert json.loads((folder / "sparse.json").read_text())["watermark"] == top
+
+
+def inject_extraction(monkeypatch, fake) -> None:
+    """Route ingest's extraction through `fake(doc) -> Extracted | None` (None: the real extractor).
+
+    Patched at every name ingest may reach it by (`extract`, `extract_many`),
+    so a test can hand the store an Extracted with pages and sections that no
+    real file has to produce.
+    """
+    import engine.extract as extraction
+    import engine.ingest as ingest
+    from engine.errors import KxError
+
+    real = extraction.extract
+
+    def extract(doc):
+        made = fake(doc)
+        return real(doc) if made is None else made
+
+    def extract_many(docs, settings=None):
+        for doc in docs:
+            try:
+                yield doc, extract(doc)
+            except KxError as exc:
+                yield doc, exc
+
+    for module in (extraction, ingest):
+        monkeypatch.setattr(module, "extract", extract, raising=False)
+        monkeypatch.setattr(module, "extract_many", extract_many, raising=False)

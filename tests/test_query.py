@@ -377,7 +377,8 @@ def test_a_precomputed_query_vector_must_match_the_dataset_and_then_equals_the_t
 HIT_FIELDS = {
     "rank", "score", "text", "passage_ref", "document_ref", "document_name", "chunk", "chunk_index", "chunk_count",
     "char_start", "char_end", "dense_rank", "dense_score", "sparse_rank", "sparse_score", "fused_score",
-    "fused_rank", "mmr_moved", "duplicate_of",
+    "fused_rank", "mmr_moved", "duplicate_of", "page_start", "page_end", "section", "document_title",
+    "source_path",
 }
 
 

@@ -162,6 +162,41 @@ async def test_opening_a_hit_shows_its_range_in_the_document(handbook_engine: En
         assert not isinstance(app.screen, PassageDetailScreen)
 
 
+async def test_hits_and_the_passage_view_show_pages_section_and_title(kx_home: Path, monkeypatch) -> None:
+    from engine.documents import from_bytes
+
+    from .helpers import inject_extraction
+    from .test_provenance import PAPER_BYTES, PAPER_TEXT, _expected_section, _paper_extractor
+
+    inject_extraction(monkeypatch, _paper_extractor)
+    engine = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
+    engine.ingest("papers", [from_bytes(PAPER_BYTES, "cold-chains", "application/pdf"),
+                             from_text("Shipments are insured by the carriers.", "insurance")])
+    app = KxApp(engine, samples=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        await _ask(app, pilot, "forty shipments two carriers")
+        hits = app.result.hits
+        shown = _results_text(app)
+        paper = next(i for i, h in enumerate(hits) if h.section == "3 Model › 3.2 Validation")
+        header, where = shown[paper].splitlines()[:2]
+        assert f"cold-chains  {hits[paper].label}  dense" in header
+        # title and place on a line of their own: neither pushes the ranks off the first
+        assert where.strip() == "Cold chains, watched · p. 3 · 3 Model › 3.2 Validation"
+        plain = next(i for i, h in enumerate(hits) if h.document_name == "insurance")
+        assert "insurance  [chunk 1/1]  dense" in shown[plain]  # nothing to say: nothing shown
+        await pilot.press("escape", *["down"] * paper, "enter")
+        await _settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, PassageDetailScreen) and screen.hit == hits[paper]
+        title = _text_of(screen.query_one("#detail-title", Static).content)
+        assert "cold-chains — Cold chains, watched" in title
+        assert f"p. 3 · {_expected_section(hits[paper].char_start)}" in title
+        assert screen.document_text == PAPER_TEXT  # the stored extracted text, not the bytes
+        assert str(screen.query_one("#detail-hit", Static).content) == hits[paper].text
+    engine.close()
+
+
 async def test_compare_shows_hybrid_and_dense_side_by_side(handbook_engine: Engine) -> None:
     app = KxApp(handbook_engine)
     async with app.run_test(size=SIZE) as pilot:
@@ -240,18 +275,22 @@ async def test_watching_the_inbox_shows_activity(handbook_engine: Engine) -> Non
         assert app.watcher is not None
         inbox = handbook_engine.settings.home / "inbox" / "handbook"
         (inbox / "parking.md").write_text("Staff parking is free in the north lot after six.\n")
+        (inbox / "sites" / "north").mkdir(parents=True)
+        (inbox / "sites" / "north" / "index.md").write_text("The north site has forty desks.\n")
         (inbox / "blob.bin").write_bytes(b"\x00\x01binary")
         log = app.query_one(ActivityLog)
         for _ in range(200):  # the watcher's own thread; poll the UI until it has reported both
             await pilot.pause(0.05)
-            if any("added" in line for line in log.lines_written) and any("refused" in line
-                                                                          for line in log.lines_written):
+            written = log.lines_written
+            if sum(line.startswith("[green]added") for line in written) == 2 and any("refused" in line
+                                                                                    for line in written):
                 break
         text = "\n".join(log.lines_written)
         assert "added parking.md" in text.replace("[green]", "").replace("[/green]", "")
+        assert "added sites/north/index.md" in text.replace("[green]", "").replace("[/green]", "")
         assert "refused" in text
         await _settle(app, pilot)
-        assert app.query_one(DatasetList).summaries["handbook"].documents == 7
+        assert app.query_one(DatasetList).summaries["handbook"].documents == 8
         await pilot.press("w")
         assert app.watcher is None
 

@@ -4,6 +4,9 @@ Regenerate after an intended UI change with
     python -m pytest tests/test_tui_snapshots.py --snapshot-update
 and review the SVGs under tests/__snapshots__/test_tui_snapshots/.
 
+One document is a paged report (its extraction injected, with two pages and
+a heading path), so the hit list and the passage view show "p. 2 · ...".
+
 Everything time-dependent is pinned here: a dataset's "created" stamp and the
 status line's "in N ms" timing. HashEmbedder's model id is fixed, so the model
 and fingerprint shown in the sidebar are stable already.
@@ -17,12 +20,13 @@ from pathlib import Path
 import pytest
 
 from engine import Engine, load_settings
-from engine.documents import from_text
+from engine.documents import from_bytes, from_text
+from engine.extract import Extracted, Section
 from kx_tui import app as app_module
 from kx_tui.app import KxApp
 from kx_tui.widgets import datasets as datasets_module
 
-from .helpers import HashEmbedder
+from .helpers import HashEmbedder, inject_extraction
 
 SIZE = (100, 30)
 QUERY = "refund days"
@@ -36,6 +40,21 @@ TEXTS = {
     "travel.md": "Book travel through the portal. Economy class for flights under six hours; "
                  "keep receipts for every expense.",
 }
+
+
+REPORT_PAGES = [
+    "1 Scope\nThis report covers customer payments in the last quarter.\n",
+    "2 Refunds\n2.1 Time limits\nA refund later than 30 days needs a manager's approval. Most refunds took "
+    "four days; the slowest took nine, when the card issuer asked for the receipt again.\n",
+]
+REPORT = Extracted(
+    text="".join(REPORT_PAGES), media_type="application/pdf",
+    page_starts=(0, len(REPORT_PAGES[0])),
+    sections=(Section(0, 1, "1 Scope"), Section(len(REPORT_PAGES[0]), 1, "2 Refunds"),
+              Section(len(REPORT_PAGES[0]) + len("2 Refunds\n"), 2, "2.1 Time limits")),
+    title="Payments review, Q3", extractor="snapshot/1",
+)
+REPORT_BYTES = b"%PDF- stand-in for the snapshot's paged report"
 
 
 @pytest.fixture(autouse=True)
@@ -57,9 +76,11 @@ def _deterministic(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def small_engine(kx_home: Path) -> Engine:
+def small_engine(kx_home: Path, monkeypatch: pytest.MonkeyPatch) -> Engine:
+    inject_extraction(monkeypatch, lambda doc: REPORT if doc.data == REPORT_BYTES else None)
     engine = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
-    engine.ingest("policies", [from_text(text, name) for name, text in TEXTS.items()])
+    engine.ingest("policies", [from_text(text, name) for name, text in TEXTS.items()]
+                  + [from_bytes(REPORT_BYTES, "reports/payments", "application/pdf")])
     yield engine
     engine.close()
 
@@ -99,7 +120,7 @@ def test_query_results(snap_compare, small_engine: Engine) -> None:
 def test_passage_detail(snap_compare, small_engine: Engine) -> None:
     async def run_before(pilot) -> None:
         await _ask(pilot)
-        await pilot.press("escape", "enter")
+        await pilot.press("escape", "down", "enter")  # the second hit: a passage of the paged report
         await _settle(pilot)
 
     assert snap_compare(KxApp(small_engine, samples=None), terminal_size=SIZE, run_before=run_before)

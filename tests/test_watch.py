@@ -262,6 +262,7 @@ def test_a_folder_created_inside_the_watched_one_is_watched_too(drop: Path, watc
     (".notes.md.swp", True), ("film.mkv.part", True), ("setup.crdownload", True), ("draft.md~", True),
     ("#draft.md#", True), (".git/config", True), ("sub/.cache/a.md", True), ("scratch.TMP", True),
     ("notes.md", False), ("sub/dir/report.txt", False), ("a~b.md", False), ("part.md", False),
+    ("guide/~$plan.docx", True), ("guide/$plan.docx", False),
 ])
 def test_temporary_and_hidden_names(relative: str, ignored: bool) -> None:
     assert is_ignored(relative) is ignored
@@ -283,6 +284,27 @@ def test_temporary_and_hidden_files_are_ignored_and_a_rename_brings_one_in(drop:
     watcher.stop()
     assert sorted(log.paths(Queued)) == ["download.txt", "real.md"]
     assert log.of(Refused) == [] and log.of(Unchanged) == []
+
+
+def test_documents_are_named_by_their_path_in_the_watched_folder(drop: Path, watch) -> None:
+    engine = _hash_engine()
+    files = {"index.md": "The home page of the documentation.",
+             "guide/index.md": "The guide starts with installing the loggers.",
+             "api/index.md": "The API reference lists every logger endpoint.",
+             "guide/deep/layout.txt": "Layout rules for the dashboard panels."}
+    for relative, text in files.items():
+        (drop / relative).parent.mkdir(parents=True, exist_ok=True)
+        (drop / relative).write_text(text)
+    (drop / "guide" / "~$plan.docx").write_bytes(b"an Office owner file, never a document")
+    _, log = watch(engine, drop)
+    log.wait_for(lambda l: len(l.of(Ingested)) == 4, "the four files")
+    assert sorted(e.name for e in log.of(Ingested)) == ["api/index", "guide/deep/layout", "guide/index", "index"]
+    assert not any("~$" in e.path for e in log.events if hasattr(e, "path"))
+    stored = {d.name: d.source_path for d in _documents(engine, "inbox")}
+    assert stored == {name.removesuffix(".md").removesuffix(".txt"): str((drop / name).resolve())
+                      for name in files}
+    hit = engine.query("inbox", "guide installing loggers", mode="sparse").hits[0]
+    assert (hit.document_name, hit.source_path) == ("guide/index", str((drop / "guide" / "index.md").resolve()))
 
 
 def test_a_deleted_folder_is_a_clear_error_not_a_hang(tmp_path: Path, watch) -> None:

@@ -13,6 +13,8 @@ from textual.widgets import Footer, Static
 from engine.errors import KxError
 from engine.records import Hit
 
+from ..widgets.results import document_heading, place
+
 
 class PassageDetailScreen(Screen):
     """The parent document of `hit`, loaded in a worker; Escape goes back."""
@@ -28,7 +30,7 @@ class PassageDetailScreen(Screen):
 
     def compose(self) -> ComposeResult:
         hit = self.hit
-        yield Static(Text.assemble((hit.document_name, "bold cyan"), f"  {hit.label}  ",
+        yield Static(Text.assemble(document_heading(hit, title_chars=80), "  ", place(hit), "  ",
                                    (f"chars {hit.char_start}–{hit.char_end}", "dim")), id="detail-title")
         with VerticalScroll(id="detail-body"):
             yield Static("loading…", id="detail-before")

@@ -12,15 +12,42 @@ from textual.widgets.option_list import Option
 
 from engine.records import Hit, QueryResult
 
-from ..render import duplicate_marker, mmr_marker, passage_preview
+from ..render import duplicate_marker, mmr_marker, passage_preview, shown_title
+
+_TITLE_CHARS = 40  # a long title must not push the chunk label and ranks off the line
 
 
 def rank_or_dash(rank: int | None) -> str:
     return f"#{rank}" if rank is not None else "—"
 
 
+def document_heading(hit: Hit, title_chars: int = _TITLE_CHARS) -> Text:
+    """The document's name, and its title beside it when that says more (cut to `title_chars`)."""
+    text = Text(hit.document_name, style="bold cyan")
+    title = _title(hit, title_chars)
+    if title:
+        text.append(f" — {title}", style="cyan")
+    return text
+
+
+def place(hit: Hit) -> Text:
+    """[chunk i/N], then pages and section path when known (p. 6–7 · 3 Model › 3.1 LRS model)."""
+    text = Text(hit.label)
+    if hit.provenance:
+        text.append(f" {hit.provenance}", style="green")
+    return text
+
+
+def _title(hit: Hit, limit: int) -> str | None:
+    title = shown_title(hit.document_name, hit.document_title)
+    if title and len(title) > limit:
+        title = title[:limit - 1].rstrip() + "…"
+    return title
+
+
 def hit_header(hit: Hit, hits: Sequence[Hit] = ()) -> Text:
-    """rank, score, document, [chunk i/N], dense and sparse ranks, MMR marker, near-duplicate marker."""
+    """rank, score, document, [chunk i/N], dense and sparse ranks, MMR marker; then, on a line of
+    its own (so neither pushes the ranks off the first), the document's title, pages and section."""
     line = Text()
     line.append(f"{hit.rank:>2} ", style="bold")
     line.append(f"{hit.score:.4f}  ")
@@ -33,6 +60,14 @@ def hit_header(hit: Hit, hits: Sequence[Hit] = ()) -> Text:
     duplicate = duplicate_marker(hit, hits)
     if duplicate:
         line.append(f"  {duplicate}", style="magenta")
+    title = _title(hit, _TITLE_CHARS)
+    if title or hit.provenance:
+        line.append("\n   ")
+        if title:
+            line.append(title, style="italic cyan")
+        if title and hit.provenance:
+            line.append(" · ")
+        line.append(hit.provenance, style="green")
     return line
 
 
