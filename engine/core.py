@@ -24,6 +24,7 @@ from .models import ModelCard, model_card_for
 from .query import run_query
 from .records import DatasetSummary, IngestReport, QueryResult
 from .search import DatasetSearcher
+from .storage_errors import storage_errors
 
 EventFn = Callable[[object], None]
 
@@ -61,13 +62,14 @@ class Engine:
     def dataset_summary(self, name: str) -> DatasetSummary:
         dataset = Dataset(self.settings, name)
         dataset.require(self.settings)
-        catalogue = dataset.reading()
-        try:
-            docs, passages = catalogue.counts()
-            fingerprint = catalogue.fingerprint()
-            created = catalogue.created_at
-        finally:
-            catalogue.close()
+        with storage_errors(dataset.folder):
+            catalogue = dataset.reading()
+            try:
+                docs, passages = catalogue.counts()
+                fingerprint = catalogue.fingerprint()
+                created = catalogue.created_at
+            finally:
+                catalogue.close()
         return DatasetSummary(
             name=name,
             documents=docs,
@@ -106,12 +108,13 @@ class Engine:
         """The text of one document of dataset `name`, as passages' character ranges refer to it."""
         dataset = Dataset(self.settings, name)
         dataset.require(self.settings)
-        catalogue = dataset.reading()
-        try:
-            row = catalogue.document(doc_ref)
-            data = catalogue.document_bytes(doc_ref)
-        finally:
-            catalogue.close()
+        with storage_errors(dataset.folder):
+            catalogue = dataset.reading()
+            try:
+                row = catalogue.document(doc_ref)
+                data = catalogue.document_bytes(doc_ref)
+            finally:
+                catalogue.close()
         if row is None or data is None:
             raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
         return extract_text(DocumentInput(row.name, data=data, source_path=row.source_path,
@@ -133,7 +136,8 @@ class Engine:
         one; the rest go in. Raises only for what stops the whole command: a
         bad name, no model, or an incompatible fingerprint.
         """
-        return run_ingest(self, name, documents, vectors, on_event)
+        with storage_errors(self.settings.datasets_dir / name):
+            return run_ingest(self, name, documents, vectors, on_event)
 
     # -- query --------------------------------------------------------------------
 
@@ -151,7 +155,8 @@ class Engine:
 
         See engine/query.py: dense and sparse pools fused by RRF, then MMR.
         """
-        return run_query(self, name, text, vector=vector, k=k, mode=mode, rerank=rerank)
+        with storage_errors(self.settings.datasets_dir / name):
+            return run_query(self, name, text, vector=vector, k=k, mode=mode, rerank=rerank)
 
     def searcher(self, name: str) -> DatasetSearcher:
         """The dataset's cached readers, reopened when the catalogue has grown since."""
@@ -164,12 +169,22 @@ class Engine:
                 searcher.close()
                 del self._searchers[name]
             dataset.require(self.settings)
-            dataset.heal_if_behind()
+            stale = None
+            try:
+                with storage_errors(dataset.folder):
+                    dataset.heal_if_behind()
+            except KxError as exc:
+                if exc.status is not Status.RESOURCE_EXHAUSTED:
+                    raise
+                # a full disk: answer from what the indexes hold, say so; the next query catches them up
+                stale = f"the indexes could not catch up with the newest documents ({exc.message})"
             try:
                 searcher = DatasetSearcher(dataset, self.settings.bm25_k1, self.settings.bm25_b)
             except ValueError:
                 raise KxError(Status.NOT_FOUND, f"dataset '{name}' holds no documents yet; ingest some first") \
                     from None
+            if stale:
+                searcher.notes.append(stale)
             self._searchers[name] = searcher
             return searcher
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from .errors import KxError, Status
 from .fingerprint import Fingerprint
+from .storage_errors import classify_sqlite
 
 SCHEMA_VERSION = 1
 
@@ -134,6 +135,9 @@ class Catalogue:
                 self._init_meta()
             self._db.execute("PRAGMA busy_timeout=30000")
         except sqlite3.DatabaseError as exc:
+            translated = classify_sqlite(exc, path)  # damaged (DATA_LOSS) or the disk is full
+            if translated is not None:
+                raise translated from None
             raise KxError(
                 Status.FAILED_PRECONDITION,
                 f"the catalogue {path} cannot be opened ({exc}); restore it from a backup or ingest into a new dataset",
