@@ -88,8 +88,12 @@ class DenseIndex:
             added += len(rows)
         if added or self._held != upto:
             tmp = self.path.with_name(".dense.voy.tmp")
-            index.save(str(tmp))
-            replace_with(tmp, self.path)
+            try:
+                index.save(str(tmp))
+                replace_with(tmp, self.path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)  # a full disk must not also keep half a graph's worth of space
+                raise
             write_json_atomic(self.sidecar, {"watermark": upto, "dimension": self.dimension, "count": len(index),
                                              "file": list(file_crc32(self.path))})
             self._held = upto

@@ -11,6 +11,7 @@ open rebuilds the index from the catalogue instead of scoring garbage.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -117,8 +118,20 @@ class SparseIndex:
         except BaseException:
             writer.cancel()
             raise
-        writer.commit()
-        ix.close()
+        try:
+            writer.commit()
+        except BaseException:
+            # a commit that failed half-way (a full disk) still holds whoosh's write lock:
+            # let go of it, or every later writer in this process waits on it forever
+            with contextlib.suppress(Exception):
+                writer.cancel()
+            with contextlib.suppress(Exception):
+                if writer.writelock is not None:
+                    writer.writelock.release()
+            shutil.rmtree(self.folder / "MAIN.tmp", ignore_errors=True)  # whoosh's sort pool, half-written
+            raise
+        finally:
+            ix.close()
         files = {}
         for name in os.listdir(self.folder):
             fsync_file(self.folder / name)
