@@ -33,9 +33,13 @@ def replace_with(tmp: Path, final: Path) -> None:
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-    replace_with(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        replace_with(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

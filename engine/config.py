@@ -90,6 +90,31 @@ def _url_or_empty(text: str) -> str:
     return value
 
 
+def _origins(text: str) -> tuple[str, ...]:
+    """Comma-separated web origins (scheme://host[:port]), as a browser sends them in Origin."""
+    out = []
+    for item in (part.strip().rstrip("/").lower() for part in text.split(",")):
+        if not item:
+            continue
+        scheme, sep, rest = item.partition("://")
+        if scheme not in ("http", "https") or not sep or not rest or "/" in rest:
+            raise ValueError(f"expected origins like http://localhost:3000, comma-separated; {item!r} is not one")
+        out.append(item)
+    return tuple(out)
+
+
+def _hosts(text: str) -> tuple[str, ...]:
+    """Comma-separated host names (no ports), lowercased."""
+    out = []
+    for item in (part.strip().lower() for part in text.split(",")):
+        if not item:
+            continue
+        if "/" in item or " " in item:
+            raise ValueError(f"expected host names like kx.lan, comma-separated; {item!r} is not one")
+        out.append(item)
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class SettingSpec:
     """How one setting is named, parsed, defaulted and explained."""
@@ -178,6 +203,12 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("gateway", "KX_GATEWAY", _url_or_empty, lambda: "",
                 "a `kx serve` address (e.g. http://127.0.0.1:50151) for the CLI to work through; "
                 "empty: run the engine in-process"),
+    SettingSpec("gateway_allowed_origins", "KX_GATEWAY_ALLOWED_ORIGINS", _origins, tuple,
+                "web origins (comma-separated, e.g. http://localhost:3000) whose pages may call `kx serve` "
+                "from a browser (CORS); empty: browsers get no CORS headers and any foreign Origin is refused"),
+    SettingSpec("gateway_allowed_hosts", "KX_GATEWAY_ALLOWED_HOSTS", _hosts, tuple,
+                "extra Host names `kx serve` answers to besides loopback and its --host (e.g. a LAN name); "
+                "any other Host is refused, the defence against DNS rebinding"),
 )
 SPEC_BY_NAME = {spec.name: spec for spec in SPECS}
 
@@ -213,6 +244,8 @@ class Settings:
     extract_max_pages: int
     extract_max_unpacked_mb: int
     gateway: str
+    gateway_allowed_origins: tuple[str, ...]
+    gateway_allowed_hosts: tuple[str, ...]
     # setting name -> "default", "config file <path>", "env KX_...", or "flag"
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -250,6 +283,8 @@ def _show(value: Any) -> Any:
         return str(value)
     if value is None:
         return ""
+    if isinstance(value, (tuple, list)):  # a list in config.toml reads like the comma-separated env form
+        return ",".join(str(v) for v in value)
     return value
 
 

@@ -20,6 +20,7 @@ from .errors import KxError, Status, not_found
 from .models import ModelCard, model_card_for
 from .onnx_cache import runtime_status
 from .records import DatasetSummary, IngestReport, QueryResult
+from .storage_errors import storage_errors
 
 if TYPE_CHECKING:
     import numpy as np
@@ -83,13 +84,14 @@ class Engine:
     def dataset_summary(self, name: str) -> DatasetSummary:
         dataset = Dataset(self.settings, name)
         dataset.require(self.settings)
-        catalogue = dataset.reading()
-        try:
-            docs, passages = catalogue.counts()
-            fingerprint = catalogue.fingerprint()
-            created = catalogue.created_at
-        finally:
-            catalogue.close()
+        with storage_errors(dataset.folder):
+            catalogue = dataset.reading()
+            try:
+                docs, passages = catalogue.counts()
+                fingerprint = catalogue.fingerprint()
+                created = catalogue.created_at
+            finally:
+                catalogue.close()
         return DatasetSummary(
             name=name,
             documents=docs,
@@ -133,11 +135,12 @@ class Engine:
         """The text of one document of dataset `name`, as passages' character ranges refer to it."""
         dataset = Dataset(self.settings, name)
         dataset.require(self.settings)
-        catalogue = dataset.reading()
-        try:
-            text = catalogue.document_text(doc_ref)  # the stored text, never a fresh extraction
-        finally:
-            catalogue.close()
+        with storage_errors(dataset.folder):
+            catalogue = dataset.reading()
+            try:
+                text = catalogue.document_text(doc_ref)  # the stored text, never a fresh extraction
+            finally:
+                catalogue.close()
         if text is None:
             raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
         return text
@@ -160,7 +163,8 @@ class Engine:
         """
         from .ingest import run_ingest
 
-        return run_ingest(self, name, documents, vectors, on_event)
+        with storage_errors(self.settings.datasets_dir / name):
+            return run_ingest(self, name, documents, vectors, on_event)
 
     # -- query --------------------------------------------------------------------
 
@@ -180,7 +184,8 @@ class Engine:
         """
         from .query import run_query
 
-        return run_query(self, name, text, vector=vector, k=k, mode=mode, rerank=rerank)
+        with storage_errors(self.settings.datasets_dir / name):
+            return run_query(self, name, text, vector=vector, k=k, mode=mode, rerank=rerank)
 
     def searcher(self, name: str) -> DatasetSearcher:
         """The dataset's cached readers, reopened when the catalogue has grown since."""
@@ -195,12 +200,22 @@ class Engine:
                 searcher.close()
                 del self._searchers[name]
             dataset.require(self.settings)
-            dataset.heal_if_behind()
+            stale = None
+            try:
+                with storage_errors(dataset.folder):
+                    dataset.heal_if_behind()
+            except KxError as exc:
+                if exc.status is not Status.RESOURCE_EXHAUSTED:
+                    raise
+                # a full disk: answer from what the indexes hold, say so; the next query catches them up
+                stale = f"the indexes could not catch up with the newest documents ({exc.message})"
             try:
                 searcher = DatasetSearcher(dataset, self.settings.bm25_k1, self.settings.bm25_b)
             except ValueError:
                 raise KxError(Status.NOT_FOUND, f"dataset '{name}' holds no documents yet; ingest some first") \
                     from None
+            if stale:
+                searcher.notes.append(stale)
             self._searchers[name] = searcher
             return searcher
 

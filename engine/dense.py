@@ -1,9 +1,11 @@
 """The dense index: a voyager HNSW graph over passage vectors (cosine).
 
 Derived from the catalogue: ids are passage seqs, and a small sidecar records
-the highest seq the saved graph holds (its watermark). The graph file is
-replaced atomically; if it is missing or unreadable it is rebuilt from the
-catalogue, since nothing in it is original.
+the highest seq the saved graph holds (its watermark), its passage count and
+the graph file's size and CRC-32. The graph file is replaced atomically; if
+it is missing, unreadable, truncated or its checksum differs it holds nothing
+as far as readers are concerned, and is rebuilt from the catalogue, since
+nothing in it is original.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .atomic import read_json, replace_with, write_json_atomic
+from .checksums import file_crc32, matches
 
 if TYPE_CHECKING:
     from .store import Catalogue
@@ -38,6 +41,8 @@ class DenseIndex:
         meta = read_json(self.sidecar)
         if not isinstance(meta, dict) or not self.path.exists() or meta.get("dimension") != self.dimension:
             return 0
+        if "file" in meta and not matches(self.path, meta["file"]):  # damaged: rebuild, never trust
+            return 0
         return int(meta.get("watermark", 0))
 
     def _new(self):
@@ -57,6 +62,9 @@ class DenseIndex:
                     index = Index.load(str(self.path))
                 except Exception:  # a damaged derived file: rebuild from the catalogue
                     index = None
+                meta = read_json(self.sidecar)
+                if index is not None and isinstance(meta, dict) and meta.get("count", len(index)) != len(index):
+                    index = None  # not the graph the sidecar describes
             if index is None or index.num_dimensions != self.dimension:
                 held, index = 0, self._new()
             self._index, self._held = index, held
@@ -80,9 +88,14 @@ class DenseIndex:
             added += len(rows)
         if added or self._held != upto:
             tmp = self.path.with_name(".dense.voy.tmp")
-            index.save(str(tmp))
-            replace_with(tmp, self.path)
-            write_json_atomic(self.sidecar, {"watermark": upto, "dimension": self.dimension, "count": len(index)})
+            try:
+                index.save(str(tmp))
+                replace_with(tmp, self.path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)  # a full disk must not also keep half a graph's worth of space
+                raise
+            write_json_atomic(self.sidecar, {"watermark": upto, "dimension": self.dimension, "count": len(index),
+                                             "file": list(file_crc32(self.path))})
             self._held = upto
         return added
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .errors import KxError, Status, invalid
+from .reading import open_regular_binary, read_regular_file
 
 RECORD_MEDIA_TYPE = "application/x-kx-record+json"  # one JSONL line: {"id", "title", "text"}
 ACCEPTED = ("PDF, Word (.docx), HTML/XHTML, EPUB, UTF-8 text files (.txt, .md, .rst, source code, ...), "
@@ -62,12 +63,9 @@ def from_file(path: Path | str, max_bytes: int) -> DocumentInput:
         if path.is_dir():
             return DocumentInput(name, source_path=str(path), error=invalid(
                 f"{path} is a directory; pass the files inside it (kx accepts {ACCEPTED})"))
-        size = path.stat().st_size
-        if size > max_bytes:
-            return DocumentInput(name, source_path=str(path), error=invalid(
-                f"{path} is {size:,} bytes, over the {max_bytes:,}-byte limit (KX_MAX_DOCUMENT_BYTES); "
-                "split it or raise the limit"))
-        data = path.read_bytes()
+        data = read_regular_file(path, max_bytes)  # regular files only, never more than the limit
+    except KxError as exc:
+        return DocumentInput(name, source_path=str(path), error=exc)
     except FileNotFoundError:
         return DocumentInput(name, source_path=str(path), error=KxError(
             Status.NOT_FOUND, f"{path} does not exist; check the path"))
@@ -90,7 +88,10 @@ def from_jsonl(path: Path | str, max_bytes: int) -> Iterator[DocumentInput]:
     """
     path = Path(path)
     try:
-        handle = path.open("rb")
+        handle = open_regular_binary(path)  # a FIFO or device given as --jsonl must not hang the command
+    except KxError as exc:
+        yield DocumentInput(path.name, source_path=str(path), error=exc)
+        return
     except FileNotFoundError:
         yield DocumentInput(path.name, source_path=str(path), error=KxError(
             Status.NOT_FOUND, f"{path} does not exist; check the path"))

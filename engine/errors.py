@@ -20,7 +20,9 @@ class Status(enum.Enum):
     RESOURCE_EXHAUSTED = (7, 413)
     UNAUTHENTICATED = (8, 401)
     UNAVAILABLE = (9, 503)
-    INTERNAL = (10, 500)
+    PERMISSION_DENIED = (11, 403)  # refused by policy (the gateway's Host/Origin checks, links out of a folder)
+    DATA_LOSS = (12, 500)  # stored data is damaged: a server-side failure, but one with a name and a remedy
+    INTERNAL = (10, 500)   # last of the 500s, so an unexplained HTTP 500 maps back to INTERNAL
 
     @property
     def exit_code(self) -> int:

@@ -10,7 +10,11 @@ Routes (all JSON; errors are always `{code, message}` with the status's HTTP cod
     POST /v1/datasets/{name}/query       text and/or a pre-computed vector; k, mode, rerank
 
 Order of checks on every request, before any byte of the body is read: the
-bearer token (401), then the declared size (413). The body is then read in
+Host header (403: a loopback name or address with the gateway's port, the
+defence against DNS rebinding), the Origin header (403 unless it is the
+gateway's own or named in KX_GATEWAY_ALLOWED_ORIGINS: a web page elsewhere
+cannot post to it), the bearer token (401), then the declared size (413).
+These hold with or without a token (see `HostPolicy`). The body is then read in
 full, counting bytes (chunked uploads cannot dodge the limit), and validated
 before the engine sees it, so a client that goes away mid-upload leaves no
 trace. Engine calls run in the threadpool (sync routes), keeping the event
@@ -29,7 +33,7 @@ import logging
 import os
 import secrets
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -94,6 +98,114 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return True
+    except ValueError:
+        return False
+
+
+def split_host(value: str, default_port: int) -> tuple[str, int] | None:
+    """("host", port) from a Host header or an origin's authority; None when malformed."""
+    value = value.strip().lower()
+    if value.startswith("["):  # [v6] or [v6]:port
+        host, close, rest = value[1:].partition("]")
+        if not close or (rest and not rest.startswith(":")):
+            return None
+        port_text = rest[1:]
+    elif value.count(":") == 1:
+        host, _, port_text = value.partition(":")
+    elif ":" in value:  # a bare IPv6 address is not a valid Host
+        return None
+    else:
+        host, port_text = value, ""
+    if not host or (port_text and not port_text.isdigit()):
+        return None
+    port = int(port_text) if port_text else default_port
+    return (host, port) if 0 < port < 65536 else None
+
+
+class HostPolicy:
+    """Which Host and Origin headers a gateway answers: the browser-facing defences.
+
+    A web page can make the user's browser talk to 127.0.0.1. Through DNS
+    rebinding its own name resolves to this machine, so its requests carry
+    `Host: evil.example` and the browser lets the page read the answers:
+    only names that cannot be rebound are accepted — loopback names and
+    addresses, the address the operator bound with --host, this machine's
+    host name when bound to every interface (0.0.0.0/::, where any IP-literal
+    Host is fine too: an IP literal is never a rebinding), and
+    KX_GATEWAY_ALLOWED_HOSTS — each with the gateway's own port. Without
+    rebinding a page can still send blind cross-site POSTs; browsers mark
+    them with `Origin`, so an Origin that is not the gateway's own (scheme
+    http, an accepted host, the port) is refused unless the operator names
+    it in KX_GATEWAY_ALLOWED_ORIGINS, which is also the only way a response
+    carries CORS headers.
+    """
+
+    def __init__(self, bind_host: str | None = None, allowed_hosts: Sequence[str] = (),
+                 allowed_origins: Sequence[str] = ()) -> None:
+        names = {"localhost"} | {h.lower() for h in allowed_hosts}
+        self.any_ip = False
+        if bind_host and not is_loopback(bind_host):
+            bound = bind_host.strip("[]").lower()
+            if bound in ("0.0.0.0", "::", ""):
+                self.any_ip = True
+                import socket
+
+                names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
+            else:
+                names.add(bound)
+        self.names = frozenset(names)
+        self.allowed_origins = frozenset(o.rstrip("/").lower() for o in allowed_origins)
+
+    def host_ok(self, host: str) -> bool:
+        bare = host.strip("[]")
+        return is_loopback(bare) or bare in self.names or (self.any_ip and _is_ip(bare))
+
+    def check_host(self, header: str | None, port: int | None) -> KxError | None:
+        """None when the Host header names this gateway; else the 403 to answer."""
+        parsed = split_host(header, 80) if header else None
+        if parsed is not None and self.host_ok(parsed[0]) and (port is None or parsed[1] == port):
+            return None
+        where = f"127.0.0.1:{port}" if port else "127.0.0.1:PORT"
+        shown = repr(header[:100]) if header else "missing"
+        return KxError(Status.PERMISSION_DENIED,
+                       f"the Host header ({shown}) does not name this gateway: it answers to loopback names and "
+                       f"addresses with its own port{f' {port}' if port else ''} (a web page that rebinds its "
+                       f"own name to this machine sends its name here). Use http://{where}; if that name is "
+                       "this machine's, the operator can name it in KX_GATEWAY_ALLOWED_HOSTS")
+
+    def check_origin(self, origin: str | None, fetch_site: str | None, port: int | None) -> KxError | None:
+        """None when a request is not cross-site (no Origin, or the gateway's own, or allowed)."""
+        if origin is None:
+            if (fetch_site or "").lower() == "cross-site":
+                return KxError(Status.PERMISSION_DENIED,
+                               "this request came from another web site (Sec-Fetch-Site: cross-site); the gateway "
+                               "serves scripts and its own SDK, not pages elsewhere")
+            return None
+        if self.origin_allowed(origin) or self.is_own_origin(origin, port):
+            return None
+        return KxError(Status.PERMISSION_DENIED,
+                       f"the Origin header ({origin[:100]!r}) is not this gateway's own: a web page from another "
+                       "site cannot use the gateway (cross-site request forgery). To let a browser app at that "
+                       "origin in, start `kx serve` with KX_GATEWAY_ALLOWED_ORIGINS set to it")
+
+    def is_own_origin(self, origin: str, port: int | None) -> bool:
+        scheme, sep, authority = origin.strip().lower().partition("://")
+        parsed = split_host(authority, 80) if sep and scheme == "http" and "/" not in authority else None
+        return parsed is not None and self.host_ok(parsed[0]) and (port is None or parsed[1] == port)
+
+    def origin_allowed(self, origin: str) -> bool:
+        return origin.strip().rstrip("/").lower() in self.allowed_origins
+
+
+_CORS_PREFLIGHT = [(b"access-control-allow-methods", b"GET, POST"),
+                   (b"access-control-allow-headers", b"Authorization, Content-Type"),
+                   (b"access-control-max-age", b"600")]
 
 
 # -- request and response bodies --------------------------------------------------------
@@ -194,7 +306,7 @@ class DocumentTextOut(BaseModel):
 
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorOut} for code in (400, 401, 404, 412, 413, 500)
+    code: {"model": ErrorOut} for code in (400, 401, 403, 404, 412, 413, 500)
 }
 
 
@@ -209,8 +321,9 @@ class _Guard:
     """
 
     def __init__(self, app: Any, token: str | None, max_bytes: int, allow_local: bool,
-                 health_needs_token: bool) -> None:
+                 health_needs_token: bool, policy: HostPolicy) -> None:
         self.app = app
+        self.policy = policy
         self.token = token.encode() if token else None
         self.max_bytes = max_bytes
         self.allow_local = allow_local
@@ -220,20 +333,35 @@ class _Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        server = scope.get("server")
+        port = int(server[1]) if server and server[1] else None
+        refusal = self.policy.check_host(_header(scope, b"host"), port)
+        origin = _header(scope, b"origin")
+        refusal = refusal or self.policy.check_origin(origin, _header(scope, b"sec-fetch-site"), port)
+        if refusal is not None:
+            await _send_error(send, refusal)
+            return
+        # CORS headers only for an origin the operator named; the gateway's own pages need none
+        cors = ([(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin")]
+                if origin is not None and self.policy.origin_allowed(origin) else [])
+        if cors and scope.get("method") == "OPTIONS" and _header(scope, b"access-control-request-method"):
+            await _send_error(send, None, cors + _CORS_PREFLIGHT)  # a preflight carries no token
+            return
         if not self._admitted(scope):
             await _send_error(send, KxError(Status.UNAUTHENTICATED,
                                             "missing or wrong bearer token; send 'Authorization: Bearer <token>' "
-                                            "with the token from $KX_HOME/gateway.token on the gateway's machine"))
+                                            "with the token from $KX_HOME/gateway.token on the gateway's machine"),
+                              cors)
             return
         declared = _header(scope, b"content-length")
         if declared is not None:
             try:
                 size = int(declared)
             except ValueError:
-                await _send_error(send, invalid("Content-Length is not a number"))
+                await _send_error(send, invalid("Content-Length is not a number"), cors)
                 return
             if size > self.max_bytes:
-                await _send_error(send, self._too_large(f"{size:,} bytes"))
+                await _send_error(send, self._too_large(f"{size:,} bytes"), cors)
                 return
         chunks, total = [], 0
         while True:
@@ -243,7 +371,7 @@ class _Guard:
             body = message.get("body", b"")
             total += len(body)
             if total > self.max_bytes:
-                await _send_error(send, self._too_large(f"more than {self.max_bytes:,} bytes"))
+                await _send_error(send, self._too_large(f"more than {self.max_bytes:,} bytes"), cors)
                 return
             chunks.append(body)
             if not message.get("more_body", False):
@@ -262,7 +390,10 @@ class _Guard:
 
         async def tracking_send(message: dict) -> None:
             nonlocal started
-            started = started or message["type"] == "http.response.start"
+            if message["type"] == "http.response.start":
+                started = True
+                if cors:
+                    message = {**message, "headers": [*message.get("headers", []), *cors]}
             await send(message)
 
         # Unexpected errors are answered here rather than by Starlette's
@@ -274,7 +405,7 @@ class _Guard:
             log.exception("unexpected error in %s %s", scope.get("method"), scope.get("path"))
             if not started:
                 await _send_error(send, KxError(Status.INTERNAL, f"unexpected {type(exc).__name__}; see the "
-                                                                 "gateway's log and report it"))
+                                                                 "gateway's log and report it"), cors)
 
     def _admitted(self, scope: dict) -> bool:
         if scope.get("path") == HEALTH_PATH and not self.health_needs_token:
@@ -304,11 +435,14 @@ def _header(scope: dict, name: bytes) -> str | None:
     return None
 
 
-async def _send_error(send: Any, error: KxError) -> None:
-    body = json.dumps(error.to_dict()).encode()
-    await send({"type": "http.response.start", "status": error.status.http_status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            (b"connection", b"close")]})
+async def _send_error(send: Any, error: KxError | None, extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
+    """Answer `error` as {code, message} and close; None answers an empty 204 (a CORS preflight)."""
+    body = b"" if error is None else json.dumps(error.to_dict()).encode()
+    headers = [(b"content-length", str(len(body)).encode()), (b"connection", b"close"), *extra]
+    if error is not None:
+        headers.insert(0, (b"content-type", b"application/json"))
+    await send({"type": "http.response.start", "status": 204 if error is None else error.status.http_status,
+                "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -316,11 +450,15 @@ async def _send_error(send: Any, error: KxError) -> None:
 
 
 def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
-               max_request_bytes: int | None = None, health_needs_token: bool = False) -> FastAPI:
-    """The gateway as an ASGI app: FastAPI routes inside the token-and-size guard.
+               max_request_bytes: int | None = None, health_needs_token: bool = False,
+               bind_host: str | None = None, allowed_hosts: Sequence[str] | None = None,
+               allowed_origins: Sequence[str] | None = None) -> FastAPI:
+    """The gateway as an ASGI app: FastAPI routes inside the host, origin, token and size guard.
 
     `token` None with `allow_local` False admits nobody but health; `kx serve`
     always passes one unless it runs --dev-allow-local on loopback.
+    `allowed_hosts` / `allowed_origins` default to the engine's settings
+    (KX_GATEWAY_ALLOWED_HOSTS / _ORIGINS); `bind_host` is what --host bound.
     """
     app = FastAPI(title="kx gateway", version=__version__,
                   description="kx's engine over HTTP: datasets, ingest and hybrid retrieval. Every request "
@@ -383,8 +521,13 @@ def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
         # every hit's fields cost more than the engine's own fusion and MMR
         return JSONResponse(result.to_dict())
 
+    policy = HostPolicy(
+        bind_host,
+        engine.settings.gateway_allowed_hosts if allowed_hosts is None else allowed_hosts,
+        engine.settings.gateway_allowed_origins if allowed_origins is None else allowed_origins,
+    )
     app.add_middleware(_Guard, token=token, max_bytes=limit, allow_local=allow_local,
-                       health_needs_token=health_needs_token)
+                       health_needs_token=health_needs_token, policy=policy)
     return app
 
 

@@ -70,6 +70,7 @@ def run_query(
 
     searcher = engine.searcher(name)
     fingerprint = searcher.fingerprint
+    notes.extend(searcher.notes)
     use_dense, use_sparse = mode in ("dense", "hybrid"), mode in ("sparse", "hybrid")
     embedder = None
     if query_vector is not None:

@@ -70,6 +70,7 @@ class DatasetSearcher:
         self._bm25 = (bm25_k1, bm25_b)
         self._bm25_scorer: Bm25Scorer | None = None
         self._ref_of: dict[int, str] = {}
+        self.notes: list[str] = []  # said with every answer from these readers (e.g. indexes behind)
 
     def current(self) -> bool:
         """Still a faithful view: nothing was committed since it was opened."""

@@ -4,11 +4,14 @@ Derived from the catalogue like the dense index: documents are keyed by passage
 seq, and a sidecar records the highest seq committed. Whoosh's own commit is
 atomic (it renames a new table of contents into place); we fsync the new
 segment files before recording the watermark, so the sidecar never claims
-more than the disk holds.
+more than the disk holds. The sidecar also records each file's size and
+CRC-32: a damaged or missing segment makes the watermark 0, and the next
+open rebuilds the index from the catalogue instead of scoring garbage.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -20,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .atomic import fsync_dir, fsync_file, read_json, write_json_atomic
+from .checksums import file_crc32, matches
 
 if TYPE_CHECKING:
     from .store import Catalogue
@@ -78,6 +82,9 @@ class SparseIndex:
             return 0
         if meta.get("tokenizer") != TOKENIZER_VERSION or not self.folder.exists():
             return 0
+        files = meta.get("files")
+        if isinstance(files, dict) and not all(matches(self.folder / name, rec) for name, rec in files.items()):
+            return 0  # a damaged or missing segment: rebuild, never trust
         return int(meta.get("watermark", 0))
 
     def _open_for_write(self, start: int):
@@ -111,13 +118,28 @@ class SparseIndex:
         except BaseException:
             writer.cancel()
             raise
-        writer.commit()
-        ix.close()
+        try:
+            writer.commit()
+        except BaseException:
+            # a commit that failed half-way (a full disk) still holds whoosh's write lock:
+            # let go of it, or every later writer in this process waits on it forever
+            with contextlib.suppress(Exception):
+                writer.cancel()
+            with contextlib.suppress(Exception):
+                if writer.writelock is not None:
+                    writer.writelock.release()
+            shutil.rmtree(self.folder / "MAIN.tmp", ignore_errors=True)  # whoosh's sort pool, half-written
+            raise
+        finally:
+            ix.close()
+        files = {}
         for name in os.listdir(self.folder):
             fsync_file(self.folder / name)
+            if not name.endswith("WRITELOCK"):  # the lock is the next writer's, not the index's
+                files[name] = list(file_crc32(self.folder / name))
         fsync_dir(self.folder)
         write_json_atomic(self.sidecar, {"watermark": upto, "stopwords": self.stopwords,
-                                         "tokenizer": TOKENIZER_VERSION})
+                                         "tokenizer": TOKENIZER_VERSION, "files": files})
         return added
 
     def terms(self, text: str) -> list[str]:

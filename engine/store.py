@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 from .documents import RECORD_MEDIA_TYPE
 from .errors import KxError, Status
 from .fingerprint import Fingerprint
+from .storage_errors import classify_sqlite
 
 if TYPE_CHECKING:  # numpy is imported where vectors are touched: `kx datasets list` never pays for it
     import numpy as np
@@ -204,6 +205,9 @@ class Catalogue:
             self._db.execute("PRAGMA busy_timeout=30000")
             self._columns = {table: self._table_columns(table) for table in ("documents", "passages", "texts")}
         except sqlite3.DatabaseError as exc:
+            translated = classify_sqlite(exc, path)  # damaged (DATA_LOSS) or the disk is full
+            if translated is not None:
+                raise translated from None
             raise KxError(
                 Status.FAILED_PRECONDITION,
                 f"the catalogue {path} cannot be opened ({exc}); restore it from a backup or ingest into a new dataset",

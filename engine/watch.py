@@ -194,14 +194,35 @@ class IngestBackend(Protocol):
 
 
 def file_signature(path: str) -> Signature | None:
-    """(size, mtime_ns, ctime_ns) of a regular file; None when it is gone or not a regular file."""
+    """(size, mtime_ns, ctime_ns) of what `path` names (links followed); None when it is gone or a folder.
+
+    FIFOs, devices and sockets get a signature too, so they settle and are
+    refused with their reason instead of vanishing without a word; the
+    reader never blocks on them (engine/reading.py).
+    """
     try:
         st = os.stat(path)
     except OSError:
         return None
-    if not stat.S_ISREG(st.st_mode):
+    if stat.S_ISDIR(st.st_mode):
         return None
     return st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def leads_outside(path: str, root: str) -> str | None:
+    """Where `path` really lies when a symlink or junction on the way leads out of `root`; else None."""
+    real = os.path.realpath(path)
+    try:
+        inside = os.path.commonpath([real, root]) == root
+    except ValueError:  # another drive (Windows)
+        inside = False
+    return None if inside else real
+
+
+def outside_refusal(path: str, real: str) -> KxError:
+    return KxError(Status.PERMISSION_DENIED,
+                   f"{path} is a link to {real}, outside the watched folder; a watched folder does not follow "
+                   "links out of itself. Copy the file in, or add it once with kx datasets ingest NAME --file PATH")
 
 
 @dataclass
@@ -336,6 +357,7 @@ class FolderWatcher:
         self._worker: threading.Thread | None = None
         self._root = ""
         self._identity: tuple[int, int] = (0, 0)
+        self._reported_links: set[str] = set()
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -549,9 +571,20 @@ class FolderWatcher:
 
         for here, folders, files in os.walk(folder, onerror=unreadable):
             folders[:] = [f for f in folders if not f.startswith(".")]  # dot-folders are ignored wholesale
+            for linked in [f for f in folders if os.path.islink(os.path.join(here, f))]:
+                self._report_outside_folder(os.path.join(here, linked))  # os.walk does not descend links
             folders.sort()
             for name in sorted(files):  # so a backlog goes in name order, the same on every run
                 self._note(os.path.join(here, name))
+
+    def _report_outside_folder(self, path: str) -> None:
+        """Say once that a linked folder leading out of the watched one is not followed."""
+        real = leads_outside(path, self._root)
+        if real is None or path in self._reported_links:
+            return
+        self._reported_links.add(path)
+        error = outside_refusal(path, real)
+        self._emit(WatchError(error.status.name, error.message, fatal=False, path=path))
 
     def _take_batch(self) -> list[tuple[str, Signature, DocumentInput]]:
         batch: list[tuple[str, Signature, DocumentInput]] = []
@@ -574,6 +607,10 @@ class FolderWatcher:
         if file_signature(path) != signature:
             self._note(path)
             return None
+        real = leads_outside(path, self._root)
+        if real is not None:  # refused unread: the event says where the link leads
+            name = Path(path).stem or Path(path).name
+            return DocumentInput(name, source_path=path, error=outside_refusal(path, real))
         doc = from_file(path, limit)
         if doc.error is not None and doc.error.status is Status.NOT_FOUND:
             return None

@@ -56,7 +56,7 @@ def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool) -> No
             click.echo("--dev-allow-local: clients on this machine need no token")
         click.echo("Ctrl-C or SIGTERM stops it after the requests in flight.")
         _warm_up(engine)
-        _run(engine, token, settings.max_request_bytes, dev_allow_local, sock)
+        _run(engine, token, settings.max_request_bytes, dev_allow_local, sock, host)
     finally:
         engine.close()
         sock.close()
@@ -75,12 +75,12 @@ def _warm_up(engine: Any) -> None:
     threading.Thread(target=warm, name="kx-warm-up", daemon=True).start()
 
 
-def _run(engine: Any, token: str, max_bytes: int, allow_local: bool, sock: socket.socket) -> None:
+def _run(engine: Any, token: str, max_bytes: int, allow_local: bool, sock: socket.socket, host: str) -> None:
     import uvicorn
 
     from engine.gateway import create_app
 
-    app = create_app(engine, token, allow_local=allow_local, max_request_bytes=max_bytes)
+    app = create_app(engine, token, allow_local=allow_local, max_request_bytes=max_bytes, bind_host=host)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                             timeout_graceful_shutdown=_DRAIN_SECONDS)
     server = uvicorn.Server(config)

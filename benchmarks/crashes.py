@@ -1,0 +1,419 @@
+"""Crash campaign: SIGKILL kx at random moments and check nothing reported is lost, doubled or corrupt.
+
+    python benchmarks/crashes.py [--ingest 50] [--watch 20] [--gateway 20] [--docs 20] [--seed 13]
+
+By hand, not in CI (minutes per dozen kills). Three targets, each a real
+`kx` process on a SciFact slice (one abstract per file, KX_INGEST_COMMIT_PASSAGES
+small so a command makes many commits for a kill to land between):
+
+- ingest:  `kx datasets ingest crash-ingest FILES...` killed at a moment drawn
+  uniformly from [0, the uninterrupted command's duration]; then the same
+  command is run again to completion (the restart).
+- watch:   `kx datasets watch crash-watch DIR --json` with the round's files
+  dropped in, killed likewise; restarted until the dataset holds them all.
+- gateway: `kx serve` killed while a client uploads the round's documents
+  (POST /v1/datasets/crash-gateway/documents); restarted, the upload repeated.
+
+After every kill, before anything else touches the dataset:
+`PRAGMA integrity_check` is ok and every document the killed process
+reported as added (its "added" lines / "ingested" events / the response
+that made it out) is in the catalogue exactly once. After the restart: the
+indexes have caught up (both sidecar watermarks = the top passage seq,
+without a query healing them), every reported document is found by its
+own exact text in sparse and in dense search, and no name or passage is
+doubled. A kill "survives" when all of that holds; "lost" counts reported
+documents missing; "corrupt" counts datasets failing a check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from common import DATA, REPO
+
+
+@dataclass
+class Tally:
+    kills: int = 0
+    survived: int = 0
+    lost: int = 0
+    corrupt: int = 0
+    before_first_commit: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KX_")}
+    env.update({"KX_HOME": str(home), "KX_INGEST_COMMIT_PASSAGES": "4", "PYTHONUNBUFFERED": "1",
+                "PYTHONPATH": str(REPO)})
+    return env
+
+
+def _kx(home: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "kx_tui", *args], cwd=REPO, env=_env(home),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+class Reader:
+    """Collects a process's stdout lines on a thread (so a kill never loses what was already printed)."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._pump, args=(proc.stdout,), daemon=True)
+        self._thread.start()
+        threading.Thread(target=lambda: proc.stderr.read(), daemon=True).start()
+
+    def _pump(self, stream) -> None:
+        for line in stream:
+            self.lines.append(line.rstrip("\n"))
+
+    def join(self) -> None:
+        self._thread.join(timeout=10)
+
+
+def _slice(count: int, start: int) -> list[dict]:
+    out = []
+    with (DATA / "scifact" / "corpus.jsonl").open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle):
+            if number >= start + count:
+                break
+            if number >= start:
+                record = json.loads(line)
+                out.append({"name": f"sf-{record['_id']}", "text": f"{record['title']}\n\n{record['text']}"})
+    return out
+
+
+def _write(folder: Path, docs: list[dict]) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for doc in docs:
+        path = folder / f"{doc['name']}.txt"
+        path.write_text(doc["text"], encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+# -- the checks ---------------------------------------------------------------------------
+
+
+def _catalogue(home: Path, dataset: str) -> Path:
+    return home / "datasets" / dataset / "catalog.sqlite"
+
+
+def check_after_kill(home: Path, dataset: str, reported: set[str], tally: Tally, what: str) -> bool:
+    """integrity_check ok and every reported document present exactly once. Returns False if corrupt."""
+    path = _catalogue(home, dataset)
+    if not path.exists():
+        if reported:
+            tally.lost += len(reported)
+            tally.problems.append(f"{what}: no catalogue, {len(reported)} reported documents gone")
+        return True
+    db = sqlite3.connect(path)  # read-write, as the next kx would: a hot WAL is replayed
+    try:
+        verdict = db.execute("PRAGMA integrity_check").fetchone()[0]
+        names = [row[0] for row in db.execute("SELECT name FROM documents")]
+    finally:
+        db.close()
+    if verdict != "ok":
+        tally.corrupt += 1
+        tally.problems.append(f"{what}: integrity_check says {verdict}")
+        return False
+    missing = reported - set(names)
+    doubled = {n for n in names if names.count(n) > 1}
+    if missing:
+        tally.lost += len(missing)
+        tally.problems.append(f"{what}: reported added but missing: {sorted(missing)[:5]}")
+    if doubled:
+        tally.corrupt += 1
+        tally.problems.append(f"{what}: doubled after the kill: {sorted(doubled)[:5]}")
+        return False
+    return not missing
+
+
+def check_after_restart(home: Path, dataset: str, expected: dict[str, str], tally: Tally, what: str,
+                        embedder) -> bool:
+    """Indexes caught up, every expected document findable by its text in both retrievers, nothing doubled."""
+    from engine import Engine, load_settings
+
+    folder = home / "datasets" / dataset
+    db = sqlite3.connect(f"file:{folder / 'catalog.sqlite'}?mode=ro", uri=True)
+    try:
+        top, passages = db.execute("SELECT COALESCE(MAX(seq), 0), COUNT(*) FROM passages").fetchone()
+        names = [row[0] for row in db.execute("SELECT name FROM documents")]
+        broken = db.execute("SELECT COUNT(*) FROM (SELECT d.ref FROM documents d LEFT JOIN passages p "
+                            "ON p.doc_ref = d.ref GROUP BY d.ref HAVING COUNT(p.seq) != d.passage_count)"
+                            ).fetchone()[0]
+    finally:
+        db.close()
+    ok = True
+    dense = json.loads((folder / "dense.json").read_text())
+    sparse = json.loads((folder / "sparse.json").read_text())
+    if dense["watermark"] != top or sparse["watermark"] != top or dense["count"] != passages:
+        tally.problems.append(f"{what}: indexes behind after the restart (top {top}, dense {dense['watermark']}, "
+                              f"sparse {sparse['watermark']})")
+        ok = False
+    if len(names) != len(set(names)) or broken:
+        tally.problems.append(f"{what}: {len(names) - len(set(names))} doubled names, {broken} partial documents")
+        ok = False
+    missing = set(expected) - set(names)
+    if missing:
+        tally.lost += len(missing)
+        tally.problems.append(f"{what}: after the restart {len(missing)} documents missing")
+        ok = False
+    engine = Engine(load_settings({"home": str(home)}), embedder=embedder)
+    try:
+        for name in sorted(set(expected) & set(names)):
+            for mode in ("sparse", "dense"):
+                hits = engine.query(dataset, expected[name], mode=mode, k=5, rerank=False).hits
+                if name not in [h.document_name for h in hits]:
+                    tally.problems.append(f"{what}: {name} not found by its own text in {mode}")
+                    ok = False
+    finally:
+        engine.close()
+    return ok
+
+
+# -- the targets ---------------------------------------------------------------------------
+
+
+def _kill_at(proc: subprocess.Popen, delay: float) -> None:
+    deadline = time.monotonic() + delay
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.01)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+
+
+def _added_lines(lines: list[str]) -> set[str]:
+    return {line.split()[1] for line in lines if line.startswith("added ")}
+
+
+def campaign_ingest(root: Path, rounds: int, per: int, rng: random.Random, embedder, tally: Tally) -> None:
+    home, dataset = root / "ingest-home", "crash-ingest"
+    calibrate = _write(root / "files-calibrate", _slice(per, 4000))
+    started = time.monotonic()
+    proc = _kx(home, "datasets", "ingest", "crash-calibrate", *map(str, calibrate))
+    proc.communicate(timeout=600)
+    span = time.monotonic() - started
+    print(f"ingest: one uninterrupted command of {per} files takes {span:.1f} s; kills drawn from [0, {span:.1f}]",
+          flush=True)
+    for number in range(rounds):
+        docs = _slice(per, number * per)
+        paths = _write(root / f"files-{number}", docs)
+        proc = _kx(home, "datasets", "ingest", dataset, *map(str, paths))
+        reader = Reader(proc)
+        delay = rng.uniform(0, span)
+        _kill_at(proc, delay)
+        reader.join()
+        reported = _added_lines(reader.lines)
+        what = f"ingest kill {number + 1} at {delay:.2f} s"
+        tally.kills += 1
+        tally.before_first_commit += not reported
+        good = check_after_kill(home, dataset, reported, tally, what)
+        again = _kx(home, "datasets", "ingest", dataset, *map(str, paths))
+        out, err = again.communicate(timeout=600)
+        if again.returncode != 0:
+            tally.problems.append(f"{what}: the restart exited {again.returncode}: {err.strip()[-300:]}")
+            good = False
+        restarted = _added_lines(out.splitlines())
+        if restarted & reported:
+            tally.problems.append(f"{what}: re-added after the restart: {sorted(restarted & reported)[:5]}")
+            good = False
+        good = check_after_restart(home, dataset, {d["name"]: d["text"] for d in docs}, tally, what,
+                                   embedder) and good
+        tally.survived += good
+        print(f"  {what}: {len(reported)} reported added before the kill -> {'ok' if good else 'FAILED'}",
+              flush=True)
+
+
+def campaign_watch(root: Path, rounds: int, per: int, rng: random.Random, embedder, tally: Tally) -> None:
+    home, dataset = root / "watch-home", "crash-watch"
+    inbox = root / "inbox"
+    inbox.mkdir()
+    for number in range(rounds):
+        docs = _slice(per, 2000 + number * per)
+        proc = _kx(home, "datasets", "watch", dataset, str(inbox), "--json", "--settle", "0.3")
+        reader = Reader(proc)
+        while not any('"watching"' in line for line in reader.lines) and proc.poll() is None:
+            time.sleep(0.05)
+        _write(inbox, docs)
+        delay = rng.uniform(0, 6.0)
+        _kill_at(proc, delay)
+        reader.join()
+        reported = set()
+        for line in reader.lines:
+            event = json.loads(line) if line.startswith("{") else {}
+            if event.get("event") == "ingested":
+                reported.add(event["name"])
+        what = f"watch kill {number + 1} at {delay:.2f} s"
+        tally.kills += 1
+        tally.before_first_commit += not reported
+        good = check_after_kill(home, dataset, reported, tally, what)
+        total = (number + 1) * per
+        again = _kx(home, "datasets", "watch", dataset, str(inbox), "--json", "--settle", "0.3")
+        lines = Reader(again)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and again.poll() is None:
+            done = [json.loads(l) for l in lines.lines if l.startswith('{"event": "batch_done"')]
+            if done and done[-1]["documents"] >= total and not _pending(lines.lines):
+                break
+            if _catalogue(home, dataset).exists() and not done and _count(home, dataset) >= total:
+                break  # everything was in already: the restart only finds it unchanged
+            time.sleep(0.1)
+        again.send_signal(signal.SIGTERM)
+        again.wait(timeout=60)
+        lines.join()
+        readded = {json.loads(l)["name"] for l in lines.lines if l.startswith('{"event": "ingested"')} & reported
+        if readded:
+            tally.problems.append(f"{what}: re-added after the restart: {sorted(readded)[:5]}")
+            good = False
+        good = check_after_restart(home, dataset, {d["name"]: d["text"] for d in docs}, tally, what,
+                                   embedder) and good
+        tally.survived += good
+        print(f"  {what}: {len(reported)} reported added before the kill -> {'ok' if good else 'FAILED'}",
+              flush=True)
+
+
+def _pending(lines: list[str]) -> bool:
+    """A batch started but not yet done."""
+    started = sum(1 for l in lines if l.startswith('{"event": "batch_started"'))
+    done = sum(1 for l in lines if l.startswith('{"event": "batch_done"'))
+    return started > done
+
+
+def _count(home: Path, dataset: str) -> int:
+    db = sqlite3.connect(f"file:{_catalogue(home, dataset)}?mode=ro", uri=True)
+    try:
+        return db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+    finally:
+        db.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _serve(home: Path) -> tuple[subprocess.Popen, str, str]:
+    import httpx
+
+    port = _free_port()
+    proc = _kx(home, "serve", "--port", str(port))
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/v1/health", timeout=1).status_code == 200:
+                return proc, url, (home / "gateway.token").read_text().strip()
+        except httpx.TransportError:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("kx serve did not start")
+
+
+def campaign_gateway(root: Path, rounds: int, per: int, rng: random.Random, embedder, tally: Tally) -> None:
+    import httpx
+
+    home, dataset = root / "gateway-home", "crash-gateway"
+    for number in range(rounds):
+        docs = _slice(per, 3000 + number * per)
+        body = {"documents": [{"text": d["text"], "name": d["name"]} for d in docs]}
+        proc, url, token = _serve(home)
+        headers = {"Authorization": f"Bearer {token}"}
+        answer: dict = {}
+
+        def upload() -> None:
+            try:
+                response = httpx.post(f"{url}/v1/datasets/{dataset}/documents", json=body, headers=headers,
+                                      timeout=300)
+                answer["report"] = response.json()
+            except (httpx.TransportError, ValueError) as exc:
+                answer["error"] = repr(exc)
+
+        client = threading.Thread(target=upload)
+        client.start()
+        delay = rng.uniform(0.0, 8.0)
+        _kill_at(proc, delay)
+        client.join(timeout=60)
+        report = answer.get("report") or {}
+        reported = {r["name"] for r in report.get("results", []) if r.get("status") == "added"}
+        what = f"gateway kill {number + 1} at {delay:.2f} s"
+        tally.kills += 1
+        tally.before_first_commit += not reported
+        good = check_after_kill(home, dataset, reported, tally, what)
+        proc, url, token = _serve(home)
+        try:
+            again = httpx.post(f"{url}/v1/datasets/{dataset}/documents", json=body, headers=headers, timeout=600)
+            redone = again.json()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+        readded = {r["name"] for r in redone.get("results", []) if r.get("status") == "added"} & reported
+        if again.status_code != 200 or readded:
+            tally.problems.append(f"{what}: restart answered {again.status_code}, re-added {sorted(readded)[:5]}")
+            good = False
+        good = check_after_restart(home, dataset, {d["name"]: d["text"] for d in docs}, tally, what,
+                                   embedder) and good
+        tally.survived += good
+        print(f"  {what}: {len(reported)} reported added before the kill -> {'ok' if good else 'FAILED'}",
+              flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ingest", type=int, default=50, help="kills of `kx datasets ingest`")
+    parser.add_argument("--watch", type=int, default=20, help="kills of `kx datasets watch`")
+    parser.add_argument("--gateway", type=int, default=20, help="kills of `kx serve` during an upload")
+    parser.add_argument("--docs", type=int, default=20, help="SciFact abstracts per round")
+    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    args = parser.parse_args()
+    if not (DATA / "scifact" / "corpus.jsonl").exists():
+        raise SystemExit(f"SciFact is not at {DATA / 'scifact'}; nothing to run on")
+    from engine.embedders import load_embedder
+    from engine.models import model_card_for
+
+    embedder = load_embedder(model_card_for("default"))
+    rng = random.Random(args.seed)
+    root = Path(tempfile.mkdtemp(prefix="kx-crashes-"))
+    results = {}
+    for target, count, run in (("ingest", args.ingest, campaign_ingest), ("watch", args.watch, campaign_watch),
+                               ("gateway", args.gateway, campaign_gateway)):
+        if count <= 0:
+            continue
+        tally = Tally()
+        started = time.monotonic()
+        run(root, count, args.docs, rng, embedder, tally)
+        results[target] = tally
+        print(f"{target}: {tally.kills} kills, {tally.survived} survived, {tally.lost} documents lost, "
+              f"{tally.corrupt} corrupt datasets ({tally.before_first_commit} kills before any reported add) "
+              f"in {time.monotonic() - started:.0f} s", flush=True)
+        for problem in tally.problems:
+            print(f"    {problem}", flush=True)
+    print(json.dumps({t: {"kills": r.kills, "survived": r.survived, "lost": r.lost, "corrupt": r.corrupt,
+                          "before_first_commit": r.before_first_commit} for t, r in results.items()}))
+    if not args.keep:
+        import shutil
+
+        shutil.rmtree(root, ignore_errors=True)
+    else:
+        print(f"kept {root}")
+
+
+if __name__ == "__main__":
+    main()
