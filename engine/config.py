@@ -77,6 +77,13 @@ def _url_or_empty(text: str) -> str:
     return value
 
 
+def _chat_url(text: str) -> str:
+    value = text.strip()
+    if value and not value.startswith(("http://", "https://")):
+        raise ValueError("expected an http:// or https:// address, or nothing for the offline brain")
+    return value.rstrip("/")
+
+
 @dataclass(frozen=True)
 class SettingSpec:
     """How one setting is named, parsed, defaulted and explained."""
@@ -87,6 +94,7 @@ class SettingSpec:
     default: Callable[[], Any]
     doc: str
     in_config_file: bool = True
+    secret: bool = False  # shown masked by `kx info`
 
 
 def _default_home() -> Path:
@@ -138,6 +146,22 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("gateway", "KX_GATEWAY", _url_or_empty, lambda: "",
                 "a `kx serve` address (e.g. http://127.0.0.1:50151) for the CLI to work through; "
                 "empty: run the engine in-process"),
+    # The research loop (`kx agent run`, engine/agent/): hard bounds, and the optional chat model.
+    SettingSpec("agent_max_steps", "KX_AGENT_MAX_STEPS", _int_in(1, 100), lambda: 12,
+                "most searches one agent run may make (a malformed tool call counts as one)"),
+    SettingSpec("agent_max_passages", "KX_AGENT_MAX_PASSAGES", _int_in(1, 2000), lambda: 100,
+                "most distinct passages one agent run may read"),
+    SettingSpec("agent_max_seconds", "KX_AGENT_MAX_SECONDS", _float_in(1.0, 3600.0), lambda: 120.0,
+                "wall-time bound of one agent run, in seconds"),
+    SettingSpec("agent_k", "KX_AGENT_K", _int_in(1, 64), lambda: 8,
+                "passages each of the agent's searches reads"),
+    SettingSpec("agent_chat_url", "KX_AGENT_CHAT_URL", _chat_url, lambda: "",
+                "an OpenAI-compatible chat-completions endpoint (e.g. http://127.0.0.1:8080/v1) that drives "
+                "the agent; empty: the offline brain (embedder only)"),
+    SettingSpec("agent_chat_model", "KX_AGENT_CHAT_MODEL", _text, lambda: "default",
+                "model name sent to the chat endpoint"),
+    SettingSpec("agent_chat_key", "KX_AGENT_CHAT_KEY", lambda t: t.strip(), lambda: "",
+                "bearer key for the chat endpoint (empty: none)", secret=True),
 )
 SPEC_BY_NAME = {spec.name: spec for spec in SPECS}
 
@@ -164,6 +188,13 @@ class Settings:
     max_document_bytes: int
     max_request_bytes: int
     gateway: str
+    agent_max_steps: int
+    agent_max_passages: int
+    agent_max_seconds: float
+    agent_k: int
+    agent_chat_url: str
+    agent_chat_model: str
+    agent_chat_key: str
     # setting name -> "default", "config file <path>", "env KX_...", or "flag"
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -183,7 +214,7 @@ class Settings:
             rows.append({
                 "name": spec.name,
                 "env": spec.env,
-                "value": _show(value),
+                "value": ("***" if value else "") if spec.secret else _show(value),
                 "source": self.sources.get(spec.name, "default"),
                 "doc": spec.doc,
             })
