@@ -278,11 +278,13 @@ def eval_command(ctx: click.Context, name: str, queries_path: Path, qrels_path: 
         print_eval(Console(), result)
 
 
+from .agent_cmd import agent as _agent_group  # noqa: E402 - registered once the group exists
 from .serve_cmd import serve as _serve_command  # noqa: E402 - registered once the group exists
 from .watch_cmd import watch as _watch_command  # noqa: E402 - registered once the group exists
 
 datasets.add_command(_watch_command)
 cli.add_command(_serve_command)
+cli.add_command(_agent_group)
 
 
 def _fail(status_name: str, message: str, code: int) -> None:

@@ -109,7 +109,8 @@ class Reader:
         for hit in result.hits:
             if hit.passage_ref not in self.hits and len(new) < room:
                 new.append(hit)
-        kept = [h for h in result.hits if h.passage_ref in self.hits or h in new]
+        new_refs = {h.passage_ref for h in new}
+        kept = [h for h in result.hits if h.passage_ref in self.hits or h.passage_ref in new_refs]
         for hit in new:
             self.hits[hit.passage_ref] = hit
         if len(kept) < len(result.hits):
@@ -189,9 +190,13 @@ def run_agent(
 
         client = ChatClient(settings.agent_chat_url, settings.agent_chat_model, settings.agent_chat_key,
                             transport=chat_transport)
-        brain: Brain = ChatBrain(client)
-        if dataset is None:
-            return brain.plain(goal, bounds)  # type: ignore[attr-defined]
+        chat = ChatBrain(client)
+        try:
+            if dataset is None:
+                return chat.plain(goal, bounds)
+            return chat.run(goal, Reader(backend, dataset, bounds, on_step))
+        finally:
+            client.close()
     else:
         if dataset is None:
             raise precondition("the offline agent reads a dataset and has no model to answer from memory; "
@@ -203,7 +208,7 @@ def run_agent(
                                "engine runs (in-process, or through the gateway's /v1/agent/runs)")
         from .offline import OfflineBrain
 
-        brain = OfflineBrain(embed)
+        brain: Brain = OfflineBrain(embed)
     return brain.run(goal, Reader(backend, dataset, bounds, on_step))
 
 

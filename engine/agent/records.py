@@ -41,6 +41,14 @@ class Step:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def summary(self) -> str:
+        """The step on one line, as the CLI and the TUI show it while the run goes on."""
+        if self.error is not None:
+            return f"step {self.index}: refused a tool call: {self.error}"
+        line = (f"step {self.index}: searched {self.query!r} ({self.mode}, k={self.k}): {len(self.refs)} passage(s), "
+                f"{len(self.new_refs)} new, {self.relevant_new} relevant")
+        return line + (f" — {self.why}" if self.why else "")
+
 
 @dataclass(frozen=True)
 class Citation:
@@ -69,6 +77,11 @@ class AgentRun:
     stripped_citations: list[str] = field(default_factory=list)   # refs the model cited but never read
     found: bool = True
     elapsed_ms: float = 0.0
+
+    def summary(self) -> str:
+        """Why and when the run stopped, on one line."""
+        return (f"stopped: {self.stop_reason} after {len(self.steps)} step(s), {len(self.read)} passage(s) read, "
+                f"{self.elapsed_ms / 1000.0:.1f} s ({self.brain} brain)")
 
     def to_dict(self) -> dict[str, Any]:
         return {
