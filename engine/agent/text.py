@@ -24,7 +24,7 @@ both but by can could did do does doing down during each few for from further ha
 him his how i if in into is it its itself just me more most my no nor not now of off on once only or other our ours
 out over own same she should so some such than that the their theirs them then there these they this those through
 to too under until up very was we were what when where which while who whom why will with would you your yours
-yourself etc eg ie via per
+yourself etc eg ie via per every each
 """.split())
 
 # Words that tell the agent what to do rather than what to look for.
@@ -32,7 +32,7 @@ INSTRUCTION_WORDS = frozenset("""
 summarise summarize summary overview explain describe tell give list show find outline detail details discuss
 compare please know want need like us everything anything something things thing kind kinds way ways regarding
 concerning related relating relevant information info particular particularly especially whether exist exists
-existing example examples mean means
+existing example examples mean means many much get gets got
 """.split())
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-']*")
