@@ -57,8 +57,10 @@ class ScriptedChat:
         self.thread.start()
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        if self.thread.is_alive():
+            self.server.shutdown()
+            self.server.server_close()
+            self.thread.join()
 
 
 def search(query: Any = None, *, raw: str | None = None, name: str = "search_dataset", call_id: str = "call-1",
