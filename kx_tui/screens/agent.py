@@ -99,6 +99,7 @@ class AgentScreen(Screen):
         citations.add_options([c.label for c in run.citations])
         citations.display = bool(run.citations)
         if run.citations:
+            citations.highlighted = 0
             citations.focus()
 
     def on_agent_failed(self, message: AgentFailed) -> None:
