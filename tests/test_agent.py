@@ -108,6 +108,16 @@ def test_the_passage_bound_holds(kx_home: Path) -> None:
     assert sum(len(s.new_refs) for s in run.steps) == 5
 
 
+def test_agent_help_stays_light_and_the_chat_key_is_masked(tmp_path: Path, monkeypatch) -> None:
+    from .test_import_hygiene import _loaded_after
+
+    assert _loaded_after(["agent", "run", "--help"], tmp_path) == []
+    monkeypatch.setenv("KX_AGENT_CHAT_KEY", "sk-very-secret")
+    shown = json.loads(run_cli("info", "--json").stdout)
+    row = next(r for r in shown["settings"] if r["name"] == "agent_chat_key")
+    assert row["value"] == "***" and "sk-very-secret" not in json.dumps(shown)
+
+
 # -- the offline brain on the handbook, with the real model ---------------------------------
 
 

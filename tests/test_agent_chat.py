@@ -77,18 +77,19 @@ def test_a_malformed_tool_call_gets_an_error_and_the_loop_goes_on(engine, chat) 
         lambda _b: search("leave", k="ten"),
         lambda _b: search("", mode="hybrid"),
         lambda _b: search("annual leave days", mode="sideways"),
+        lambda _b: {"content": None, "tool_calls": "search_dataset please"},
         lambda _b: search("annual leave days", mode="sparse"),
         _answer("See the handbook."),
     ]
     run = run_agent_on(engine, "how many days of annual leave?", "handbook")
     errors = [s.error for s in run.steps]
-    assert errors[:5] and all(errors[:5]) and errors[5] is None
+    assert all(errors[:6]) and errors[6] is None
     assert "not valid JSON" in errors[0] and "unknown tool" in errors[1] and "k must be" in errors[2]
-    assert "query must be" in errors[3] and "mode must be" in errors[4]
+    assert "query must be" in errors[3] and "mode must be" in errors[4] and "name a function" in errors[5]
     # each error went back to the model as the tool's answer, and the next turn came
-    answers = tool_results(chat.requests[5])
-    assert [("error" in a) for a in answers] == [True] * 5
-    assert run.steps[5].mode == "sparse" and run.steps[5].refs and run.stop_reason == "enough"
+    answers = tool_results(chat.requests[6])
+    assert [("error" in a) for a in answers] == [True] * 6
+    assert run.steps[6].mode == "sparse" and run.steps[6].refs and run.stop_reason == "enough"
 
 
 def test_the_step_bound_is_enforced_and_the_model_asked_to_answer(engine, chat) -> None:

@@ -6,7 +6,8 @@ offers the model `search_dataset(query, k, mode)`; every call is validated
 (an unknown tool, arguments that are not JSON, a missing or ill-typed field:
 an error goes back to the model as the tool's answer and the loop goes on)
 and runs through the Reader, which keeps the bounds. When a bound is reached
-the model is asked once more, without tools, for its answer.
+the model is asked once more, without tools, for its answer (given 30 s past
+the time bound for it, so a run that ran out of time still ends with one).
 
 Citations: each passage is shown to the model with a short id, and the model
 is told to cite as `[ref:ID]`. In the final answer every such mark naming a
@@ -160,12 +161,15 @@ class ChatBrain:
                     break
                 message = self.client.complete(messages, [TOOL], reader.seconds_left())
                 calls = message.get("tool_calls") or []
+                if not isinstance(calls, list):
+                    calls = [calls]  # not the protocol's list: answered as one malformed call
                 if not calls:
                     stop, answer = ENOUGH, self._content(message)
                     break
                 messages.append({"role": "assistant", "content": message.get("content"), "tool_calls": calls})
                 for call in calls:
-                    messages.append({"role": "tool", "tool_call_id": str((call or {}).get("id", "")),
+                    call_id = call.get("id", "") if isinstance(call, dict) else ""
+                    messages.append({"role": "tool", "tool_call_id": str(call_id),
                                      "content": json.dumps(self._answer_call(call, reader))})
         except KxError as exc:
             if exc.status is not Status.UNAVAILABLE or "time bound" not in exc.message:
