@@ -15,11 +15,14 @@ import dataclasses
 import enum
 import json
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from .documents import DocumentInput, from_bytes, from_text
 from .errors import KxError, Status
 from .records import DatasetSummary, DocumentResult, Hit, IngestReport, Notice, QueryResult
+
+if TYPE_CHECKING:
+    from .agent.records import AgentRun
 
 EventFn = Callable[[object], None]
 DEFAULT_URL = "http://127.0.0.1:50151"
@@ -118,6 +121,21 @@ class KxClient:
         rerank: bool | None = None,
     ) -> QueryResult:
         return self.query(name, text, vector=vector, k=k, mode=mode, rerank=rerank)
+
+    def run_agent(self, goal: str, dataset: str | None = None, max_steps: int | None = None) -> "AgentRun":
+        """Run the agent on the gateway (POST /v1/agent/runs): its transcript and cited answer.
+
+        The run happens where the engine is, bounded by the gateway's
+        KX_AGENT_* settings (`max_steps` can only tighten them).
+        """
+        from .agent.records import AgentRun
+
+        body: dict[str, Any] = {"goal": goal}
+        if dataset is not None:
+            body["dataset"] = dataset
+        if max_steps is not None:
+            body["max_steps"] = max_steps
+        return AgentRun.from_dict(self._call("POST", "/v1/agent/runs", body))
 
     def health(self) -> dict[str, Any]:
         return self._call("GET", "/v1/health")

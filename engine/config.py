@@ -113,6 +113,11 @@ def _hosts(text: str) -> tuple[str, ...]:
             raise ValueError(f"expected host names like kx.lan, comma-separated; {item!r} is not one")
         out.append(item)
     return tuple(out)
+def _chat_url(text: str) -> str:
+    value = text.strip()
+    if value and not value.startswith(("http://", "https://")):
+        raise ValueError("expected an http:// or https:// address, or nothing for the offline brain")
+    return value.rstrip("/")
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,7 @@ class SettingSpec:
     default: Callable[[], Any]
     doc: str
     in_config_file: bool = True
+    secret: bool = False  # shown masked by `kx info`
 
 
 def _default_home() -> Path:
@@ -209,6 +215,22 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("gateway_allowed_hosts", "KX_GATEWAY_ALLOWED_HOSTS", _hosts, tuple,
                 "extra Host names `kx serve` answers to besides loopback and its --host (e.g. a LAN name); "
                 "any other Host is refused, the defence against DNS rebinding"),
+    # The research loop (`kx agent run`, engine/agent/): hard bounds, and the optional chat model.
+    SettingSpec("agent_max_steps", "KX_AGENT_MAX_STEPS", _int_in(1, 100), lambda: 12,
+                "most searches one agent run may make (a malformed tool call counts as one)"),
+    SettingSpec("agent_max_passages", "KX_AGENT_MAX_PASSAGES", _int_in(1, 2000), lambda: 100,
+                "most distinct passages one agent run may read"),
+    SettingSpec("agent_max_seconds", "KX_AGENT_MAX_SECONDS", _float_in(1.0, 3600.0), lambda: 120.0,
+                "wall-time bound of one agent run, in seconds"),
+    SettingSpec("agent_k", "KX_AGENT_K", _int_in(1, 64), lambda: 8,
+                "passages each of the agent's searches reads"),
+    SettingSpec("agent_chat_url", "KX_AGENT_CHAT_URL", _chat_url, lambda: "",
+                "an OpenAI-compatible chat-completions endpoint (e.g. http://127.0.0.1:8080/v1) that drives "
+                "the agent; empty: the offline brain (embedder only)"),
+    SettingSpec("agent_chat_model", "KX_AGENT_CHAT_MODEL", _text, lambda: "default",
+                "model name sent to the chat endpoint"),
+    SettingSpec("agent_chat_key", "KX_AGENT_CHAT_KEY", lambda t: t.strip(), lambda: "",
+                "bearer key for the chat endpoint (empty: none)", secret=True),
 )
 SPEC_BY_NAME = {spec.name: spec for spec in SPECS}
 
@@ -246,6 +268,13 @@ class Settings:
     gateway: str
     gateway_allowed_origins: tuple[str, ...]
     gateway_allowed_hosts: tuple[str, ...]
+    agent_max_steps: int
+    agent_max_passages: int
+    agent_max_seconds: float
+    agent_k: int
+    agent_chat_url: str
+    agent_chat_model: str
+    agent_chat_key: str
     # setting name -> "default", "config file <path>", "env KX_...", or "flag"
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -269,7 +298,7 @@ class Settings:
             rows.append({
                 "name": spec.name,
                 "env": spec.env,
-                "value": _show(value),
+                "value": ("***" if value else "") if spec.secret else _show(value),
                 "source": self.sources.get(spec.name, "default"),
                 "doc": spec.doc,
             })

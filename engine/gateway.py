@@ -8,6 +8,7 @@ Routes (all JSON; errors are always `{code, message}` with the status's HTTP cod
     GET  /v1/datasets/{name}             one summary
     POST /v1/datasets/{name}/documents   ingest: text, or base64 bytes with a media type; optional vector
     POST /v1/datasets/{name}/query       text and/or a pre-computed vector; k, mode, rerank
+    POST /v1/agent/runs                  a bounded agent run (engine/agent/): transcript and cited answer
 
 Order of checks on every request, before any byte of the body is read: the
 Host header (403: a loopback name or address with the gateway's port, the
@@ -250,6 +251,14 @@ class QueryIn(_Body):
     k: int | None = Field(None, description="Hits wanted (clamped to the operator's KX_MAX_K).")
     mode: Literal["hybrid", "dense", "sparse"] | None = None
     rerank: bool | None = Field(None, description="Apply the MMR pass (default KX_RERANK).")
+
+
+class AgentRunIn(_Body):
+    goal: str = Field(..., min_length=1, max_length=4000, description="What the agent should find out.")
+    dataset: str | None = Field(None, description="The dataset to research; none: a plain chat agent, if the "
+                                                  "gateway has a chat model (KX_AGENT_CHAT_URL).")
+    max_steps: int | None = Field(None, ge=1, description="Most searches (never above the gateway's "
+                                                          "KX_AGENT_MAX_STEPS).")
 
 
 class ErrorOut(BaseModel):
@@ -526,6 +535,15 @@ def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
         engine.settings.gateway_allowed_hosts if allowed_hosts is None else allowed_hosts,
         engine.settings.gateway_allowed_origins if allowed_origins is None else allowed_origins,
     )
+    @app.post(f"{API_PREFIX}/agent/runs", tags=["agent"], responses=_ERRORS, response_class=JSONResponse)
+    def agent_run(body: AgentRunIn) -> JSONResponse:
+        from .agent import run_agent_on  # deferred: the loop is only loaded when asked for
+
+        if body.dataset is not None:
+            validate_name(body.dataset)
+        # bounded by the gateway's own KX_AGENT_* settings; runs in the threadpool like every engine call
+        return JSONResponse(run_agent_on(engine, body.goal, body.dataset, max_steps=body.max_steps).to_dict())
+
     app.add_middleware(_Guard, token=token, max_bytes=limit, allow_local=allow_local,
                        health_needs_token=health_needs_token, policy=policy)
     return app

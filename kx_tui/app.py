@@ -63,6 +63,7 @@ class KxApp(App):
         Binding("minus", "fewer", "k-", key_display="-"),
         Binding("c", "compare", "Compare"),
         Binding("w", "toggle_watch", "Watch"),
+        Binding("a", "ask_agent", "Agent"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
     ]
@@ -338,11 +339,20 @@ class KxApp(App):
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
+    def action_ask_agent(self) -> None:
+        if self.dataset is None:
+            self.notify("select a dataset first; the agent researches the current one", severity="warning")
+            return
+        from .screens.agent import AgentScreen
+
+        self.push_screen(AgentScreen(self.backend, self.dataset, self.query_one("#query", Input).value))
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("cycle_mode", "toggle_rerank", "more", "fewer", "compare", "toggle_watch") \
+        if action in ("cycle_mode", "toggle_rerank", "more", "fewer", "compare", "toggle_watch", "ask_agent") \
                 and len(self.screen_stack) > 1:
             return False  # they act on the main screen's query; hidden while another screen is up
-        if action in ("cycle_mode", "toggle_rerank", "more", "fewer", "compare", "toggle_watch", "quit", "help"):
+        if action in ("cycle_mode", "toggle_rerank", "more", "fewer", "compare", "toggle_watch", "ask_agent", "quit",
+                      "help"):
             # single-letter keys belong to the query box while it has focus
             return not isinstance(self.focused, Input)
         return True

@@ -279,12 +279,14 @@ def eval_command(ctx: click.Context, name: str, queries_path: Path, qrels_path: 
 
 
 from .models_cmd import models as _models_command  # noqa: E402 - registered once the group exists
+from .agent_cmd import agent as _agent_group  # noqa: E402 - registered once the group exists
 from .serve_cmd import serve as _serve_command  # noqa: E402 - registered once the group exists
 from .watch_cmd import watch as _watch_command  # noqa: E402 - registered once the group exists
 
 datasets.add_command(_watch_command)
 cli.add_command(_serve_command)
 cli.add_command(_models_command)
+cli.add_command(_agent_group)
 
 
 def _fail(status_name: str, message: str, code: int) -> None:

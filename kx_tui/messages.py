@@ -56,3 +56,22 @@ class WatchActivity(Message):
     """Lines describing what the watched folder did since the last flush (coalesced)."""
 
     lines: list[str]
+
+
+@dataclass
+class AgentStepped(Message):
+    """One step of an agent run, as it happens (engine.agent.records.Step)."""
+
+    step: object
+
+
+@dataclass
+class AgentFinished(Message):
+    """An agent run's transcript and cited answer (engine.agent.records.AgentRun)."""
+
+    run: object
+
+
+@dataclass
+class AgentFailed(Message):
+    message: str

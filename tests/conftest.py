@@ -48,3 +48,17 @@ def real_embedder(model_cache: Path, tmp_path_factory: pytest.TempPathFactory):
 
     settings = load_settings(env={"KX_HOME": str(tmp_path_factory.mktemp("home")), "KX_MODEL_CACHE": str(model_cache)})
     return load_embedder(model_card_for("default"), settings)
+
+
+@pytest.fixture(scope="session")
+def handbook_home(tmp_path_factory: pytest.TempPathFactory, real_embedder) -> Path:
+    """A KX_HOME holding the shipped handbook as dataset 'handbook', built once with the real model."""
+    from .helpers import REPO
+
+    from engine.documents import from_file
+
+    home = tmp_path_factory.mktemp("handbook-home")
+    engine = Engine(load_settings({"home": str(home)}, env={}), embedder=real_embedder)
+    engine.ingest("handbook", [from_file(p, 10**7) for p in sorted((REPO / "samples" / "handbook").glob("*.md"))])
+    engine.close()
+    return home

@@ -18,6 +18,7 @@ KEYS = [
     ("+ / -", "more / fewer hits (k)"),
     ("c", "compare hybrid and dense for this query"),
     ("w", "watch the dataset's inbox folder (start/stop)"),
+    ("a", "ask the agent: a bounded research run over the dataset, with citations"),
     ("Ctrl+P", "command palette"),
     ("?", "this help"),
     ("q", "quit"),

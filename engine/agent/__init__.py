@@ -1,0 +1,10 @@
+"""`kx agent run`: a bounded research loop over a dataset (engine side, UI-free).
+
+engine/agent/loop.py is the entry point and the bounds; offline.py and chat.py
+are the two brains; records.py the transcript and answer.
+"""
+
+from .loop import Bounds, citation_label, run_agent, run_agent_on
+from .records import AgentRun, Citation, Step
+
+__all__ = ["AgentRun", "Bounds", "Citation", "Step", "citation_label", "run_agent", "run_agent_on"]
