@@ -294,6 +294,8 @@ class HitOut(BaseModel):
     fused_score: float
     fused_rank: int
     mmr_moved: int
+    duplicate_of: str | None = Field(
+        default=None, description="MMR: the passage ref of a higher hit this one nearly repeats, else null.")
 
 
 class QueryOut(BaseModel):

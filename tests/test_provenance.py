@@ -268,6 +268,11 @@ def test_a_round1_catalogue_stays_queryable_and_is_migrated_by_the_next_writer(
     corpus.write_text(json.dumps({"_id": "r1", "title": "Carriers", "text": "Two carriers ship the loggers."}) + "\n")
     note = tmp_path / "returns.md"
     note.write_text(FRONT_MATTER_NOTE)
+    # round 1 cut Markdown from its raw text, front matter included: ingest it that way here
+    from engine.extract import Extracted
+    from engine.store import round1_text
+    inject_extraction(monkeypatch, lambda doc: Extracted(round1_text(doc.data, doc.media_type), doc.media_type)
+                      if doc.name == "returns" else None)
     first = Engine(settings, embedder=HashEmbedder())
     first.ingest("old", [from_bytes("\ufeffCalibrated loggers drift less than 0.1 degrees a year.".encode(),
                                     "calibration"), from_file(note, 10**6), *from_jsonl(corpus, 10**6)])
