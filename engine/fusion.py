@@ -9,6 +9,7 @@ which BLAS kernel happened to run.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -244,14 +245,17 @@ def mmr(
 
 
 _CONTROLLER: ThreadpoolController | None = None
+_CONTROLLER_MODULES = 0
 
 
 def _blas_controller() -> ThreadpoolController:
-    # Finding the loaded BLAS libraries costs ~0.1-1 ms; do it once. Limiting
-    # through the cached controller then costs microseconds per query.
-    global _CONTROLLER
-    if _CONTROLLER is None:
+    # Finding the loaded BLAS libraries costs ~0.1-1 ms; do it once, and again
+    # only when new modules were imported since (one may have brought its own
+    # BLAS, e.g. onnxruntime or torch, which the old controller would not limit).
+    global _CONTROLLER, _CONTROLLER_MODULES
+    if _CONTROLLER is None or len(sys.modules) != _CONTROLLER_MODULES:
         _CONTROLLER = ThreadpoolController()
+        _CONTROLLER_MODULES = len(sys.modules)
     return _CONTROLLER
 
 

@@ -162,7 +162,7 @@ class OfflineBrain:
         keep = scores >= SENTENCE_SHARE * float(scores.max())
         pool = [s for s, k in zip(pool, keep) if k]
         vectors, scores = vectors[keep], scores[keep]
-        order = mmr([f"{s.ref}:{s.offset:08d}" for s in pool], scores.tolist(), vectors, len(pool), SENTENCE_LAMBDA)
+        order = mmr([f"{s.ref}:{s.offset:08d}" for s in pool], scores.tolist(), vectors, len(pool), SENTENCE_LAMBDA).order
         picked: list[int] = []
         for i in order:
             if len(picked) == MAX_SENTENCES:
