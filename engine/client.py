@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 from .documents import DocumentInput, from_bytes, from_text
 from .errors import KxError, Status
-from .records import DatasetSummary, DocumentResult, Hit, IngestReport, Notice, QueryResult
+from .records import (DatasetSummary, DocumentResult, DocumentSummary, Hit, IngestReport, Notice, PassageSpan,
+                      QueryResult)
 
 EventFn = Callable[[object], None]
 DEFAULT_URL = "http://127.0.0.1:50151"
@@ -128,6 +129,17 @@ class KxClient:
     def document_text(self, name: str, doc_ref: str) -> str:
         """A document's text, as its passages' character ranges refer to it."""
         return self._call("GET", f"/v1/datasets/{_segment(name)}/documents/{_segment(doc_ref)}")["text"]
+
+    def list_documents(self, name: str, offset: int = 0, limit: int = 100) -> list[DocumentSummary]:
+        data = self._call("GET", f"/v1/datasets/{_segment(name)}/documents?offset={int(offset)}&limit={int(limit)}")
+        return [DocumentSummary(**_known(DocumentSummary, d)) for d in data["documents"]]
+
+    def document_passages(self, name: str, doc_ref: str) -> list[PassageSpan]:
+        data = self._call("GET", f"/v1/datasets/{_segment(name)}/documents/{_segment(doc_ref)}/passages")
+        return [PassageSpan(**_known(PassageSpan, p)) for p in data["passages"]]
+
+    def warm_up(self) -> bool:
+        return False  # the gateway loads its own model; there is nothing to load on this side
 
     def ingest(
         self,
@@ -278,9 +290,14 @@ def _ingest_report(data: dict[str, Any]) -> IngestReport:
                         list(data.get("advisories", [])))
 
 
+def _known(record: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The fields of `data` that `record` (a dataclass) has: a newer server may send more."""
+    fields = record.__dataclass_fields__
+    return {k: v for k, v in data.items() if k in fields}
+
+
 def _query_result(data: dict[str, Any]) -> QueryResult:
-    fields = set(Hit.__dataclass_fields__)
-    hits = [Hit(**{k: v for k, v in h.items() if k in fields}) for h in data["hits"]]
+    hits = [Hit(**_known(Hit, h)) for h in data["hits"]]
     return QueryResult(data["dataset"], data["query"], data["mode"], data["rerank"], data["k"], data["requested_k"],
                        hits, list(data.get("notes", [])), dict(data.get("timings_ms", {})))
 

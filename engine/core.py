@@ -22,12 +22,13 @@ from .errors import KxError, Status, not_found
 from .ingest import chat_model_advisory, run_ingest
 from .models import ModelCard, model_card_for
 from .query import run_query
-from .records import DatasetSummary, IngestReport, QueryResult
+from .records import DatasetSummary, DocumentSummary, IngestReport, PassageSpan, QueryResult
 from .search import DatasetSearcher
 
 EventFn = Callable[[object], None]
 
 _UNSET: Any = object()
+MAX_DOCUMENTS_PAGE = 1000  # documents per list_documents call; page with `offset` for more
 
 
 class Engine:
@@ -52,6 +53,18 @@ class Engine:
         if self._embedder is _UNSET:
             self._embedder = load_embedder(self.model_card())
         return self._embedder
+
+    def warm_up(self) -> bool:
+        """Load the embedding model now (and run it once), so the first query does not wait.
+
+        Returns False when there is no model to load (KX_SERVE_EMBED_MODEL=none).
+        A model that cannot be loaded raises its KxError here, as a query would.
+        """
+        embedder = self.embedder()
+        if embedder is None:
+            return False
+        embedder.encode(["warm up"])  # loads the weights and pays the first call's one-off costs
+        return True
 
     # -- reads --------------------------------------------------------------------
 
@@ -116,6 +129,38 @@ class Engine:
             raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
         return extract_text(DocumentInput(row.name, data=data, source_path=row.source_path,
                                           media_type=row.media_type))
+
+    def list_documents(self, name: str, offset: int = 0, limit: int = 100) -> list[DocumentSummary]:
+        """Documents of dataset `name` in ingest order, `limit` (1..1000) from `offset`."""
+        _check_page(offset, limit)
+        dataset = Dataset(self.settings, name)
+        dataset.require(self.settings)
+        catalogue = dataset.reading()
+        try:
+            rows = catalogue.documents(offset, limit)
+        finally:
+            catalogue.close()
+        return [DocumentSummary(name=row.name, ref=row.ref, media_type=row.media_type,
+                                # page_count and title arrive with the document formats' catalogue columns
+                                pages=getattr(row, "page_count", None), passages=row.passage_count,
+                                ingested_at=row.ingested_at, source_path=row.source_path,
+                                title=getattr(row, "title", None), size=row.size) for row in rows]
+
+    def document_passages(self, name: str, doc_ref: str) -> list[PassageSpan]:
+        """Where each passage of one document lies in its text, in chunk order."""
+        dataset = Dataset(self.settings, name)
+        dataset.require(self.settings)
+        catalogue = dataset.reading()
+        try:
+            if catalogue.document(doc_ref) is None:
+                raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
+            rows = catalogue.passages_of(doc_ref)
+        finally:
+            catalogue.close()
+        return [PassageSpan(ref=row.ref, chunk_index=row.chunk_index, chunk_count=row.chunk_count,
+                            char_start=row.char_start, char_end=row.char_end,
+                            page_start=getattr(row, "page_start", None), page_end=getattr(row, "page_end", None),
+                            section=getattr(row, "section", None)) for row in rows]
 
     # -- ingest -------------------------------------------------------------------
 
@@ -193,3 +238,11 @@ class Engine:
             for searcher in self._searchers.values():
                 searcher.close()
             self._searchers.clear()
+
+
+def _check_page(offset: int, limit: int) -> None:
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise KxError(Status.INVALID_ARGUMENT, f"offset must be a whole number of at least 0, got {offset!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_DOCUMENTS_PAGE:
+        raise KxError(Status.INVALID_ARGUMENT, f"limit must be a whole number from 1 to {MAX_DOCUMENTS_PAGE}, "
+                                               f"got {limit!r}; page through more with offset")

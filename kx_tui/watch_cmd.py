@@ -16,12 +16,12 @@ from typing import Any, Callable
 
 import click
 
-# Not imported from cli.py: cli.py imports this module, and either may be imported first.
-_CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+from .context import CONTEXT_SETTINGS, local_engine
+
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-@click.command("watch", context_settings=_CONTEXT)
+@click.command("watch", context_settings=CONTEXT_SETTINGS)
 @click.argument("name")
 @click.argument("folder", required=False, metavar="[DIR]", type=click.Path(path_type=Path))
 @click.option("--settle", type=click.FloatRange(0.0, 3600.0), default=None, metavar="SECONDS",
@@ -46,10 +46,8 @@ def watch(ctx: click.Context, name: str, folder: Path | None, settle: float | No
 
     from engine.errors import KxError, Status
 
-    from .cli import _engine
-
     validate_name(name)
-    engine = _engine(ctx)
+    engine = local_engine(ctx)
     if engine.settings.gateway:
         raise KxError(Status.FAILED_PRECONDITION,
                       "kx datasets watch runs the engine in this process (it commits files as they settle); "

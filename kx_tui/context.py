@@ -1,0 +1,64 @@
+"""What every `kx` command shares: click's context settings and the settings/backend behind a command.
+
+The root group (cli.py) stores the global flags in `ctx.obj`; each command
+module imports these helpers from here and is registered by cli.py, so no
+command module imports cli.py or another command module.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+import click
+
+from engine.errors import KxError, Status
+
+if TYPE_CHECKING:  # the engine is imported when a command runs, not when `kx --help` is drawn
+    from engine import Engine, Settings
+    from engine.backend import Backend
+
+CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def parse_sets(pairs: Sequence[str]) -> dict[str, str]:
+    """`--set NAME=VALUE` pairs as setting flags (dashes read as underscores)."""
+    flags: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise KxError(Status.INVALID_ARGUMENT, f"--set expects NAME=VALUE, got {pair!r} (e.g. --set chunk_size=800)")
+        flags[key.strip().replace("-", "_")] = value
+    return flags
+
+
+def settings_of(ctx: click.Context, **overrides: Any) -> "Settings":
+    """The settings for this command: the global flags, then this command's own (None means "not given")."""
+    from engine import load_settings
+
+    flags = dict(ctx.obj["flags"])
+    flags.update({k: v for k, v in overrides.items() if v is not None})
+    return load_settings(flags)
+
+
+def local_engine(ctx: click.Context, **overrides: Any) -> "Engine":
+    """The in-process Engine, for commands that only run here (eval, watch, serve)."""
+    from engine import Engine
+
+    return Engine(settings_of(ctx, **overrides))
+
+
+def backend_of(ctx: click.Context, settings: "Settings") -> "Backend":
+    """The Backend for this invocation: the in-process Engine, or KxClient when a gateway is set.
+
+    The token: --token / KX_GATEWAY_TOKEN, else $KX_HOME/gateway.token when
+    the gateway runs on this machine under the same home.
+    """
+    if not settings.gateway:
+        from engine import Engine
+
+        return Engine(settings)
+    from engine.client import KxClient, read_token
+
+    token = ctx.obj.get("token") or read_token(settings.home)
+    return KxClient(settings.gateway, token=token)
+
