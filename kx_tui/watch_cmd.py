@@ -147,30 +147,9 @@ class _EventPrinter:
             self._out.print(line)
 
     def _words(self, event: Any) -> str | None:
-        from rich.markup import escape
+        from .describe import describe_watch_event
 
-        from engine.watch import BatchDone, BatchStarted, Ingested, Queued, Refused, Unchanged, WatchError
-
-        where = escape(self._relative(getattr(event, "path", None) or ""))
-        if isinstance(event, Queued):
-            return f"[dim]queued   [/] {where}"
-        if isinstance(event, Ingested):
-            return f"[green]added    [/] {where} ({event.passages} passage{'' if event.passages == 1 else 's'})"
-        if isinstance(event, Unchanged):
-            return f"[dim]unchanged[/] {where}"
-        if isinstance(event, Refused):
-            return f"[red]refused  [/] {where}: {escape(event.reason)}"
-        if isinstance(event, BatchStarted):
-            return None  # the per-file lines that follow say enough
-        if isinstance(event, BatchDone):
-            return (f"[bold]batch {event.batch}[/]: {event.added} added ({event.passages_added:,} passages), "
-                    f"{event.unchanged} unchanged, {event.refused} refused in {event.seconds:.2f} s; "
-                    f"the dataset holds {event.documents:,} documents, {event.passages:,} passages")
-        if isinstance(event, WatchError):
-            if event.fatal:
-                return None  # main() prints it once, as `error: CODE: message` on stderr
-            return f"[yellow]warning  [/] {escape(event.message)}"
-        return None
+        return describe_watch_event(event, self._relative(getattr(event, "path", None) or ""))
 
     def _relative(self, path: str) -> str:
         if self.root and path.startswith(self.root + os.sep):

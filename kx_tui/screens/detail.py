@@ -17,6 +17,10 @@ from engine.records import Hit
 class PassageDetailScreen(Screen):
     """The parent document of `hit`, loaded in a worker; Escape goes back."""
 
+    DEFAULT_CSS = """
+    PassageDetailScreen > #detail-title { padding: 0 1; background: $primary-darken-2; text-style: bold; }
+    PassageDetailScreen > #detail-body { padding: 0 1; }
+    """
     BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
 
     def __init__(self, backend, dataset: str, hit: Hit) -> None:
