@@ -48,7 +48,7 @@ def _hash_engine() -> Engine:
 def _text_of(renderable) -> str:
     console = Console(record=True, width=400, color_system=None)
     console.print(renderable)
-    return console.export_text()
+    return console.export_text().replace("\n", " ")
 
 
 def _results_text(app: KxApp) -> list[str]:

@@ -314,22 +314,39 @@ class MainScreen(Screen):
             self.notify(message.message, title="query failed", severity="error", timeout=10)
         self.update_status()
 
-    def status_text(self) -> Text:
+    def status_text(self, width: int = 0) -> Text:
+        """dataset · mode · MMR · k · the model's state · the query's state, in lines of `width` (0: one line).
+
+        It breaks between parts, never inside one, so nothing is cut off at any width.
+        """
         kx = self.kx
-        line = Text()
-        line.append(self.dataset or "no dataset", style="bold")
-        line.append(f" · {kx.mode} · MMR {'on' if kx.rerank else 'off'} · k={kx.k}")
-        line.append(f" · {kx.warmup.describe()}", style="dim")
+        parts: list[tuple[str, str]] = [(self.dataset or "no dataset", "bold"), (kx.mode, ""),
+                                        (f"MMR {'on' if kx.rerank else 'off'}", ""), (f"k={kx.k}", ""),
+                                        (kx.warmup.describe(), "dim")]
         if self.pending:
-            line.append(f" · {self.pending}", style="italic")
+            parts.append((self.pending, "italic"))
         elif self.result is not None:
             r = self.result
-            line.append(f" · {len(r)} hit{'' if len(r) == 1 else 's'} in {r.timings_ms.get('total', 0):.0f} ms",
-                        style="dim")
+            parts.append((f"{len(r)} hit{'' if len(r) == 1 else 's'} in {r.timings_ms.get('total', 0):.0f} ms", "dim"))
+        line = Text()
+        column = 0
+        for i, (words, style) in enumerate(parts):
+            if i and width and column + 3 + len(words) > width:
+                line.append("\n")
+                column = 0
+            elif i:
+                line.append(" · ")
+                column += 3
+            line.append(words, style=style)
+            column += len(words)
         return line
 
     def update_status(self) -> None:
-        self.query_one("#query-status", Static).update(self.status_text())
+        status = self.query_one("#query-status", Static)
+        status.update(self.status_text(status.content_region.width))
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.update_status)  # the status line's width is known once laid out
 
     @on(OptionList.OptionSelected, "#results")
     def _open_hit(self, event: OptionList.OptionSelected) -> None:
