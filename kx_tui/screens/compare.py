@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Group
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -129,8 +129,16 @@ class CompareScreen(Screen):
 
     @on(DataTable.RowHighlighted)
     def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.row_key.value is not None and self.results:
+        # filling a table highlights its first row too: only the table in use picks the passage
+        if event.row_key.value is not None and self.results and event.data_table is self.focused:
             self.show_passage(str(event.row_key.value))
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        table = event.widget
+        if isinstance(table, DataTable) and self.results and table.row_count:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+            if key is not None:
+                self.show_passage(str(key))
 
     def show_passage(self, ref: str) -> None:
         self.shown_ref = ref
