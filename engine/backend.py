@@ -37,11 +37,14 @@ class Backend(Protocol):
         """Where each passage of document `doc_ref` lies in `document_text(name, doc_ref)`, in chunk order."""
         ...
 
-    def warm_up(self) -> bool:
-        """Make the first query fast: load what it would otherwise load (the embedding model).
+    def warm_up(self, dataset: str | None = None) -> bool:
+        """Make the first query fast by loading now what it would otherwise load.
 
-        Returns True when something was loaded here; False when there is
-        nothing to load (no model, or a gateway that loads its own).
+        Without `dataset`: the embedding model (a model that cannot load
+        raises its KxError, as a query would). With one: that dataset's
+        indexes, opened for reading. Returns True when something was loaded
+        here; False when there is nothing to load (no model, or a gateway,
+        which loads its own).
         """
         ...
 

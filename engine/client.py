@@ -138,8 +138,8 @@ class KxClient:
         data = self._call("GET", f"/v1/datasets/{_segment(name)}/documents/{_segment(doc_ref)}/passages")
         return [PassageSpan(**_known(PassageSpan, p)) for p in data["passages"]]
 
-    def warm_up(self) -> bool:
-        return False  # the gateway loads its own model; there is nothing to load on this side
+    def warm_up(self, dataset: str | None = None) -> bool:
+        return False  # the gateway loads its own model and indexes; there is nothing to load on this side
 
     def ingest(
         self,

@@ -54,12 +54,10 @@ class Engine:
             self._embedder = load_embedder(self.model_card())
         return self._embedder
 
-    def warm_up(self) -> bool:
-        """Load the embedding model now (and run it once), so the first query does not wait.
-
-        Returns False when there is no model to load (KX_SERVE_EMBED_MODEL=none).
-        A model that cannot be loaded raises its KxError here, as a query would.
-        """
+    def warm_up(self, dataset: str | None = None) -> bool:
+        if dataset is not None:
+            self.searcher(dataset)  # opened and cached: the first query finds them ready
+            return True
         embedder = self.embedder()
         if embedder is None:
             return False

@@ -20,6 +20,7 @@ class ModelWarmup:
         self.local = local              # False over a gateway: it loads its own model
         self.loaded = False             # True once a model was loaded here
         self.seconds: float | None = None
+        self.finished_at: float | None = None   # time.perf_counter() when done (benchmarks read it)
         self.error: KxError | None = None
         self._done = threading.Event()
 
@@ -31,7 +32,8 @@ class ModelWarmup:
         except KxError as exc:
             self.error = exc
         finally:
-            self.seconds = time.perf_counter() - started
+            self.finished_at = time.perf_counter()
+            self.seconds = self.finished_at - started
             self._done.set()
 
     @property

@@ -183,6 +183,16 @@ class MainScreen(Screen):
         self.query_one(DatasetDetails).show(summaries[name])
         self.sub_title = name
         self.update_status()
+        self.warm_dataset(name)
+
+    @work(thread=True, exclusive=True, group="warm-dataset", exit_on_error=False)
+    def warm_dataset(self, name: str) -> None:
+        """Open the dataset's indexes and its highlighter now, so the first query finds them ready."""
+        try:
+            self.kx.backend.warm_up(name)
+            self._highlighter(name)
+        except KxError:
+            pass  # e.g. a stale fingerprint: the query says so, with what to do
 
     @on(OptionList.OptionHighlighted, "#datasets")
     def _dataset_highlighted(self, event: OptionList.OptionHighlighted) -> None:
@@ -277,18 +287,24 @@ class MainScreen(Screen):
 
     def _spans(self, dataset: str, text: str, result: QueryResult) -> dict[str, list[tuple[int, int]]]:
         """Where each hit's words match the query, with the dataset's own analyzer (none over a gateway)."""
+        sparse = self._highlighter(dataset)
+        if sparse is None:
+            return {}
+        return {hit.passage_ref: sparse.matching_spans(hit.text, text) for hit in result}
+
+    def _highlighter(self, dataset: str) -> "SparseIndex | None":
+        """The dataset's sparse index with its own stopword setting, kept: building one costs more than using it."""
         settings = self.kx.settings
         if settings is None:
-            return {}
+            return None
         from engine.dataset import Dataset
 
         summary = self.query_one(DatasetList).summaries.get(dataset)
         stopwords = bool(((summary.fingerprint if summary else None) or {}).get("stopwords", settings.stopwords))
         key = (dataset, stopwords)
-        if key not in self._highlighters:  # keeps its analyzer: building one costs more than using it
+        if key not in self._highlighters:
             self._highlighters[key] = Dataset(settings, dataset).sparse(stopwords)
-        sparse = self._highlighters[key]
-        return {hit.passage_ref: sparse.matching_spans(hit.text, text) for hit in result}
+        return self._highlighters[key]
 
     def _current(self, query: str) -> bool:
         return query == self.query_one("#query", Input).value
