@@ -336,3 +336,35 @@ async def test_slash_types_into_the_query_box_and_focuses_it_from_the_results(ha
         assert app.focused is box and box.value == ""
         await pilot.press(*"a/b")
         assert box.value == "a/b"
+
+
+# -- what fits where ---------------------------------------------------------------------------
+
+
+async def test_a_long_model_id_is_cut_with_an_ellipsis_and_the_status_line_is_never_cut(kx_home) -> None:
+    import dataclasses
+
+    from kx_tui.widgets.datasets import DatasetList
+
+    embedder = HashEmbedder()
+    embedder._card = dataclasses.replace(embedder.card, model_id="sentence-transformers/all-MiniLM-L6-v2@4a3e3ef67f6b")
+    engine = Engine(load_settings({}), embedder=embedder)
+    _handbook(engine)
+    for size in ((80, 24), (100, 30)):
+        app = KxApp(engine, settings=engine.settings, samples=None)
+        async with app.run_test(size=size) as pilot:
+            await _settle(app, pilot)
+            app.query_one("#query", Input).focus()
+            await pilot.press(*"refund", "enter")
+            await _settle(app, pilot)
+            sidebar = app.query_one(DatasetList)
+            assert sidebar.size.width <= 44
+            console = Console(width=sidebar.content_region.width - 1, record=True, color_system=None)
+            console.print(sidebar.get_option_at_index(0).prompt)
+            lines = console.export_text().rstrip("\n").split("\n")
+            assert len(lines) == 3 and lines[2].rstrip().endswith("…"), lines   # one line, cut, never wrapped
+            status = app.query_one("#query-status", Static)
+            shown = str(status.content)
+            assert all(len(line) <= status.content_region.width for line in shown.split("\n")), (size, shown)
+            assert status.size.height == len(shown.split("\n"))              # every line of it on screen
+            assert "handbook" in shown and "model ready in" in shown and "hits in" in shown

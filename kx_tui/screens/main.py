@@ -72,7 +72,49 @@ def _typed(key: str) -> bool:
 
 
 class MainScreen(Screen):
-    CSS_PATH = "main.tcss"
+    # Inline, not CSS_PATH: Textual 8 loads a screen's CSS_PATH when it is pushed, never for the default screen.
+    DEFAULT_CSS = """
+    #body {
+        height: 1fr;
+    }
+
+    #sidebar {
+        /* a third of a wide terminal, but never so wide that an 80-column one
+           leaves the results too narrow for their header line */
+        width: 28%;
+        min-width: 24;
+        max-width: 44;
+        border-right: solid $primary-darken-2;
+    }
+
+    .panel-title {
+        text-style: bold;
+        padding: 0 1;
+        background: $primary-darken-2;
+    }
+
+    #main {
+        width: 1fr;
+    }
+
+    #query-status {
+        /* wraps rather than cutting the model's state or the timings off */
+        height: auto;
+        max-height: 3;
+        padding: 0 1;
+        color: $text-muted;
+    }
+
+    #ingest-progress {
+        padding: 0 1;
+    }
+
+    #first-run {
+        padding: 1 2;
+        border: round $warning;
+        height: auto;
+    }
+    """
     BINDINGS = [
         Binding("slash", "focus_query", "Query", key_display="/", tooltip="focus the query box"),
         Binding("m", "cycle_mode", "Mode", tooltip="cycle the mode: hybrid → dense → sparse"),
