@@ -72,6 +72,12 @@ async def _settle(app: KxApp, pilot) -> None:
     await pilot.pause()
 
 
+async def _ask(app: KxApp, pilot, text: str) -> None:
+    app.query_one("#query", Input).focus()
+    await pilot.press(*text, "enter")
+    await _settle(app, pilot)
+
+
 async def _until(pilot, condition, what: str, seconds: float = 20.0) -> None:
     for _ in range(int(seconds / 0.02)):
         if condition():
@@ -148,9 +154,7 @@ async def test_over_a_gateway_the_status_says_gateway_not_loading(handbook_home)
     async with app.run_test(size=SIZE) as pilot:
         await _settle(app, pilot)
         assert "gateway" in _status(app) and "loading" not in _status(app)
-        app.query_one("#query", Input).focus()
-        await pilot.press(*"refund", "enter")
-        await _settle(app, pilot)
+        await _ask(app, pilot, "refund")
         assert len(_main(app).result) > 0
 
 
@@ -257,9 +261,7 @@ async def test_compare_shows_the_highlighted_rows_passage_with_both_ranks(kx_hom
     query = "working from home equipment"
     async with app.run_test(size=SIZE) as pilot:
         await _settle(app, pilot)
-        app.query_one("#query", Input).focus()
-        await pilot.press(*query, "enter")
-        await _settle(app, pilot)
+        await _ask(app, pilot, query)
         await pilot.press("escape", "c")
         await _settle(app, pilot)
         screen = app.screen
@@ -308,9 +310,7 @@ async def test_pushed_screens_hide_the_main_screens_keys(handbook_home) -> None:
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
         await _settle(app, pilot)
-        app.query_one("#query", Input).focus()
-        await pilot.press(*"refund", "enter")
-        await _settle(app, pilot)
+        await _ask(app, pilot, "refund")
         await pilot.press("escape", "enter")               # a hit, in its document
         await _settle(app, pilot)
         mode = app.mode
@@ -354,9 +354,7 @@ async def test_a_long_model_id_is_cut_with_an_ellipsis_and_the_status_line_is_ne
         app = KxApp(engine, settings=engine.settings, samples=None)
         async with app.run_test(size=size) as pilot:
             await _settle(app, pilot)
-            app.query_one("#query", Input).focus()
-            await pilot.press(*"refund", "enter")
-            await _settle(app, pilot)
+            await _ask(app, pilot, "refund")
             sidebar = app.query_one(DatasetList)
             assert sidebar.size.width <= 44
             console = Console(width=sidebar.content_region.width - 1, record=True, color_system=None)
