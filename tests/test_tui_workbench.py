@@ -7,6 +7,7 @@ a query typed while the model is still loading).
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 from typing import Sequence
@@ -366,3 +367,44 @@ async def test_a_long_model_id_is_cut_with_an_ellipsis_and_the_status_line_is_ne
             assert all(len(line) <= status.content_region.width for line in shown.split("\n")), (size, shown)
             assert status.size.height == len(shown.split("\n"))              # every line of it on screen
             assert "handbook" in shown and "model ready in" in shown and "hits in" in shown
+
+
+# -- the watch panel ------------------------------------------------------------------------------
+
+
+def test_a_newer_queued_message_replaces_an_older_one_and_nothing_else_does() -> None:
+    from engine.watch import Ingested
+    from kx_tui.messages import WatchFileDone, WatchQueued
+
+    older, newer = WatchQueued("/in/a.md", 1), WatchQueued("/in/b.md", 2)
+    assert older.can_replace(newer)           # the newer count says everything the older one did
+    done = WatchFileDone(Ingested("/in/a.md", "a", "ref", 1, 1), 1)
+    assert not older.can_replace(done) and not done.can_replace(newer) and not done.can_replace(done)
+
+
+async def test_a_burst_of_files_is_reported_file_by_file_and_counted_once(handbook_home) -> None:
+    from kx_tui.widgets.activity import ActivityLog
+    from kx_tui.widgets.datasets import DatasetList
+    from kx_tui.widgets.watch import WatchPanel
+
+    engine = Engine(load_settings({}), embedder=HashEmbedder())
+    app = KxApp(engine, settings=engine.settings, samples=None, watch_settle_seconds=0.0)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        await pilot.press("escape", "w")
+        panel = app.query_one(WatchPanel)
+        assert panel.watching
+        inbox = engine.settings.home / "inbox" / "handbook"
+        for i in range(25):
+            (inbox / f"note-{i:02}.md").write_text(f"Note {i}: the meeting room {i} projector needs a new lamp.\n")
+        log = app.query_one(ActivityLog)
+        added = lambda: [line for line in log.lines_written if line.startswith("[green]added")]  # noqa: E731
+        await _until(pilot, lambda: len(added()) == 25, "25 'added' lines", seconds=60)
+        await _until(pilot, lambda: app.query_one(DatasetList).summaries["handbook"].documents == 31,
+                     "the sidebar's count to follow the batches", seconds=30)
+        assert sorted(re.search(r"note-\d+\.md", line).group() for line in added()) == \
+            [f"note-{i:02}.md" for i in range(25)]
+        assert "settling" not in _plain(panel.query_one("#watch-header", Static).content)
+        await pilot.press("w")
+        assert not panel.watching
+    assert panel.watcher is None  # and nothing left running after the app closed
