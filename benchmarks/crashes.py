@@ -244,6 +244,9 @@ def campaign_watch(root: Path, rounds: int, per: int, rng: random.Random, embedd
     home, dataset = root / "watch-home", "crash-watch"
     inbox = root / "inbox"
     inbox.mkdir()
+    span = _calibrate_watch(root, per)
+    print(f"watch: {per} dropped files are all in {span:.1f} s after the drop; kills drawn from [0, {span:.1f}]",
+          flush=True)
     for number in range(rounds):
         docs = _slice(per, 2000 + number * per)
         proc = _kx(home, "datasets", "watch", dataset, str(inbox), "--json", "--settle", "0.3")
@@ -251,7 +254,7 @@ def campaign_watch(root: Path, rounds: int, per: int, rng: random.Random, embedd
         while not any('"watching"' in line for line in reader.lines) and proc.poll() is None:
             time.sleep(0.05)
         _write(inbox, docs)
-        delay = rng.uniform(0, 6.0)
+        delay = rng.uniform(0, span)
         _kill_at(proc, delay)
         reader.join()
         reported = set()
@@ -286,6 +289,27 @@ def campaign_watch(root: Path, rounds: int, per: int, rng: random.Random, embedd
         tally.survived += good
         print(f"  {what}: {len(reported)} reported added before the kill -> {'ok' if good else 'FAILED'}",
               flush=True)
+
+
+def _calibrate_watch(root: Path, per: int) -> float:
+    """Seconds from dropping a round's files into a fresh watch until the last is in (the model loads lazily)."""
+    home, inbox = root / "watch-calibrate", root / "inbox-calibrate"
+    inbox.mkdir()
+    proc = _kx(home, "datasets", "watch", "calibrate", str(inbox), "--json", "--settle", "0.3")
+    reader = Reader(proc)
+    while not any('"watching"' in line for line in reader.lines) and proc.poll() is None:
+        time.sleep(0.05)
+    started = time.monotonic()
+    _write(inbox, _slice(per, 4500))
+    while time.monotonic() - started < 600 and proc.poll() is None:
+        done = [json.loads(l) for l in reader.lines if l.startswith('{"event": "batch_done"')]
+        if done and done[-1]["documents"] >= per:
+            break
+        time.sleep(0.05)
+    span = time.monotonic() - started
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    return span
 
 
 def _pending(lines: list[str]) -> bool:
@@ -330,6 +354,16 @@ def campaign_gateway(root: Path, rounds: int, per: int, rng: random.Random, embe
     import httpx
 
     home, dataset = root / "gateway-home", "crash-gateway"
+    proc, url, token = _serve(home)
+    started = time.monotonic()
+    calibrate = {"documents": [{"text": d["text"], "name": d["name"]} for d in _slice(per, 4500)]}
+    httpx.post(f"{url}/v1/datasets/crash-calibrate/documents", json=calibrate,
+               headers={"Authorization": f"Bearer {token}"}, timeout=600).raise_for_status()
+    span = (time.monotonic() - started) * 1.2  # a little past the answer, so some kills come after it
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    print(f"gateway: an upload of {per} documents to a fresh gateway takes {span / 1.2:.1f} s; kills drawn "
+          f"from [0, {span:.1f}]", flush=True)
     for number in range(rounds):
         docs = _slice(per, 3000 + number * per)
         body = {"documents": [{"text": d["text"], "name": d["name"]} for d in docs]}
@@ -347,7 +381,7 @@ def campaign_gateway(root: Path, rounds: int, per: int, rng: random.Random, embe
 
         client = threading.Thread(target=upload)
         client.start()
-        delay = rng.uniform(0.0, 8.0)
+        delay = rng.uniform(0.0, span)
         _kill_at(proc, delay)
         client.join(timeout=60)
         report = answer.get("report") or {}
