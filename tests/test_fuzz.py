@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from engine import Engine, KxError, Status, load_settings
+from engine import Engine, Status, load_settings
 from engine.documents import from_file, from_jsonl, from_text
 
 from .helpers import REPO, HashEmbedder, run_cli
