@@ -75,6 +75,9 @@ def from_file(path: Path | str, max_bytes: int) -> DocumentInput:
     except OSError as exc:
         return DocumentInput(name, source_path=str(path), error=invalid(
             f"{path} cannot be read ({exc.strerror}); check the file"))
+    except ValueError:  # a NUL byte in the path: no file can have that name
+        return DocumentInput(name, source_path=repr(str(path)), error=invalid(
+            f"the path {str(path)!r} holds a NUL byte; no file has that name"))
     media = _TEXT_TYPES.get(path.suffix.lower()) or mimetypes.guess_type(path.name)[0] or "text/plain"
     return DocumentInput(name, data=data, source_path=str(path.resolve()), media_type=media)
 
@@ -99,6 +102,10 @@ def from_jsonl(path: Path | str, max_bytes: int) -> Iterator[DocumentInput]:
     except OSError as exc:
         yield DocumentInput(path.name, source_path=str(path), error=invalid(
             f"{path} cannot be read ({exc.strerror}); check the file"))
+        return
+    except ValueError:
+        yield DocumentInput(path.name, source_path=repr(str(path)), error=invalid(
+            f"the path {str(path)!r} holds a NUL byte; no file has that name"))
         return
     source = str(path.resolve())
     with handle:

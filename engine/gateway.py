@@ -491,7 +491,10 @@ def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
         message = str(exc.detail)
         if exc.status_code == 404:
             message = "no such route; the API lives under /v1 (see /openapi.json)"
-        return JSONResponse({"code": status.name, "message": message}, status_code=exc.status_code)
+        elif exc.status_code == 405:
+            message = f"{_request.method} is not served on {_request.url.path}; see /openapi.json for its methods"
+        # the HTTP status is always the code's, so a client can read either (405 reads as 400)
+        return JSONResponse({"code": status.name, "message": message}, status_code=status.http_status)
 
     @app.get(HEALTH_PATH, tags=["meta"])
     def health() -> dict[str, Any]:

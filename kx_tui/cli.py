@@ -312,6 +312,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except BrokenPipeError:
         sys.exit(0)
     except Exception as exc:  # a bug: say so in one line, keep the trace for those who ask
+        if isinstance(exc, ValueError) and "null byte" in str(exc):  # click's own path checks, on a NUL
+            _fail(Status.INVALID_ARGUMENT.name, "an argument holds a NUL byte; no path or name can contain one",
+                  Status.INVALID_ARGUMENT.exit_code)
         if os.environ.get("KX_DEBUG"):
             raise
         _fail("INTERNAL", f"unexpected {type(exc).__name__}: {exc}; rerun with KX_DEBUG=1 and report it",

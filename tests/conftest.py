@@ -62,3 +62,16 @@ def handbook_home(tmp_path_factory: pytest.TempPathFactory, real_embedder) -> Pa
     engine.ingest("handbook", [from_file(p, 10**7) for p in sorted((REPO / "samples" / "handbook").glob("*.md"))])
     engine.close()
     return home
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fuzz-examples", type=int, default=None,
+                     help="generated inputs per fuzz target in tests/test_fuzz.py (default 25, a fast slice; "
+                          "also KX_FUZZ_EXAMPLES). 2500 runs the full >= 10,000-input campaign.")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # read before the autouse fixture clears KX_* from the environment
+    given = config.getoption("--fuzz-examples") or os.environ.get("KX_FUZZ_EXAMPLES")
+    config.kx_fuzz_examples = int(given) if given else 25
+    config.kx_fuzz_seed = int(os.environ.get("KX_FUZZ_SEED", "13"))
