@@ -1,6 +1,6 @@
 """`kx agent run`: a bounded research loop over a dataset (engine side, UI-free).
 
-engine/agent/loop.py is the entry point and the bounds; offline.py and chat.py
+engine/agent/loop.py is the entry point, reader.py the Reader and its bounds; offline.py and chat.py
 are the two brains; records.py the transcript and answer.
 """
 

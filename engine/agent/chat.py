@@ -23,7 +23,7 @@ from typing import Any
 
 from ..config import MODES
 from ..errors import KxError, Status
-from .loop import Bounds, Reader
+from .reader import Bounds, Reader
 from .records import BUDGET_TIME, CHAT, ENOUGH, NO_CORPUS, AgentRun, Citation
 
 SHORT_REF = 12

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..fusion import mmr
 from ..records import Hit
-from .loop import EmbedFn, Reader
+from .reader import EmbedFn, Reader
 from .records import ENOUGH, NO_NEW, OFFLINE, AgentRun, Citation
 from .text import content_words, feedback_terms, normalised, sentences, sub_queries
 
