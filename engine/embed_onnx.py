@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .embedders import ProgressFn, encode_longest_first
+from .encoding import ProgressFn, encode_longest_first
 from .models import ModelCard
 
 _DEFAULT_MAX_TOKENS = 512

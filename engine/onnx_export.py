@@ -201,7 +201,7 @@ def _checked_against_torch(settings: Settings, card: ModelCard, graph: Path) -> 
     """
     import numpy as np
 
-    from .embedders import SentenceTransformerEmbedder
+    from .embed_torch import SentenceTransformerEmbedder
 
     try:
         reference = SentenceTransformerEmbedder(base_card(card)).encode(list(PROBES))
