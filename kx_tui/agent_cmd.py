@@ -13,7 +13,7 @@ import json
 import click
 
 # Not imported from cli.py: cli.py imports this module, and either may be imported first.
-_CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+from .context import CONTEXT_SETTINGS as _CONTEXT
 
 
 @click.group(context_settings=_CONTEXT)
@@ -43,7 +43,8 @@ def run(ctx: click.Context, goal: str, dataset: str | None, max_steps: int | Non
     """
     from engine.agent import run_agent_on
 
-    from .cli import _backend, _settings
+    from .context import backend_from as _backend
+    from .context import settings_from as _settings
     from .render import Console
 
     out = Console()

@@ -17,6 +17,11 @@ import click
 
 from engine.errors import KxError, Status
 
+from .context import CONTEXT_SETTINGS as _CONTEXT
+from .context import backend_from as _backend
+from .context import engine_from as _engine
+from .context import settings_from as _settings
+
 from .render import (
     Console,
     IngestProgress,
@@ -28,38 +33,6 @@ from .render import (
 )
 
 EXIT_INTERNAL = Status.INTERNAL.exit_code
-_CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-def _engine(ctx: click.Context, **overrides: Any):
-    """The in-process Engine, with settings resolved once per command (eval and watch use it)."""
-    from engine import Engine
-
-    return Engine(_settings(ctx, **overrides))
-
-
-def _settings(ctx: click.Context, **overrides: Any):
-    from engine import load_settings
-
-    flags = dict(ctx.obj["flags"])
-    flags.update({k: v for k, v in overrides.items() if v is not None})
-    return load_settings(flags)
-
-
-def _backend(ctx: click.Context, settings: Any):
-    """The Backend for this invocation: the in-process Engine, or KxClient when a gateway is set.
-
-    The token: --token / KX_GATEWAY_TOKEN, else $KX_HOME/gateway.token when
-    the gateway runs on this machine under the same home.
-    """
-    if not settings.gateway:
-        from engine import Engine
-
-        return Engine(settings, on_notice=lambda line: click.echo(line, err=True))  # e.g. a first-use export
-    from engine.client import KxClient, read_token
-
-    token = ctx.obj.get("token") or read_token(settings.home)
-    return KxClient(settings.gateway, token=token)
 
 
 def _parse_sets(pairs: Sequence[str]) -> dict[str, str]:

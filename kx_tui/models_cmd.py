@@ -15,7 +15,7 @@ import click
 from engine.errors import KxError, Status
 
 # Not imported from cli.py: cli.py imports this module.
-_CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+from .context import CONTEXT_SETTINGS as _CONTEXT
 
 
 @click.group("models", context_settings=_CONTEXT)

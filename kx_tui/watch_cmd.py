@@ -17,7 +17,7 @@ from typing import Any, Callable
 import click
 
 # Not imported from cli.py: cli.py imports this module, and either may be imported first.
-_CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+from .context import CONTEXT_SETTINGS as _CONTEXT
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -46,7 +46,7 @@ def watch(ctx: click.Context, name: str, folder: Path | None, settle: float | No
 
     from engine.errors import KxError, Status
 
-    from .cli import _engine
+    from .context import engine_from as _engine
 
     validate_name(name)
     engine = _engine(ctx)
