@@ -37,7 +37,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Iterable, Iterator
 
 from ..errors import KxError, Status
-from .worker import Done, Failed, Job, serve
+from .worker import Done, Failed, Job
 
 # The child imports the worker from the parent's own sys.path (so `engine`, and a test's
 # extractor module, resolve there exactly as here) and never re-runs the parent's __main__,
