@@ -125,7 +125,7 @@ def _search(settings: Settings, searcher: DatasetSearcher, text: str | None, que
         if not sparse.hits:
             notes.append("no query word is in the sparse index (only stopwords, punctuation or unknown words)")
         if sparse.dropped_terms:
-            notes.append(f"sparse search used the {MAX_QUERY_TERMS} rarest of the query's indexed terms "
+            notes.append(f"sparse search used the {MAX_QUERY_TERMS} {sparse.kept_terms} of the query's indexed terms "
                          f"({sparse.dropped_terms} more were left out)")
 
     t = time.perf_counter()

@@ -43,6 +43,7 @@ class Candidates:
     hits: list[Ranked]
     seq_of: dict[str, int]
     dropped_terms: int = 0   # query terms left out to keep a huge query fast
+    kept_terms: str = "rarest"  # which MAX_QUERY_TERMS terms a huge query kept (said in the query's notes)
 
 
 class DatasetSearcher:

@@ -15,10 +15,10 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 
 
 def engine_from(ctx: click.Context, **overrides: Any):
-    """The in-process Engine, with settings resolved once per command (eval and watch use it)."""
-    from engine import Engine
+    """The in-process backend (KX_BACKEND), with settings resolved once per command (eval and watch use it)."""
+    from engine.backends import open_backend
 
-    return Engine(settings_from(ctx, **overrides))
+    return open_backend(settings_from(ctx, **overrides))
 
 
 def settings_from(ctx: click.Context, **overrides: Any):
@@ -30,15 +30,15 @@ def settings_from(ctx: click.Context, **overrides: Any):
 
 
 def backend_from(ctx: click.Context, settings: Any):
-    """The Backend for this invocation: the in-process Engine, or KxClient when a gateway is set.
+    """The Backend for this invocation: in-process (Engine or MilvusBackend), or KxClient when a gateway is set.
 
     The token: --token / KX_GATEWAY_TOKEN, else $KX_HOME/gateway.token when
     the gateway runs on this machine under the same home.
     """
     if not settings.gateway:
-        from engine import Engine
+        from engine.backends import open_backend  # the embedded engine or Milvus (KX_BACKEND)
 
-        return Engine(settings, on_notice=lambda line: click.echo(line, err=True))  # e.g. a first-use export
+        return open_backend(settings, on_notice=lambda line: click.echo(line, err=True))  # e.g. a first-use export
     from engine.client import KxClient, read_token
 
     token = ctx.obj.get("token") or read_token(settings.home)
