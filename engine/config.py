@@ -11,6 +11,7 @@ is. KX_HOME itself cannot come from the config file (the file lives in it).
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,6 +133,13 @@ def _milvus_uri(text: str) -> str:
     return str(Path(value).expanduser())
 
 
+def _milvus_database(text: str) -> str:
+    value = text.strip()
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,254}", value):
+        raise ValueError("expected a Milvus database name: letters, digits and '_', not starting with a digit")
+    return value
+
+
 def _chat_url(text: str) -> str:
     value = text.strip()
     if value and not value.startswith(("http://", "https://")):
@@ -243,6 +251,9 @@ SPECS: tuple[SettingSpec, ...] = (
                 "path ending in .db for milvus-lite (one process at a time); empty: $KX_HOME/milvus.db"),
     SettingSpec("milvus_token", "KX_MILVUS_TOKEN", lambda t: t.strip(), lambda: "",
                 "Milvus credentials, 'user:password' or an API key (empty: none)", secret=True),
+    SettingSpec("milvus_database", "KX_MILVUS_DATABASE", _milvus_database, lambda: "default",
+                "the Milvus database kx keeps its collections in (created on first use), so several kx "
+                "installations can share one cluster"),
     SettingSpec("milvus_timeout", "KX_MILVUS_TIMEOUT", _float_in(0.1, 3600.0), lambda: 30.0,
                 "seconds one Milvus call (connecting included) may take before it is UNAVAILABLE; pymilvus "
                 "would otherwise retry a lost server for minutes"),
@@ -302,6 +313,7 @@ class Settings:
     backend: str
     milvus_uri: str
     milvus_token: str
+    milvus_database: str
     milvus_timeout: float
     agent_max_steps: int
     agent_max_passages: int

@@ -96,7 +96,8 @@ class MilvusBackend:
                 from .store import MilvusStore
 
                 lite_running = is_local(self.uri) and _lite_serving(self.uri)
-                self._conn = MilvusConnection(self.uri, self.settings.milvus_token, self.settings.milvus_timeout)
+                self._conn = MilvusConnection(self.uri, self.settings.milvus_token, self.settings.milvus_timeout,
+                                              self.settings.milvus_database)
                 self._started_lite = is_local(self.uri) and not lite_running
                 self._store = MilvusStore(self._conn)
             return self._store
@@ -142,7 +143,8 @@ class MilvusBackend:
         return data
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "milvus", "uri": redacted(self.uri), "token": "***" if self.settings.milvus_token else "",
+        return {"kind": "milvus", "uri": redacted(self.uri), "database": self.settings.milvus_database,
+                "token": "***" if self.settings.milvus_token else "",
                 "lite": is_local(self.uri), "analyzer": ANALYZER}
 
     def document_text(self, name: str, doc_ref: str) -> str:

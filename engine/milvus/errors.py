@@ -98,7 +98,7 @@ def translate(exc: BaseException, uri: str) -> KxError:
 class MilvusConnection:
     """One pymilvus client, every call timed out and translated."""
 
-    def __init__(self, uri: str, token: str, timeout: float) -> None:
+    def __init__(self, uri: str, token: str, timeout: float, database: str = "default") -> None:
         _quiet_loggers()
         self.uri = uri
         self.timeout = timeout
@@ -114,6 +114,14 @@ class MilvusConnection:
             self.client = MilvusClient(uri=target, token=token or "", timeout=timeout)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a KxError with the URI
             raise self._connect_error(exc) from None
+        if database != "default":
+            if database not in self.call("list_databases"):
+                try:
+                    self.call("create_database", database)
+                except KxError:
+                    if database not in self.call("list_databases"):  # another process may have just made it
+                        raise
+            self.call("use_database", database)
 
     def _local_target(self, path: str) -> str:
         folder = Path(path)

@@ -80,11 +80,15 @@ class MilvusStore:
             return
         schema_, index = made
         try:
-            self.conn.call("create_collection", collection, schema=schema_, index_params=index,
+            self.conn.call("create_collection", collection, schema=schema_,
                            consistency_level="Strong")  # a query right after an ingest sees it
         except KxError:
             if not self.conn.call("has_collection", collection):  # another writer may have just made it
                 raise
+        # Indexes on an empty collection: nothing to wait for (pymilvus would poll
+        # every 0.5 s per index); loading waits, so the first query finds it ready.
+        self.conn.call("create_index", collection, index, sync=False)
+        self.conn.call("load_collection", collection)
         self._known.add(collection)
 
     def drop(self, collection: str) -> None:
