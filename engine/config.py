@@ -350,11 +350,16 @@ class Settings:
             rows.append({
                 "name": spec.name,
                 "env": spec.env,
-                "value": ("***" if value else "") if spec.secret else _show(value),
+                "value": ("***" if value else "") if spec.secret else _without_password(_show(value)),
                 "source": self.sources.get(spec.name, "default"),
                 "doc": spec.doc,
             })
         return rows
+
+
+def _without_password(value: Any) -> Any:
+    """A URL's user:password@ masked (KX_MILVUS_URI may carry one), so `kx info` never prints it."""
+    return re.sub(r"(://)[^/@\s]+@", r"\1***@", value) if isinstance(value, str) else value
 
 
 def _show(value: Any) -> Any:

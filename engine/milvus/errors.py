@@ -71,8 +71,11 @@ def translate(exc: BaseException, uri: str) -> KxError:
     import grpc
 
     shown = redacted(uri)
-    code = exc.code() if isinstance(exc, grpc.RpcError) and callable(getattr(exc, "code", None)) else None
-    detail = exc.details() if isinstance(exc, grpc.RpcError) and callable(getattr(exc, "details", None)) else None
+    rpc = _rpc_error_in(exc, grpc.RpcError)   # pymilvus wraps a failed handshake, keeping the gRPC error as cause
+    code = rpc.code() if rpc is not None and callable(getattr(rpc, "code", None)) else None
+    detail = rpc.details() if rpc is not None and callable(getattr(rpc, "details", None)) else None
+    if code in (None, grpc.StatusCode.UNAVAILABLE):
+        detail = None   # pymilvus's own message names the address; gRPC's is a socket error string
     message = str(detail or getattr(exc, "message", None) or exc).strip() or type(exc).__name__
     message = message.splitlines()[0][:300]
     names = (code.name if code is not None else "", message)
@@ -93,6 +96,18 @@ def translate(exc: BaseException, uri: str) -> KxError:
                                                   "send smaller batches or give it more memory or disk")
     return KxError(Status.INTERNAL, f"Milvus at {shown} failed ({message}); "
                                     "run with KX_DEBUG=1 and report it if it persists")
+
+
+def _rpc_error_in(exc: BaseException, kind: type) -> Any:
+    """The first `kind` (grpc.RpcError) in exc's chain of causes, or None."""
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 10:
+        if isinstance(current, kind):
+            return current
+        current = current.__cause__ or current.__context__
+        seen += 1
+    return None
 
 
 class MilvusConnection:

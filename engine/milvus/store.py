@@ -71,6 +71,10 @@ class MilvusStore:
         if collection in self._known:
             return True
         if self.conn.call("has_collection", collection):
+            # a collection opened again (a new process, a restarted server) starts released: load it once
+            state = self.conn.call("get_load_state", collection)
+            if "Loaded" not in str(state.get("state", "")):
+                self.conn.call("load_collection", collection)
             self._known.add(collection)
             return True
         return False
