@@ -99,11 +99,12 @@ def main() -> None:
     parser.add_argument("--out", default=str(BENCH_DIR / "backends.json"))
     args = parser.parse_args()
 
+    from vector_cache import CachedEmbedder
+
     from engine import load_settings
     from engine.chunking import chunk_text
     from engine.embedders import load_embedder
     from engine.models import model_card_for
-    from vector_cache import CachedEmbedder
 
     docs, queries, qrels = _corpus(args.docs)
     settings = load_settings(SETTINGS, env={})

@@ -8,7 +8,8 @@ ascending passage ref at every step.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 
 def run_query(
-    engine: "Engine",
+    engine: Engine,
     name: str,
     text: str | None = None,
     *,

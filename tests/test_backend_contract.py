@@ -66,7 +66,7 @@ def test_a_first_ingest_that_stores_nothing_leaves_no_dataset(backend_factory) -
 def test_every_mode_answers_with_explained_hits(backend_factory, mode: str) -> None:
     backend = backend_factory()
     backend.ingest("notes", _notes())
-    result = backend.query("notes", ZORBLAX, k=3, mode=mode, rerank=False)  # right after the flush
+    result = backend.query("notes", ZORBLAX, k=3, mode=mode, rerank=False)  # at once after the flush
     assert result.mode == mode and len(result.hits) == (1 if mode == "sparse" else 3)  # BM25 matches one note
     top = result.hits[0]
     assert top.document_name == "zorblax" and top.text == NOTES["zorblax"] and top.label == "[chunk 1/1]"

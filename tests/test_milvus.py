@@ -15,7 +15,6 @@ import json
 import socket
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from concurrent import futures
@@ -131,7 +130,8 @@ def test_writes_are_batched_and_a_passage_longer_than_a_varchar_comes_back_whole
                                            "embed_model": "none"}), embedder=None)
     sent: list[int] = []
     original = backend.store().conn.client.upsert
-    backend.store().conn.client.upsert = lambda name, rows, **kw: (sent.append(len(rows)), original(name, rows, **kw))[1]
+    backend.store().conn.client.upsert = (
+        lambda name, rows, **kw: (sent.append(len(rows)), original(name, rows, **kw))[1])
     rng = np.random.default_rng(3)
     huge = "ünïcode " * 9000   # 72,000 characters, 90,000 UTF-8 bytes: over Milvus's 65,535
     docs = [from_text(f"record {i}", f"r{i}") for i in range(1200)] + [from_text(huge, "huge")]

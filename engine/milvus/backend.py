@@ -17,7 +17,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..config import Settings, load_settings
 from ..core import Engine

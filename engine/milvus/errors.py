@@ -12,21 +12,23 @@ loggers are silenced here, since the KxError says it all.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from ..errors import KxError, Status
 
 T = TypeVar("T")
 
-_AUTH_WORDS = re.compile(r"auth|credential|password|unauthenticated|token|api key", re.I)
-_TIMEOUT_WORDS = re.compile(r"deadline|timed? ?out|timeout", re.I)
+_AUTH_WORDS = re.compile(r"auth|credential|password|unauthenticated|token|api key", re.IGNORECASE)
+_TIMEOUT_WORDS = re.compile(r"deadline|timed? ?out|timeout", re.IGNORECASE)
 _UNAVAILABLE_WORDS = re.compile(r"fail connecting|unavailable|connection refused|connect failed|server is "
-                                r"not ready|failed to connect|channel", re.I)
+                                r"not ready|failed to connect|channel", re.IGNORECASE)
 
 
 def redacted(uri: str) -> str:
@@ -183,7 +185,5 @@ class MilvusConnection:
             raise translate(exc, self.uri) from None
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # closing a dead connection is not worth a message
             self.client.close()
-        except Exception:  # noqa: BLE001 - closing a dead connection is not worth a message
-            pass

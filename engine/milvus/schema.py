@@ -66,7 +66,11 @@ def collections_of(name: str) -> tuple[str, str, str]:
 
 
 def _client_types():
-    from pymilvus import DataType, Function, FunctionType  # only reached once a backend connected
+    from pymilvus import (  # only reached once a backend connected
+        DataType,
+        Function,
+        FunctionType,
+    )
 
     return DataType, Function, FunctionType
 

@@ -33,7 +33,13 @@ from ..errors import KxError, Status, not_found
 from ..fingerprint import Fingerprint
 from ..store import DocumentRow, NewDocument, PassageRow
 from . import schema
-from .schema import PLACEHOLDER, REGISTRY, TEXT_PIECE_CHARS, collections_of, cut_to_bytes
+from .schema import (
+    PLACEHOLDER,
+    REGISTRY,
+    TEXT_PIECE_CHARS,
+    collections_of,
+    cut_to_bytes,
+)
 
 if TYPE_CHECKING:
     import numpy as np
