@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from .documents import DocumentInput, from_bytes, from_text
 from .errors import KxError, Status
-from .records import DatasetSummary, DocumentResult, Hit, IngestReport, Notice, QueryResult
+from .records import (DatasetSummary, DocumentResult, DocumentSummary, Hit, IngestReport, Notice, PassageSpan,
+                      QueryResult)
 
 if TYPE_CHECKING:
     from .agent.records import AgentRun
@@ -154,6 +155,18 @@ class KxClient:
     def document_text(self, name: str, doc_ref: str) -> str:
         """A document's text, as its passages' character ranges refer to it."""
         return self._call("GET", f"/v1/datasets/{_segment(name)}/documents/{_segment(doc_ref)}")["text"]
+
+    def list_documents(self, name: str, offset: int = 0, limit: int = 100) -> list[DocumentSummary]:
+        data = self._call("GET", f"/v1/datasets/{_segment(name)}/documents?offset={int(offset)}&limit={int(limit)}")
+        return [DocumentSummary(**{**_known(DocumentSummary, d), "notes": tuple(d.get("notes") or ())})
+                for d in data["documents"]]
+
+    def document_passages(self, name: str, doc_ref: str) -> list[PassageSpan]:
+        data = self._call("GET", f"/v1/datasets/{_segment(name)}/documents/{_segment(doc_ref)}/passages")
+        return [PassageSpan(**_known(PassageSpan, p)) for p in data["passages"]]
+
+    def warm_up(self, dataset: str | None = None, notify: Callable[[str], None] | None = None) -> bool:
+        return False  # the gateway loads its own model and indexes; there is nothing to load on this side
 
     def ingest(
         self,
@@ -304,9 +317,14 @@ def _ingest_report(data: dict[str, Any]) -> IngestReport:
                         list(data.get("advisories", [])))
 
 
+def _known(record: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The fields of `data` that `record` (a dataclass) has: a newer server may send more."""
+    fields = record.__dataclass_fields__
+    return {k: v for k, v in data.items() if k in fields}
+
+
 def _query_result(data: dict[str, Any]) -> QueryResult:
-    fields = set(Hit.__dataclass_fields__)
-    hits = [Hit(**{k: v for k, v in h.items() if k in fields}) for h in data["hits"]]
+    hits = [Hit(**_known(Hit, h)) for h in data["hits"]]
     return QueryResult(data["dataset"], data["query"], data["mode"], data["rerank"], data["k"], data["requested_k"],
                        hits, list(data.get("notes", [])), dict(data.get("timings_ms", {})))
 

@@ -5,8 +5,9 @@ Plain dataclasses with `to_dict()`, so every transport shows the same fields.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 ADDED, UNCHANGED, REFUSED = "added", "unchanged", "refused"
 
@@ -143,7 +144,55 @@ class Hit:
 
 
 @dataclass(frozen=True)
-class QueryResult:
+class DocumentSummary:
+    """One document of a dataset, as `kx datasets documents` and the TUI's browser list it."""
+
+    name: str
+    ref: str                       # sha256 of its bytes
+    media_type: str
+    pages: int | None              # None when the format has no pages (or the catalogue predates them)
+    passages: int
+    ingested_at: float
+    source_path: str | None
+    title: str | None = None
+    size: int = 0                  # bytes
+    extractor: str | None = None   # which reader made its text ("pdf:pypdfium2 ...", "text"); None before schema 2
+    notes: tuple[str, ...] = ()    # what the extractor could not do ("page 3: no text layer")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["notes"] = list(self.notes)
+        return data
+
+
+@dataclass(frozen=True)
+class PassageSpan:
+    """Where one passage lies in its document's text (no text: slice the document's)."""
+
+    ref: str
+    chunk_index: int
+    chunk_count: int
+    char_start: int
+    char_end: int
+    page_start: int | None = None
+    page_end: int | None = None
+    section: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"[chunk {self.chunk_index + 1}/{self.chunk_count}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class QueryResult(Sequence[Hit]):
+    """A query's answer. It is also the sequence of its hits: `len(r)`, `r[0]`, `for hit in r`.
+
+    As a sequence it is falsy when nothing matched; test `is None` for "no answer yet".
+    """
+
     dataset: str
     query: str | None
     mode: str
@@ -157,6 +206,21 @@ class QueryResult:
     @property
     def clamped(self) -> bool:
         return self.k != self.requested_k
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def __iter__(self) -> Iterator[Hit]:
+        return iter(self.hits)
+
+    @overload
+    def __getitem__(self, index: int) -> Hit: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Hit]: ...
+
+    def __getitem__(self, index: int | slice) -> Hit | list[Hit]:
+        return self.hits[index]
 
     def to_dict(self) -> dict[str, Any]:
         return {
