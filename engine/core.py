@@ -12,7 +12,6 @@ import contextlib
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
-from . import __version__
 from .config import Settings, load_settings
 from .dataset import Dataset, list_dataset_names
 from .documents import DocumentInput
@@ -21,6 +20,7 @@ from .models import ModelCard, model_card_for
 from .onnx_cache import runtime_status
 from .records import DatasetSummary, DocumentSummary, IngestReport, PassageSpan, QueryResult
 from .storage_errors import storage_errors
+from .version import __version__
 
 if TYPE_CHECKING:
     import numpy as np
@@ -200,13 +200,7 @@ class Engine:
         vectors: Sequence[Sequence[float]] | np.ndarray | None = None,
         on_event: EventFn | None = None,
     ) -> IngestReport:
-        """Add documents to dataset `name`, creating it on first use (see engine/ingest.py).
-
-        With `vectors`, each document is one passage with the caller's vector
-        (no model needed). Documents that cannot be read are refused one by
-        one; the rest go in. Raises only for what stops the whole command: a
-        bad name, no model, or an incompatible fingerprint.
-        """
+        """engine.ingest.run_ingest on this engine, its storage failures turned into KxErrors."""
         from .ingest import run_ingest
 
         with storage_errors(self.settings.datasets_dir / name):
@@ -224,10 +218,7 @@ class Engine:
         mode: str | None = None,
         rerank: bool | None = None,
     ) -> QueryResult:
-        """The passages of dataset `name` that best answer `text` (or a pre-computed `vector`).
-
-        See engine/query.py: dense and sparse pools fused by RRF, then MMR.
-        """
+        """engine.query.run_query on this engine, its storage failures turned into KxErrors."""
         from .query import run_query
 
         with storage_errors(self.settings.datasets_dir / name):

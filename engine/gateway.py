@@ -37,7 +37,7 @@ import logging
 import os
 import secrets
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Sequence
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -45,12 +45,13 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import __version__
 from .client import TOKEN_FILE, read_token, token_path
 from .core import Engine
 from .dataset import validate_name
 from .documents import RECORD_MEDIA_TYPE, DocumentInput
 from .errors import KxError, Status, invalid, precondition
+from .records import RetrievalMode
+from .version import __version__
 
 log = logging.getLogger("kx.gateway")
 
@@ -252,7 +253,8 @@ class QueryIn(_Body):
     text: str | None = Field(None, description="The question or words to search for.")
     vector: list[float] | None = Field(None, description="A pre-computed query embedding (searches dense).")
     k: int | None = Field(None, description="Hits wanted (clamped to the operator's KX_MAX_K).")
-    mode: Literal["hybrid", "dense", "sparse"] | None = None
+    mode: RetrievalMode | None = Field(None, strict=False,  # strict bodies would want an enum object, not "dense"
+                                       description="hybrid, dense or sparse (default KX_DEFAULT_MODE).")
     rerank: bool | None = Field(None, description="Apply the MMR pass (default KX_RERANK).")
 
 

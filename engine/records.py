@@ -7,9 +7,32 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any, Literal, overload
 
-ADDED, UNCHANGED, REFUSED = "added", "unchanged", "refused"
+
+class RetrievalMode(StrEnum):
+    """Which retrievers answer a query. A str: plain "dense" works wherever a mode goes."""
+
+    HYBRID = "hybrid"
+    DENSE = "dense"
+    SPARSE = "sparse"
+
+    @classmethod
+    def parse(cls, text: object) -> RetrievalMode:
+        """A mode from what a person typed ("Dense ", "SPARSE"); ValueError names the choices."""
+        try:
+            return cls(str(text).strip().lower())
+        except ValueError:
+            raise ValueError(f"expected one of {', '.join(cls)}, got {text!r}") from None
+
+
+class DocumentStatus(StrEnum):
+    """What an ingest did with one document."""
+
+    ADDED = "added"
+    UNCHANGED = "unchanged"    # the same bytes are already in the dataset
+    REFUSED = "refused"        # could not be read; `code` and `reason` say why
 
 
 @dataclass(frozen=True)
@@ -17,7 +40,7 @@ class DocumentResult:
     """What happened to one input document."""
 
     name: str
-    status: Literal["added", "unchanged", "refused"]
+    status: DocumentStatus
     ref: str | None = None
     passages: int = 0
     source_path: str | None = None
@@ -54,17 +77,17 @@ class IngestReport:
     passages: int
     advisories: list[str] = field(default_factory=list)
 
-    def count(self, status: str) -> int:
+    def count(self, status: DocumentStatus) -> int:
         return sum(1 for r in self.results if r.status == status)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "dataset": self.dataset,
             "created": self.created,
-            "added": self.count(ADDED),
-            "unchanged": self.count(UNCHANGED),
-            "refused": self.count(REFUSED),
-            "passages_added": sum(r.passages for r in self.results if r.status == ADDED),
+            "added": self.count(DocumentStatus.ADDED),
+            "unchanged": self.count(DocumentStatus.UNCHANGED),
+            "refused": self.count(DocumentStatus.REFUSED),
+            "passages_added": sum(r.passages for r in self.results if r.status == DocumentStatus.ADDED),
             "documents": self.documents,
             "passages": self.passages,
             "advisories": list(self.advisories),
@@ -195,7 +218,7 @@ class QueryResult(Sequence[Hit]):
 
     dataset: str
     query: str | None
-    mode: str
+    mode: RetrievalMode
     rerank: bool
     k: int                         # hits asked for, after clamping
     requested_k: int

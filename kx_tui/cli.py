@@ -16,6 +16,7 @@ from typing import Any, Sequence
 import click
 
 from engine.errors import KxError, Status
+from engine.records import DocumentStatus, RetrievalMode
 
 
 from .render import (
@@ -153,7 +154,7 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
                 progress.update(event)
             elif isinstance(event, Notice):
                 progress.print(f"{event.kind}: {event.message}")
-            elif isinstance(event, DocumentResult) and (not quiet_lines or event.status == "refused") and not as_json:
+            elif isinstance(event, DocumentResult) and (not quiet_lines or event.status == DocumentStatus.REFUSED) and not as_json:
                 progress.call(print_ingest_line, out, event)
 
         report = engine.ingest(name, docs, on_event=on_event)
@@ -161,7 +162,7 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
         print_ingest_summary(out, report)
-    refused = [r for r in report.results if r.status == "refused"]
+    refused = [r for r in report.results if r.status == DocumentStatus.REFUSED]
     if refused:
         first = Status[refused[0].code or "INVALID_ARGUMENT"]
         raise KxError(first, f"{len(refused)} of {len(report.results)} document(s) refused; "
@@ -173,7 +174,7 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
 @click.option("--text", "-t", "text", required=True, help="The question or words to search for.")
 @click.option("--k", "-k", "k", type=int, default=None, help="How many passages to return (default KX_DEFAULT_K, "
               "clamped to KX_MAX_K).")
-@click.option("--mode", type=click.Choice(["hybrid", "dense", "sparse"], case_sensitive=False), default=None,
+@click.option("--mode", type=click.Choice(list(RetrievalMode), case_sensitive=False), default=None,
               help="Retrievers to use (default KX_DEFAULT_MODE): hybrid fuses dense and sparse.")
 @click.option("--rerank", type=click.Choice(["on", "off"], case_sensitive=False), default=None,
               help="MMR pass that keeps near-duplicates apart (default KX_RERANK).")

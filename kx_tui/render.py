@@ -12,7 +12,8 @@ from rich.table import Table
 
 from rich.text import Text
 
-from engine.records import DatasetSummary, DocumentResult, DocumentSummary, Hit, IngestReport, QueryResult
+from engine.records import (DatasetSummary, DocumentResult, DocumentStatus, DocumentSummary, Hit, IngestReport,
+                            QueryResult)
 
 
 def Console(stderr: bool = False) -> _RichConsole:  # noqa: N802 - reads as a constructor at call sites
@@ -76,14 +77,14 @@ def print_documents(console: _RichConsole, dataset: str, documents: list[Documen
     console.print(f"[dim]{escape(dataset)}: documents {offset + 1}–{last} of {total:,}{more}[/]")
 
 
-_STATUS_STYLE = {"added": "green", "unchanged": "dim", "refused": "red"}
+_STATUS_STYLE = {DocumentStatus.ADDED: "green", DocumentStatus.UNCHANGED: "dim", DocumentStatus.REFUSED: "red"}
 
 
 def print_ingest_line(console: _RichConsole, result: DocumentResult) -> None:
     style = _STATUS_STYLE[result.status]
     label = f"[{style}]{result.status:<9}[/]"
     name = escape(result.name)
-    if result.status == "refused":
+    if result.status == DocumentStatus.REFUSED:
         console.print(f"{label} {name}: {escape(result.reason or '')}")
     else:
         plural = "" if result.passages == 1 else "s"
@@ -91,8 +92,8 @@ def print_ingest_line(console: _RichConsole, result: DocumentResult) -> None:
 
 
 def print_ingest_summary(console: _RichConsole, report: IngestReport) -> None:
-    added, unchanged, refused = (report.count(s) for s in ("added", "unchanged", "refused"))
-    new = sum(r.passages for r in report.results if r.status == "added")
+    added, unchanged, refused = (report.count(s) for s in DocumentStatus)
+    new = sum(r.passages for r in report.results if r.status == DocumentStatus.ADDED)
     console.print(
         f"[bold]{escape(report.dataset)}[/]: {added} added ({new:,} passage{'' if new == 1 else 's'}), {unchanged} unchanged, "
         f"{refused} refused; the dataset now holds {report.documents:,} documents, {report.passages:,} passages"

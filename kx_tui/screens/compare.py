@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from engine.backend import Backend
 from engine.errors import KxError
-from engine.records import Hit, QueryResult
+from engine.records import Hit, QueryResult, RetrievalMode
 
 from ..warmup import ModelWarmup
 
@@ -105,7 +105,7 @@ class CompareScreen(Screen):
         self.warmup.wait()  # both modes embed: one model load, the warm-up's
         try:
             results = {mode: self.backend.query(self.dataset, self.query_text, k=self.k, mode=mode,
-                                                rerank=self.rerank) for mode in ("hybrid", "dense")}
+                                                rerank=self.rerank) for mode in (RetrievalMode.HYBRID, RetrievalMode.DENSE)}
         except KxError as exc:
             self.app.call_from_thread(self.app.notify, exc.message, severity="error")
             return

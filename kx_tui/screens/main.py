@@ -22,7 +22,7 @@ from textual.widgets import Footer, Header, Input, OptionList, ProgressBar, Stat
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from engine.errors import KxError
-from engine.records import QueryResult
+from engine.records import QueryResult, RetrievalMode
 
 from ..messages import (
     DatasetsLoaded,
@@ -38,6 +38,7 @@ from ..widgets.datasets import DatasetDetails, DatasetList
 from ..widgets.query import QueryBox
 from ..widgets.results import ResultsList
 from ..widgets.watch import WatchPanel
+from ..workbench import Workbench
 from .compare import CompareScreen
 from .detail import PassageDetailScreen
 from .documents import DocumentsScreen
@@ -46,10 +47,8 @@ from .help import HelpScreen
 if TYPE_CHECKING:
     from engine.sparse import SparseIndex
 
-    from ..app import KxApp
-
 SAMPLE_DATASET = "handbook"
-MODES = ("hybrid", "dense", "sparse")
+MODES = tuple(RetrievalMode)
 
 FIRST_RUN = """[b]No datasets yet.[/b]
 
@@ -140,8 +139,8 @@ class MainScreen(Screen):
         self._highlighters: dict[tuple[str, bool], SparseIndex] = {}
 
     @property
-    def kx(self) -> "KxApp":
-        return self.app  # type: ignore[return-value]
+    def kx(self) -> Workbench:
+        return self.app  # type: ignore[return-value]  # KxApp, seen through the face screens may use
 
     # -- layout -------------------------------------------------------------------
 
