@@ -10,28 +10,30 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-
 _WHERE = {
     "Backend": "backend",
     "KxClient": "client",
-    "RetrievalMode": "client",
+    "RetrievalMode": "records",
+    "DocumentStatus": "records",
     "Settings": "config",
     "load_settings": "config",
     "Engine": "core",
     "KxError": "errors",
     "Status": "errors",
+    "__version__": "version",  # importlib.metadata costs ~10 ms: read when asked for
 }
 
-__all__ = ["Backend", "Engine", "KxClient", "KxError", "RetrievalMode", "Settings", "Status", "load_settings",
+__all__ = ["Backend", "DocumentStatus", "Engine", "KxClient", "KxError", "RetrievalMode", "Settings", "Status", "load_settings",
            "__version__"]
 
 if TYPE_CHECKING:
     from .backend import Backend
-    from .client import KxClient, RetrievalMode
+    from .client import KxClient
     from .config import Settings, load_settings
     from .core import Engine
     from .errors import KxError, Status
+    from .records import DocumentStatus, RetrievalMode
+    from .version import __version__
 
 
 def __getattr__(name: str) -> Any:

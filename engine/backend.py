@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
 
 from .documents import DocumentInput
-from .records import DatasetSummary, IngestReport, QueryResult
+from .records import DatasetSummary, DocumentSummary, IngestReport, PassageSpan, QueryResult
 
 EventFn = Callable[[object], None]
 
@@ -24,6 +24,31 @@ class Backend(Protocol):
     def info(self) -> dict[str, Any]: ...
 
     def document_text(self, name: str, doc_ref: str) -> str: ...
+
+    def list_documents(self, name: str, offset: int = 0, limit: int = 100) -> list[DocumentSummary]:
+        """Dataset `name`'s documents in ingest order: at most `limit` (1..1000), skipping `offset`.
+
+        An empty list past the end; NOT_FOUND for an unknown dataset,
+        INVALID_ARGUMENT for a bad offset or limit.
+        """
+        ...
+
+    def document_passages(self, name: str, doc_ref: str) -> list[PassageSpan]:
+        """Where each passage of document `doc_ref` lies in `document_text(name, doc_ref)`, in chunk order."""
+        ...
+
+    def warm_up(self, dataset: str | None = None, notify: Callable[[str], None] | None = None) -> bool:
+        """Make the first query fast by loading now what it would otherwise load.
+
+        `notify` hears one-off progress lines (the model's first-use ONNX export).
+
+        Without `dataset`: the embedding model (a model that cannot load
+        raises its KxError, as a query would). With one: that dataset's
+        indexes, opened for reading. Returns True when something was loaded
+        here; False when there is nothing to load (no model, or a gateway,
+        which loads its own).
+        """
+        ...
 
     def ingest(
         self,

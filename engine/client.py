@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import enum
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from .documents import DocumentInput, from_bytes, from_text
 from .errors import KxError, Status
-from .records import DatasetSummary, DocumentResult, Hit, IngestReport, Notice, QueryResult
+from .records import (DatasetSummary, DocumentResult, DocumentStatus, DocumentSummary, Hit, IngestReport, Notice,
+                      PassageSpan, QueryResult, RetrievalMode)
 
 if TYPE_CHECKING:
     from .agent.records import AgentRun
@@ -44,14 +44,6 @@ def read_token(home: Path | str) -> str | None:
         raise KxError(Status.FAILED_PRECONDITION,
                       f"cannot read {token_path(home)} ({exc.strerror}); fix its permissions") from None
     return token or None
-
-
-class RetrievalMode(str, enum.Enum):
-    """Which retrievers answer a query; a str, so plain "dense" works too."""
-
-    HYBRID = "hybrid"
-    DENSE = "dense"
-    SPARSE = "sparse"
 
 
 class KxClient:
@@ -155,6 +147,18 @@ class KxClient:
         """A document's text, as its passages' character ranges refer to it."""
         return self._call("GET", f"/v1/datasets/{_segment(name)}/documents/{_segment(doc_ref)}")["text"]
 
+    def list_documents(self, name: str, offset: int = 0, limit: int = 100) -> list[DocumentSummary]:
+        data = self._call("GET", f"/v1/datasets/{_segment(name)}/documents?offset={int(offset)}&limit={int(limit)}")
+        return [DocumentSummary(**{**_known(DocumentSummary, d), "notes": tuple(d.get("notes") or ())})
+                for d in data["documents"]]
+
+    def document_passages(self, name: str, doc_ref: str) -> list[PassageSpan]:
+        data = self._call("GET", f"/v1/datasets/{_segment(name)}/documents/{_segment(doc_ref)}/passages")
+        return [PassageSpan(**_known(PassageSpan, p)) for p in data["passages"]]
+
+    def warm_up(self, dataset: str | None = None, notify: Callable[[str], None] | None = None) -> bool:
+        return False  # the gateway loads its own model and indexes; there is nothing to load on this side
+
     def ingest(
         self,
         name: str,
@@ -206,10 +210,10 @@ class KxClient:
         # The engine reports refused and unchanged documents while it sorts the
         # input, and added ones as they commit: replay that order.
         for result in results:
-            if result.status != "added":
+            if result.status != DocumentStatus.ADDED:
                 emit(result)
         for result in results:
-            if result.status == "added":
+            if result.status == DocumentStatus.ADDED:
                 emit(result)
         return IngestReport(name, results, created, documents_total, passages_total, list(advisories))
 
@@ -295,19 +299,24 @@ def _vector_rows(vectors: Any) -> list[list[float]]:
 def _local_refusal(doc: DocumentInput) -> DocumentResult:
     error = doc.error
     assert error is not None
-    return DocumentResult(doc.name, "refused", None, 0, doc.source_path, error.status.name, error.message)
+    return DocumentResult(doc.name, DocumentStatus.REFUSED, None, 0, doc.source_path, error.status.name, error.message)
 
 
 def _ingest_report(data: dict[str, Any]) -> IngestReport:
-    results = [DocumentResult(**r) for r in data["results"]]
+    results = [DocumentResult(**{**r, "status": DocumentStatus(r["status"])}) for r in data["results"]]
     return IngestReport(data["dataset"], results, data["created"], data["documents"], data["passages"],
                         list(data.get("advisories", [])))
 
 
+def _known(record: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The fields of `data` that `record` (a dataclass) has: a newer server may send more."""
+    fields = record.__dataclass_fields__
+    return {k: v for k, v in data.items() if k in fields}
+
+
 def _query_result(data: dict[str, Any]) -> QueryResult:
-    fields = set(Hit.__dataclass_fields__)
-    hits = [Hit(**{k: v for k, v in h.items() if k in fields}) for h in data["hits"]]
-    return QueryResult(data["dataset"], data["query"], data["mode"], data["rerank"], data["k"], data["requested_k"],
+    hits = [Hit(**_known(Hit, h)) for h in data["hits"]]
+    return QueryResult(data["dataset"], data["query"], RetrievalMode(data["mode"]), data["rerank"], data["k"], data["requested_k"],
                        hits, list(data.get("notes", [])), dict(data.get("timings_ms", {})))
 
 

@@ -13,16 +13,15 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from .errors import invalid
+from .records import RetrievalMode
 
 _TRUE = {"on", "true", "yes", "1"}
 _FALSE = {"off", "false", "no", "0"}
-MODES = ("hybrid", "dense", "sparse")
 RUNTIMES = ("onnx", "torch")
 BACKENDS = ("embedded", "milvus")
 
@@ -56,11 +55,8 @@ def _float_in(low: float, high: float) -> Callable[[str], float]:
     return parse
 
 
-def _mode(text: str) -> str:
-    low = text.strip().lower()
-    if low not in MODES:
-        raise ValueError("expected one of " + ", ".join(MODES))
-    return low
+def _mode(text: str) -> RetrievalMode:
+    return RetrievalMode.parse(text)
 
 
 def _text(text: str) -> str:
@@ -204,7 +200,7 @@ SPECS: tuple[SettingSpec, ...] = (
                 "apply the MMR pass by default (on/off)"),
     SettingSpec("mmr_depth", "KX_MMR_DEPTH", _int_in(2, 10_000), lambda: 30,
                 "how many of the best fused passages MMR may reorder"),
-    SettingSpec("default_mode", "KX_DEFAULT_MODE", _mode, lambda: "hybrid",
+    SettingSpec("default_mode", "KX_DEFAULT_MODE", _mode, lambda: RetrievalMode.HYBRID,
                 "retrieval mode when a query names none: hybrid, dense or sparse"),
     SettingSpec("bm25_k1", "KX_BM25_K1", _float_in(0.0, 10.0), lambda: 1.2,
                 "BM25 term-frequency saturation k1"),
@@ -293,7 +289,7 @@ class Settings:
     mmr_depth: int
     mmr_duplicate_threshold: float
     rerank: bool
-    default_mode: str
+    default_mode: RetrievalMode
     bm25_k1: float
     bm25_b: float
     default_k: int

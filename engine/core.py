@@ -12,15 +12,15 @@ import contextlib
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
-from . import __version__
 from .config import Settings, load_settings
 from .dataset import Dataset, list_dataset_names
 from .documents import DocumentInput
 from .errors import KxError, Status, not_found
 from .models import ModelCard, model_card_for
 from .onnx_cache import runtime_status
-from .records import DatasetSummary, IngestReport, QueryResult
+from .records import DatasetSummary, DocumentSummary, IngestReport, PassageSpan, QueryResult
 from .storage_errors import storage_errors
+from .version import __version__
 
 if TYPE_CHECKING:
     import numpy as np
@@ -32,6 +32,7 @@ EventFn = Callable[[object], None]
 NotifyFn = Callable[[str], None]
 
 _UNSET: Any = object()
+MAX_DOCUMENTS_PAGE = 1000  # documents per list_documents call; page with `offset` for more
 
 
 class Engine:
@@ -75,6 +76,19 @@ class Engine:
         if callable(prepare):
             prepare(notify)
         return runtime_status(embedder, self.settings, self.model_card())
+
+    def warm_up(self, dataset: str | None = None, notify: NotifyFn | None = None) -> bool:
+        if dataset is not None:
+            self.searcher(dataset)  # opened and cached: the first query finds them ready
+            return True
+        if self.model_card() is None:
+            return False
+        self.prepare_model(notify)  # exports the ONNX graph on first use, saying so through `notify`
+        embedder = self.embedder()
+        if embedder is None:
+            return False
+        embedder.encode(["warm up"])  # loads the weights and pays the first call's one-off costs
+        return True
 
     # -- reads --------------------------------------------------------------------
 
@@ -146,6 +160,38 @@ class Engine:
             raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
         return text
 
+    def list_documents(self, name: str, offset: int = 0, limit: int = 100) -> list[DocumentSummary]:
+        """Documents of dataset `name` in ingest order, `limit` (1..1000) from `offset`."""
+        _check_page(offset, limit)
+        dataset = Dataset(self.settings, name)
+        dataset.require(self.settings)
+        with storage_errors(dataset.folder):
+            catalogue = dataset.reading()
+            try:
+                rows = catalogue.documents(offset, limit)
+            finally:
+                catalogue.close()
+        return [DocumentSummary(name=row.name, ref=row.ref, media_type=row.media_type, pages=row.page_count,
+                                passages=row.passage_count, ingested_at=row.ingested_at,
+                                source_path=row.source_path, title=row.title, size=row.size,
+                                extractor=row.extractor, notes=tuple(row.to_dict()["notes"])) for row in rows]
+
+    def document_passages(self, name: str, doc_ref: str) -> list[PassageSpan]:
+        """Where each passage of one document lies in its text, in chunk order."""
+        dataset = Dataset(self.settings, name)
+        dataset.require(self.settings)
+        with storage_errors(dataset.folder):
+            catalogue = dataset.reading()
+            try:
+                if catalogue.document(doc_ref) is None:
+                    raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
+                rows = catalogue.passages_of(doc_ref)
+            finally:
+                catalogue.close()
+        return [PassageSpan(ref=row.ref, chunk_index=row.chunk_index, chunk_count=row.chunk_count,
+                            char_start=row.char_start, char_end=row.char_end, page_start=row.page_start,
+                            page_end=row.page_end, section=row.section) for row in rows]
+
     # -- ingest -------------------------------------------------------------------
 
     def ingest(
@@ -155,13 +201,7 @@ class Engine:
         vectors: Sequence[Sequence[float]] | np.ndarray | None = None,
         on_event: EventFn | None = None,
     ) -> IngestReport:
-        """Add documents to dataset `name`, creating it on first use (see engine/ingest.py).
-
-        With `vectors`, each document is one passage with the caller's vector
-        (no model needed). Documents that cannot be read are refused one by
-        one; the rest go in. Raises only for what stops the whole command: a
-        bad name, no model, or an incompatible fingerprint.
-        """
+        """engine.ingest.run_ingest on this engine, its storage failures turned into KxErrors."""
         from .ingest import run_ingest
 
         with storage_errors(self.settings.datasets_dir / name):
@@ -179,10 +219,7 @@ class Engine:
         mode: str | None = None,
         rerank: bool | None = None,
     ) -> QueryResult:
-        """The passages of dataset `name` that best answer `text` (or a pre-computed `vector`).
-
-        See engine/query.py: dense and sparse pools fused by RRF, then MMR.
-        """
+        """engine.query.run_query on this engine, its storage failures turned into KxErrors."""
         from .query import run_query
 
         with storage_errors(self.settings.datasets_dir / name):
@@ -240,3 +277,11 @@ class Engine:
             for searcher in self._searchers.values():
                 searcher.close()
             self._searchers.clear()
+
+
+def _check_page(offset: int, limit: int) -> None:
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise KxError(Status.INVALID_ARGUMENT, f"offset must be a whole number of at least 0, got {offset!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_DOCUMENTS_PAGE:
+        raise KxError(Status.INVALID_ARGUMENT, f"limit must be a whole number from 1 to {MAX_DOCUMENTS_PAGE}, "
+                                               f"got {limit!r}; page through more with offset")

@@ -41,8 +41,13 @@ class KxError(Exception):
         self.status = status
         self.message = message
 
+    @property
+    def code(self) -> str:
+        """The status's name ("NOT_FOUND", ...), as the CLI prints it and the gateway sends it."""
+        return self.status.name
+
     def to_dict(self) -> dict[str, str]:
-        return {"code": self.status.name, "message": self.message}
+        return {"code": self.code, "message": self.message}
 
 
 def invalid(message: str) -> KxError:

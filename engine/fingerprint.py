@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
+from .analysis import TOKENIZER_VERSION
 from .chunking import CHUNKER_VERSION
 from .config import Settings
 from .errors import precondition
@@ -61,8 +62,6 @@ def current_fingerprint(settings: Settings, card: ModelCard | None, dimension: i
     With no model configured, the vectors are the caller's own (pre-computed):
     the model is recorded as such and the dimension is the vectors'.
     """
-    from .sparse import TOKENIZER_VERSION  # here, not at the top: sparse imports numpy, `kx datasets list` must not
-
     tokenizer, stopwords = TOKENIZER_VERSION, settings.stopwords
     if settings.backend == "milvus":  # Milvus's own analyzer builds the sparse index (engine/milvus/schema.py)
         from .milvus.schema import ANALYZER_VERSION

@@ -6,6 +6,9 @@ Routes (all JSON; errors are always `{code, message}` with the status's HTTP cod
     GET  /v1/info                        what `kx info --json` shows
     GET  /v1/datasets                    {"datasets": [summary, ...]}
     GET  /v1/datasets/{name}             one summary
+    GET  /v1/datasets/{name}/documents   its documents, paged: ?offset=0&limit=100 (limit at most 1000)
+    GET  /v1/datasets/{name}/documents/{ref}            one document's text
+    GET  /v1/datasets/{name}/documents/{ref}/passages   where its passages lie in that text
     POST /v1/datasets/{name}/documents   ingest: text, or base64 bytes with a media type; optional vector
     POST /v1/datasets/{name}/query       text and/or a pre-computed vector; k, mode, rerank
     POST /v1/agent/runs                  a bounded agent run (engine/agent/): transcript and cited answer
@@ -34,7 +37,7 @@ import logging
 import os
 import secrets
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Sequence
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -42,12 +45,13 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import __version__
 from .client import TOKEN_FILE, read_token, token_path
 from .core import Engine
 from .dataset import validate_name
 from .documents import RECORD_MEDIA_TYPE, DocumentInput
 from .errors import KxError, Status, invalid, precondition
+from .records import RetrievalMode
+from .version import __version__
 
 log = logging.getLogger("kx.gateway")
 
@@ -249,7 +253,8 @@ class QueryIn(_Body):
     text: str | None = Field(None, description="The question or words to search for.")
     vector: list[float] | None = Field(None, description="A pre-computed query embedding (searches dense).")
     k: int | None = Field(None, description="Hits wanted (clamped to the operator's KX_MAX_K).")
-    mode: Literal["hybrid", "dense", "sparse"] | None = None
+    mode: RetrievalMode | None = Field(None, strict=False,  # strict bodies would want an enum object, not "dense"
+                                       description="hybrid, dense or sparse (default KX_DEFAULT_MODE).")
     rerank: bool | None = Field(None, description="Apply the MMR pass (default KX_RERANK).")
 
 
@@ -511,6 +516,19 @@ def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
     @app.get(f"{API_PREFIX}/datasets/{{name}}", tags=["datasets"], responses=_ERRORS)
     def dataset_summary(name: str) -> dict[str, Any]:
         return engine.dataset_summary(validate_name(name)).to_dict()
+
+    @app.get(f"{API_PREFIX}/datasets/{{name}}/documents", tags=["datasets"], responses=_ERRORS)
+    def list_documents(name: str, offset: int = 0, limit: int = 100) -> dict[str, Any]:
+        validate_name(name)
+        documents = engine.list_documents(name, offset, limit)
+        total = engine.dataset_summary(name).documents
+        return {"dataset": name, "offset": offset, "limit": limit, "total": total,
+                "documents": [d.to_dict() for d in documents]}
+
+    @app.get(f"{API_PREFIX}/datasets/{{name}}/documents/{{ref}}/passages", tags=["datasets"], responses=_ERRORS)
+    def document_passages(name: str, ref: str) -> dict[str, Any]:
+        validate_name(name)
+        return {"dataset": name, "ref": ref, "passages": [p.to_dict() for p in engine.document_passages(name, ref)]}
 
     @app.get(f"{API_PREFIX}/datasets/{{name}}/documents/{{ref}}", tags=["datasets"],
              responses={200: {"model": DocumentTextOut}, **_ERRORS})

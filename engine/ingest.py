@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence
 
 import numpy as np
 
@@ -24,10 +24,8 @@ from .extract import Extracted, extract_many, page_span, section_path
 from .fingerprint import Fingerprint, check_compatible, current_fingerprint
 from .models import ModelCard
 from .records import (
-    ADDED,
-    REFUSED,
-    UNCHANGED,
     DocumentResult,
+    DocumentStatus,
     IngestReport,
     Notice,
     Progress,
@@ -36,9 +34,19 @@ from .store import NewDocument, NewPassage
 from .vectors import checked_vectors
 
 if TYPE_CHECKING:
-    from .core import Engine
+    from .embedders import Embedder
 
 EventFn = Callable[[object], None]
+
+
+class IngestEngine(Protocol):
+    """What an ingest needs of the engine: its settings and its model (loaded on first use)."""
+
+    settings: Settings
+
+    def model_card(self) -> ModelCard | None: ...
+
+    def embedder(self) -> Embedder | None: ...
 
 
 def chat_model_advisory(card: ModelCard) -> str:
@@ -63,7 +71,7 @@ class _Prepared:
 
 
 def run_ingest(
-    engine: "Engine",
+    engine: IngestEngine,
     name: str,
     documents: Iterable[DocumentInput],
     vectors: Sequence[Sequence[float]] | np.ndarray | None = None,
@@ -118,7 +126,7 @@ def run_ingest(
                         totals[0], totals[1], advisories)
 
 
-def _card_for_ingest(engine: "Engine", given: np.ndarray | None) -> ModelCard | None:
+def _card_for_ingest(engine: IngestEngine, given: np.ndarray | None) -> ModelCard | None:
     if given is None:
         return engine.model_card()
     try:  # bringing your own vectors must work without a usable model
@@ -168,7 +176,7 @@ def _cut(settings: Settings, docs, given, catalogue, results, emit, known, extra
             row = catalogue.document(ref)
             passages = row.passage_count if row else next(
                 len(p.document.passages) for p in pending if p.document.ref == ref)
-            results[position] = DocumentResult(doc.name, UNCHANGED, ref, passages, doc.source_path)
+            results[position] = DocumentResult(doc.name, DocumentStatus.UNCHANGED, ref, passages, doc.source_path)
             emit(results[position])
             continue
         try:
@@ -206,7 +214,7 @@ def _new_document(doc: DocumentInput, ref: str, extracted: Extracted, spans) -> 
                        text=extracted.text, title=extracted.title, page_count=extracted.page_count,
                        extractor=extracted.extractor or None, notes=extracted.notes)
 
-def _embed_and_commit(engine: "Engine", pending, catalogue, fingerprint, results, emit) -> None:
+def _embed_and_commit(engine: IngestEngine, pending, catalogue, fingerprint, results, emit) -> None:
     total = sum(len(p.document.passages) for p in pending)
     done = 0
     group: list[_Prepared] = []
@@ -223,12 +231,12 @@ def _embed_and_commit(engine: "Engine", pending, catalogue, fingerprint, results
         catalogue.commit_documents([p.document for p in group], vectors, fingerprint)
         for p in group:
             doc = p.document
-            results[p.position] = DocumentResult(doc.name, ADDED, doc.ref, len(doc.passages), doc.source_path)
+            results[p.position] = DocumentResult(doc.name, DocumentStatus.ADDED, doc.ref, len(doc.passages), doc.source_path)
             emit(results[p.position])
         done += size
         group, size = [], 0
 
-def _vectors_for(engine: "Engine", group: list[_Prepared], done: int, total: int, emit: EventFn) -> np.ndarray:
+def _vectors_for(engine: IngestEngine, group: list[_Prepared], done: int, total: int, emit: EventFn) -> np.ndarray:
     if group[0].vector is not None:
         return np.stack([p.vector for p in group]).astype(np.float32)
     embedder = engine.embedder()
@@ -250,4 +258,4 @@ def _vectors_for(engine: "Engine", group: list[_Prepared], done: int, total: int
 
 
 def _refused(doc: DocumentInput, error: KxError) -> DocumentResult:
-    return DocumentResult(doc.name, REFUSED, None, 0, doc.source_path, error.status.name, error.message)
+    return DocumentResult(doc.name, DocumentStatus.REFUSED, None, 0, doc.source_path, error.status.name, error.message)

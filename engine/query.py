@@ -8,28 +8,41 @@ ascending passage ref at every step.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ContextManager, Protocol, Sequence
 
 import numpy as np
 
-from .config import MODES, Settings
+from .config import Settings
 from .dataset import validate_name
 from .embedders import no_embedder_error
 from .errors import KxError, invalid
 from .fingerprint import Fingerprint, check_compatible, current_fingerprint
 from .fusion import mmr, rrf
 from .models import ModelCard
-from .records import Hit, QueryResult
+from .records import Hit, QueryResult, RetrievalMode
 from .search import MAX_QUERY_TERMS, DatasetSearcher
 from .vectors import checked_vectors
 
 if TYPE_CHECKING:
-    from .core import Engine
+    from .embedders import Embedder
+
+
+class QueryEngine(Protocol):
+    """What a query needs of the engine: settings, model, and the dataset's cached, thread-held readers."""
+
+    settings: Settings
+
+    def model_card(self) -> ModelCard | None: ...
+
+    def embedder(self) -> Embedder | None: ...
+
+    def searcher(self, name: str) -> DatasetSearcher: ...
+
+    def reading(self, name: str) -> ContextManager[DatasetSearcher]: ...
 
 
 def run_query(
-    engine: Engine,
+    engine: QueryEngine,
     name: str,
     text: str | None = None,
     *,
@@ -126,7 +139,8 @@ def _search(settings: Settings, searcher: DatasetSearcher, text: str | None, que
         if not sparse.hits:
             notes.append("no query word is in the sparse index (only stopwords, punctuation or unknown words)")
         if sparse.dropped_terms:
-            notes.append(f"sparse search used the {MAX_QUERY_TERMS} {sparse.kept_terms} of the query's indexed terms "
+            notes.append(f"sparse search used the {MAX_QUERY_TERMS} {sparse.kept_terms} of the query's "
+                         "indexed terms "
                          f"({sparse.dropped_terms} more were left out)")
 
     t = time.perf_counter()
@@ -190,11 +204,14 @@ def _search(settings: Settings, searcher: DatasetSearcher, text: str | None, que
     return hits
 
 
-def _check_mode(settings: Settings, mode: str | None) -> str:
+def _check_mode(settings: Settings, mode: str | None) -> RetrievalMode:
     chosen = settings.default_mode if mode is None else mode
-    if not isinstance(chosen, str) or chosen.strip().lower() not in MODES:
-        raise invalid(f"mode must be one of {', '.join(MODES)}, got {chosen!r}")
-    return chosen.strip().lower()
+    try:
+        if not isinstance(chosen, str):
+            raise ValueError(f"expected one of {', '.join(RetrievalMode)}, got {chosen!r}")
+        return RetrievalMode.parse(chosen)
+    except ValueError as exc:
+        raise invalid(f"mode must be {exc}") from None
 
 def _check_query_fingerprint(settings: Settings, name: str, stored: Fingerprint, card: ModelCard | None) -> None:
     current = current_fingerprint(settings, card, stored.dimension)

@@ -5,10 +5,34 @@ Plain dataclasses with `to_dict()`, so every transport shows the same fields.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any, Literal, overload
 
-ADDED, UNCHANGED, REFUSED = "added", "unchanged", "refused"
+
+class RetrievalMode(StrEnum):
+    """Which retrievers answer a query. A str: plain "dense" works wherever a mode goes."""
+
+    HYBRID = "hybrid"
+    DENSE = "dense"
+    SPARSE = "sparse"
+
+    @classmethod
+    def parse(cls, text: object) -> RetrievalMode:
+        """A mode from what a person typed ("Dense ", "SPARSE"); ValueError names the choices."""
+        try:
+            return cls(str(text).strip().lower())
+        except ValueError:
+            raise ValueError(f"expected one of {', '.join(cls)}, got {text!r}") from None
+
+
+class DocumentStatus(StrEnum):
+    """What an ingest did with one document."""
+
+    ADDED = "added"
+    UNCHANGED = "unchanged"    # the same bytes are already in the dataset
+    REFUSED = "refused"        # could not be read; `code` and `reason` say why
 
 
 @dataclass(frozen=True)
@@ -16,7 +40,7 @@ class DocumentResult:
     """What happened to one input document."""
 
     name: str
-    status: Literal["added", "unchanged", "refused"]
+    status: DocumentStatus
     ref: str | None = None
     passages: int = 0
     source_path: str | None = None
@@ -53,17 +77,17 @@ class IngestReport:
     passages: int
     advisories: list[str] = field(default_factory=list)
 
-    def count(self, status: str) -> int:
+    def count(self, status: DocumentStatus) -> int:
         return sum(1 for r in self.results if r.status == status)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "dataset": self.dataset,
             "created": self.created,
-            "added": self.count(ADDED),
-            "unchanged": self.count(UNCHANGED),
-            "refused": self.count(REFUSED),
-            "passages_added": sum(r.passages for r in self.results if r.status == ADDED),
+            "added": self.count(DocumentStatus.ADDED),
+            "unchanged": self.count(DocumentStatus.UNCHANGED),
+            "refused": self.count(DocumentStatus.REFUSED),
+            "passages_added": sum(r.passages for r in self.results if r.status == DocumentStatus.ADDED),
             "documents": self.documents,
             "passages": self.passages,
             "advisories": list(self.advisories),
@@ -143,10 +167,58 @@ class Hit:
 
 
 @dataclass(frozen=True)
-class QueryResult:
+class DocumentSummary:
+    """One document of a dataset, as `kx datasets documents` and the TUI's browser list it."""
+
+    name: str
+    ref: str                       # sha256 of its bytes
+    media_type: str
+    pages: int | None              # None when the format has no pages (or the catalogue predates them)
+    passages: int
+    ingested_at: float
+    source_path: str | None
+    title: str | None = None
+    size: int = 0                  # bytes
+    extractor: str | None = None   # which reader made its text ("pdf:pypdfium2 ...", "text"); None before schema 2
+    notes: tuple[str, ...] = ()    # what the extractor could not do ("page 3: no text layer")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["notes"] = list(self.notes)
+        return data
+
+
+@dataclass(frozen=True)
+class PassageSpan:
+    """Where one passage lies in its document's text (no text: slice the document's)."""
+
+    ref: str
+    chunk_index: int
+    chunk_count: int
+    char_start: int
+    char_end: int
+    page_start: int | None = None
+    page_end: int | None = None
+    section: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"[chunk {self.chunk_index + 1}/{self.chunk_count}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class QueryResult(Sequence[Hit]):
+    """A query's answer. It is also the sequence of its hits: `len(r)`, `r[0]`, `for hit in r`.
+
+    As a sequence it is falsy when nothing matched; test `is None` for "no answer yet".
+    """
+
     dataset: str
     query: str | None
-    mode: str
+    mode: RetrievalMode
     rerank: bool
     k: int                         # hits asked for, after clamping
     requested_k: int
@@ -157,6 +229,21 @@ class QueryResult:
     @property
     def clamped(self) -> bool:
         return self.k != self.requested_k
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def __iter__(self) -> Iterator[Hit]:
+        return iter(self.hits)
+
+    @overload
+    def __getitem__(self, index: int) -> Hit: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Hit]: ...
+
+    def __getitem__(self, index: int | slice) -> Hit | list[Hit]:
+        return self.hits[index]
 
     def to_dict(self) -> dict[str, Any]:
         return {

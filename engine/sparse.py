@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import re
 import shutil
 import time
 from pathlib import Path
@@ -23,41 +22,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .atomic import fsync_dir, fsync_file, read_json, write_json_atomic
+from .analysis import TOKENIZER_VERSION, build_analyzer
 from .checksums import file_crc32, matches
 
 if TYPE_CHECKING:
     from .store import Catalogue
-
-# Bump when the word splitting, case folding, stemming or stopword list changes:
-# it is part of the dataset fingerprint, because BM25 terms cut another way
-# would no longer match the terms already indexed.
-TOKENIZER_VERSION = "kx-words-1"
-
-_WORD = re.compile(r"\w+(?:\.\w+)*")
-
-# Common English function words. Rare content words are what BM25 ranks on;
-# these only add postings and noise.
-ENGLISH_STOPWORDS = frozenset("""
-a about above after again against all am an and any are as at be because been before being below between both
-but by can could did do does doing down during each few for from further had has have having he her here hers
-herself him himself his how i if in into is it its itself just me more most my myself no nor not now of off on
-once only or other our ours ourselves out over own same she should so some such than that the their theirs them
-themselves then there these they this those through to too under until up very was we were what when where which
-while who whom why will with would you your yours yourself yourselves
-""".split())
-
-
-def build_analyzer(stopwords: bool):
-    """Words -> lowercase -> (stopwords dropped) -> Porter2 stems."""
-    from whoosh.analysis import LowercaseFilter, RegexTokenizer, StemFilter, StopFilter
-    from whoosh.lang.porter2 import stem
-
-    chain = RegexTokenizer(_WORD) | LowercaseFilter()
-    if stopwords:
-        chain = chain | StopFilter(stoplist=ENGLISH_STOPWORDS, minsize=1)
-    # whoosh's default stemmer turns "running" into "runn"; porter2 gives "run".
-    return chain | StemFilter(stemfn=stem)
-
 
 def _schema(stopwords: bool):
     from whoosh.fields import NUMERIC, TEXT, Schema

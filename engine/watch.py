@@ -43,7 +43,7 @@ from .config import Settings
 from .dataset import validate_name
 from .documents import DocumentInput, from_file
 from .errors import KxError, Status, invalid, not_found, precondition
-from .records import ADDED, UNCHANGED, IngestReport
+from .records import DocumentStatus, IngestReport
 
 DEFAULT_SETTLE_SECONDS = 1.0  # an editor's save or a local copy is quiet well within a second
 DEFAULT_TICK_SECONDS = 0.05
@@ -630,9 +630,9 @@ class FolderWatcher:
             raise KxError(Status.INTERNAL, f"ingest answered {len(report.results)} results for {len(batch)} files")
         for (path, signature, _doc), result in zip(batch, report.results):
             self._pending.handled(path, signature)
-            if result.status == ADDED:
+            if result.status == DocumentStatus.ADDED:
                 self._emit(Ingested(path, result.name, result.ref or "", result.passages, number))
-            elif result.status == UNCHANGED:
+            elif result.status == DocumentStatus.UNCHANGED:
                 self._emit(Unchanged(path, result.name, result.ref or "", result.passages, number))
             else:
                 self._emit(Refused(path, result.name, result.code or Status.INVALID_ARGUMENT.name,
@@ -640,10 +640,10 @@ class FolderWatcher:
         self._emit(BatchDone(
             batch=number,
             files=len(batch),
-            added=report.count(ADDED),
-            unchanged=report.count(UNCHANGED),
-            refused=len(batch) - report.count(ADDED) - report.count(UNCHANGED),
-            passages_added=sum(r.passages for r in report.results if r.status == ADDED),
+            added=report.count(DocumentStatus.ADDED),
+            unchanged=report.count(DocumentStatus.UNCHANGED),
+            refused=len(batch) - report.count(DocumentStatus.ADDED) - report.count(DocumentStatus.UNCHANGED),
+            passages_added=sum(r.passages for r in report.results if r.status == DocumentStatus.ADDED),
             documents=report.documents,
             passages=report.passages,
             seconds=round(time.monotonic() - started, 3),

@@ -12,16 +12,15 @@ import json
 
 import click
 
-# Not imported from cli.py: cli.py imports this module, and either may be imported first.
-from .context import CONTEXT_SETTINGS as _CONTEXT
+from .context import CONTEXT_SETTINGS, backend_of, settings_of
 
 
-@click.group(context_settings=_CONTEXT)
+@click.group(context_settings=CONTEXT_SETTINGS)
 def agent() -> None:
     """Let an agent search a dataset on its own and answer with citations."""
 
 
-@agent.command("run", context_settings=_CONTEXT)
+@agent.command("run", context_settings=CONTEXT_SETTINGS)
 @click.option("--goal", "-g", required=True, help="What the agent should find out, e.g. \"summarise our refund "
                                                    "policy\".")
 @click.option("--dataset", "-d", default=None, metavar="NAME",
@@ -43,12 +42,10 @@ def run(ctx: click.Context, goal: str, dataset: str | None, max_steps: int | Non
     """
     from engine.agent import run_agent_on
 
-    from .context import backend_from as _backend
-    from .context import settings_from as _settings
     from .render import Console
 
     out = Console()
-    backend = _backend(ctx, _settings(ctx))
+    backend = backend_of(ctx, settings_of(ctx))
     try:
         on_step = None if as_json else (lambda step: out.print(step.summary(), markup=False, highlight=False))
         result = run_agent_on(backend, goal, dataset, max_steps=max_steps, on_step=on_step)

@@ -16,11 +16,8 @@ from typing import Any, Sequence
 import click
 
 from engine.errors import KxError, Status
+from engine.records import DocumentStatus, RetrievalMode
 
-from .context import CONTEXT_SETTINGS as _CONTEXT
-from .context import backend_from as _backend
-from .context import engine_from as _engine
-from .context import settings_from as _settings
 
 from .render import (
     Console,
@@ -32,20 +29,17 @@ from .render import (
     print_query,
 )
 
+from .agent_cmd import agent as agent_group
+from .context import CONTEXT_SETTINGS, backend_of, local_engine, parse_sets, settings_of
+from .documents_cmd import documents as documents_command
+from .models_cmd import models as models_group
+from .serve_cmd import serve as serve_command
+from .watch_cmd import watch as watch_command
+
 EXIT_INTERNAL = Status.INTERNAL.exit_code
 
 
-def _parse_sets(pairs: Sequence[str]) -> dict[str, str]:
-    flags: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise KxError(Status.INVALID_ARGUMENT, f"--set expects NAME=VALUE, got {pair!r} (e.g. --set chunk_size=800)")
-        flags[key.strip().replace("-", "_")] = value
-    return flags
-
-
-@click.group(context_settings=_CONTEXT, invoke_without_command=True)
+@click.group(context_settings=CONTEXT_SETTINGS, invoke_without_command=True)
 @click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where datasets live (overrides KX_HOME).")
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
@@ -64,7 +58,7 @@ def cli(ctx: click.Context, home: Path | None, sets: tuple[str, ...], gateway: s
     Datasets are named, append-only piles of documents under KX_HOME. Ingest
     files or text, then query them with hybrid (dense + BM25) retrieval.
     """
-    flags: dict[str, Any] = _parse_sets(sets)
+    flags: dict[str, Any] = parse_sets(sets)
     if home is not None:
         flags["home"] = str(home)
     if gateway is not None:
@@ -73,43 +67,45 @@ def cli(ctx: click.Context, home: Path | None, sets: tuple[str, ...], gateway: s
     if ctx.invoked_subcommand is None:
         from .app import KxApp  # lazily: `kx --help` and the subcommands never import textual
 
-        backend = _backend(ctx, _settings(ctx))
+        settings = settings_of(ctx)
+        backend = backend_of(ctx, settings)
         try:
-            KxApp(backend).run()
+            # the local settings only when the datasets are on this machine (highlighting, watching)
+            KxApp(backend, settings=None if settings.gateway else settings).run()
         finally:
             backend.close()
 
 
-@cli.command(context_settings=_CONTEXT)
+@cli.command(context_settings=CONTEXT_SETTINGS)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @click.pass_context
 def info(ctx: click.Context, as_json: bool) -> None:
     """Show every effective setting, where it came from, and the embedding model."""
-    data = _backend(ctx, _settings(ctx)).info()
+    data = backend_of(ctx, settings_of(ctx)).info()
     if as_json:
         click.echo(json.dumps(data, indent=2))
     else:
         print_info(Console(), data)
 
 
-@cli.group(context_settings=_CONTEXT)
+@cli.group(context_settings=CONTEXT_SETTINGS)
 def datasets() -> None:
     """Create, fill and inspect datasets."""
 
 
-@datasets.command("list", context_settings=_CONTEXT)
+@datasets.command("list", context_settings=CONTEXT_SETTINGS)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @click.pass_context
 def list_datasets(ctx: click.Context, as_json: bool) -> None:
     """List datasets with their document and passage counts and embedding model."""
-    summaries = _backend(ctx, _settings(ctx)).list_datasets()
+    summaries = backend_of(ctx, settings_of(ctx)).list_datasets()
     if as_json:
         click.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
     else:
         print_datasets(Console(), summaries)
 
 
-@datasets.command(context_settings=_CONTEXT)
+@datasets.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("name")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--file", "-f", "files", multiple=True, type=click.Path(path_type=Path),
@@ -133,12 +129,12 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
     from engine.documents import from_file, from_jsonl, from_text
 
     validate_name(name)
-    settings = _settings(ctx, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    settings = settings_of(ctx, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
     if settings.gateway and (chunk_size is not None or chunk_overlap is not None):
         raise KxError(Status.FAILED_PRECONDITION,
                       "--chunk-size and --chunk-overlap are the gateway's settings; set them where `kx serve` "
                       "runs (KX_CHUNK_SIZE, KX_CHUNK_OVERLAP), or drop --gateway")
-    engine = _backend(ctx, settings)
+    engine = backend_of(ctx, settings)
     limit = settings.max_document_bytes
     docs = [from_file(p, limit) for p in (*paths, *files)]
     docs += [from_text(t) for t in texts]
@@ -158,7 +154,7 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
                 progress.update(event)
             elif isinstance(event, Notice):
                 progress.print(f"{event.kind}: {event.message}")
-            elif isinstance(event, DocumentResult) and (not quiet_lines or event.status == "refused") and not as_json:
+            elif isinstance(event, DocumentResult) and (not quiet_lines or event.status == DocumentStatus.REFUSED) and not as_json:
                 progress.call(print_ingest_line, out, event)
 
         report = engine.ingest(name, docs, on_event=on_event)
@@ -166,19 +162,19 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
         print_ingest_summary(out, report)
-    refused = [r for r in report.results if r.status == "refused"]
+    refused = [r for r in report.results if r.status == DocumentStatus.REFUSED]
     if refused:
         first = Status[refused[0].code or "INVALID_ARGUMENT"]
         raise KxError(first, f"{len(refused)} of {len(report.results)} document(s) refused; "
                              "the others were ingested (see the reasons above)")
 
 
-@datasets.command(context_settings=_CONTEXT)
+@datasets.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("name")
 @click.option("--text", "-t", "text", required=True, help="The question or words to search for.")
 @click.option("--k", "-k", "k", type=int, default=None, help="How many passages to return (default KX_DEFAULT_K, "
               "clamped to KX_MAX_K).")
-@click.option("--mode", type=click.Choice(["hybrid", "dense", "sparse"], case_sensitive=False), default=None,
+@click.option("--mode", type=click.Choice(list(RetrievalMode), case_sensitive=False), default=None,
               help="Retrievers to use (default KX_DEFAULT_MODE): hybrid fuses dense and sparse.")
 @click.option("--rerank", type=click.Choice(["on", "off"], case_sensitive=False), default=None,
               help="MMR pass that keeps near-duplicates apart (default KX_RERANK).")
@@ -187,8 +183,8 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
 def query(ctx: click.Context, name: str, text: str, k: int | None, mode: str | None, rerank: str | None,
           as_json: bool) -> None:
     """Ask dataset NAME a question; print the passages that answer it, with provenance."""
-    settings = _settings(ctx)
-    engine = _backend(ctx, settings)
+    settings = settings_of(ctx)
+    engine = backend_of(ctx, settings)
     result = engine.query(name, text, k=k, mode=mode, rerank=None if rerank is None else rerank.lower() == "on")
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
@@ -202,7 +198,7 @@ def query(ctx: click.Context, name: str, text: str, k: int | None, mode: str | N
     print_query(Console(), result, lambda passage: sparse.matching_spans(passage, text))
 
 
-@cli.command("eval", context_settings=_CONTEXT)
+@cli.command("eval", context_settings=CONTEXT_SETTINGS)
 @click.argument("name")
 @click.option("--queries", "queries_path", required=True, type=click.Path(path_type=Path),
               help="JSONL of {\"_id\", \"text\"} queries (BEIR layout).")
@@ -226,11 +222,11 @@ def eval_command(ctx: click.Context, name: str, queries_path: Path, qrels_path: 
 
     from .render import print_eval
 
-    if _settings(ctx).gateway:
+    if settings_of(ctx).gateway:
         raise KxError(Status.FAILED_PRECONDITION, "kx eval runs in-process; drop --gateway")
     queries, qrels = read_queries(queries_path), read_qrels(qrels_path)
     # Deep lists, so Recall@100 sees 100 distinct documents even when each is several passages.
-    engine = _engine(ctx, max_k=EVAL_DEPTH, candidate_pool=EVAL_DEPTH)
+    engine = local_engine(ctx, max_k=EVAL_DEPTH, candidate_pool=EVAL_DEPTH)
     err = Console(stderr=True)
     if corpus_path is not None:
         docs = list(from_jsonl(corpus_path, engine.settings.max_document_bytes))
@@ -251,15 +247,12 @@ def eval_command(ctx: click.Context, name: str, queries_path: Path, qrels_path: 
         print_eval(Console(), result)
 
 
-from .models_cmd import models as _models_command  # noqa: E402 - registered once the group exists
-from .agent_cmd import agent as _agent_group  # noqa: E402 - registered once the group exists
-from .serve_cmd import serve as _serve_command  # noqa: E402 - registered once the group exists
-from .watch_cmd import watch as _watch_command  # noqa: E402 - registered once the group exists
-
-datasets.add_command(_watch_command)
-cli.add_command(_serve_command)
-cli.add_command(_models_command)
-cli.add_command(_agent_group)
+# The commands that live in their own modules register here, once the groups exist.
+datasets.add_command(documents_command)
+datasets.add_command(watch_command)
+cli.add_command(serve_command)
+cli.add_command(models_group)
+cli.add_command(agent_group)
 
 
 def _fail(status_name: str, message: str, code: int) -> None:

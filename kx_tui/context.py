@@ -1,27 +1,38 @@
-"""What every `kx` command module shares: click's context settings and how a command gets its engine.
+"""What every `kx` command shares: click's context settings and the settings/backend behind a command.
 
-Command modules import this, never kx_tui/cli.py (which imports them to
-register them), so the CLI has no import cycle. Nothing heavy is imported
-here: the engine is loaded inside the functions, when a command runs.
+The root group (cli.py) stores the global flags in `ctx.obj`; each command
+module imports these helpers from here and is registered by cli.py, so no
+command module imports cli.py or another command module.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import click
 
-CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+from engine.errors import KxError, Status
+
+if TYPE_CHECKING:  # the engine is imported when a command runs, not when `kx --help` is drawn
+    from engine import Engine, Settings
+    from engine.backend import Backend
+
+CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-def engine_from(ctx: click.Context, **overrides: Any):
-    """The in-process backend (KX_BACKEND), with settings resolved once per command (eval and watch use it)."""
-    from engine.backends import open_backend
+def parse_sets(pairs: Sequence[str]) -> dict[str, str]:
+    """`--set NAME=VALUE` pairs as setting flags (dashes read as underscores)."""
+    flags: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise KxError(Status.INVALID_ARGUMENT, f"--set expects NAME=VALUE, got {pair!r} (e.g. --set chunk_size=800)")
+        flags[key.strip().replace("-", "_")] = value
+    return flags
 
-    return open_backend(settings_from(ctx, **overrides))
 
-
-def settings_from(ctx: click.Context, **overrides: Any):
+def settings_of(ctx: click.Context, **overrides: Any) -> "Settings":
+    """The settings for this command: the global flags, then this command's own (None means "not given")."""
     from engine import load_settings
 
     flags = dict(ctx.obj["flags"])
@@ -29,7 +40,15 @@ def settings_from(ctx: click.Context, **overrides: Any):
     return load_settings(flags)
 
 
-def backend_from(ctx: click.Context, settings: Any):
+def local_engine(ctx: click.Context, **overrides: Any) -> "Engine":
+    """The in-process backend (Engine, or MilvusBackend with KX_BACKEND=milvus), for commands that only run here
+    (eval, watch, serve)."""
+    from engine.backends import open_backend
+
+    return open_backend(settings_of(ctx, **overrides))
+
+
+def backend_of(ctx: click.Context, settings: "Settings") -> "Backend":
     """The Backend for this invocation: in-process (Engine or MilvusBackend), or KxClient when a gateway is set.
 
     The token: --token / KX_GATEWAY_TOKEN, else $KX_HOME/gateway.token when
@@ -43,3 +62,4 @@ def backend_from(ctx: click.Context, settings: Any):
 
     token = ctx.obj.get("token") or read_token(settings.home)
     return KxClient(settings.gateway, token=token)
+

@@ -1,8 +1,9 @@
 """Every custom message the TUI posts, as small dataclasses, in one place.
 
-Workers run on threads and talk to the UI only through these (post_message is
-thread-safe). Bursts are coalesced by their sender: a watched folder's events
-arrive as one `WatchActivity` per flush, not one message per file.
+Workers and the folder watcher run on threads and talk to the UI only through
+these (post_message is thread-safe). The watcher posts one message per event;
+bursts coalesce in the receiver's queue through `can_replace`: a `WatchQueued`
+still waiting is replaced by a newer one, which carries the current count.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from dataclasses import dataclass, field
 
 from textual.message import Message
 
-from engine.records import DatasetSummary, IngestReport, QueryResult
+from engine.records import DatasetSummary, DocumentSummary, IngestReport, PassageSpan, QueryResult
+from engine.watch import BatchDone, Ingested, Refused, Unchanged, WatchError
 
 
 @dataclass
@@ -37,6 +39,18 @@ class IngestFinished(Message):
 
 
 @dataclass
+class ModelWarmed(Message):
+    """The warm-up worker is done: the model is loaded (or there was none to load, or it failed)."""
+
+
+@dataclass
+class QueryWaiting(Message):
+    """A query is held until the model is loaded."""
+
+    query: str
+
+
+@dataclass
 class QueryAnswered(Message):
     """A query's answer, with each hit's highlighted spans (by passage ref)."""
 
@@ -52,10 +66,52 @@ class QueryFailed(Message):
 
 
 @dataclass
-class WatchActivity(Message):
-    """Lines describing what the watched folder did since the last flush (coalesced)."""
+class DocumentsLoaded(Message):
+    """A dataset's documents, every page of them, for the document browser."""
 
-    lines: list[str]
+    dataset: str
+    documents: list[DocumentSummary]
+
+
+@dataclass
+class DocumentLoaded(Message):
+    """One document's text and where its passages lie in it."""
+
+    text: str
+    passages: list[PassageSpan]
+
+
+@dataclass
+class WatchQueued(Message):
+    """A file is waiting to settle; `waiting` counts every file waiting now."""
+
+    path: str
+    waiting: int
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, WatchQueued)  # the newer count says all this one did
+
+
+@dataclass
+class WatchFileDone(Message):
+    """A watched file went in, was already there, or was refused."""
+
+    event: Ingested | Unchanged | Refused
+    waiting: int
+
+
+@dataclass
+class WatchBatchDone(Message):
+    """A batch is committed: the dataset's counts changed."""
+
+    event: BatchDone
+
+
+@dataclass
+class WatchFailed(Message):
+    """The watcher reported a problem; a fatal one has stopped it."""
+
+    event: WatchError
 
 
 @dataclass

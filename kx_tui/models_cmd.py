@@ -14,16 +14,15 @@ import click
 
 from engine.errors import KxError, Status
 
-# Not imported from cli.py: cli.py imports this module.
-from .context import CONTEXT_SETTINGS as _CONTEXT
+from .context import CONTEXT_SETTINGS
 
 
-@click.group("models", context_settings=_CONTEXT)
+@click.group("models", context_settings=CONTEXT_SETTINGS)
 def models() -> None:
     """Prepare the embedding model (see `kx info` for the one in use)."""
 
 
-@models.command("prepare", context_settings=_CONTEXT)
+@models.command("prepare", context_settings=CONTEXT_SETTINGS)
 @click.option("--model", "names", multiple=True, metavar="MODEL",
               help="A KX_SERVE_EMBED_MODEL value to prepare, e.g. default-int8 (repeatable; default: the "
                    "configured model).")

@@ -12,7 +12,8 @@ from rich.table import Table
 
 from rich.text import Text
 
-from engine.records import DatasetSummary, DocumentResult, Hit, IngestReport, QueryResult
+from engine.records import (DatasetSummary, DocumentResult, DocumentStatus, DocumentSummary, Hit, IngestReport,
+                            QueryResult)
 
 
 def Console(stderr: bool = False) -> _RichConsole:  # noqa: N802 - reads as a constructor at call sites
@@ -37,14 +38,53 @@ def print_datasets(console: _RichConsole, summaries: list[DatasetSummary]) -> No
     console.print(table)
 
 
-_STATUS_STYLE = {"added": "green", "unchanged": "dim", "refused": "red"}
+def size_text(size: int) -> str:
+    """Bytes for a person: 512 B, 3.4 KB, 12 MB."""
+    if size < 1000:
+        return f"{size} B"
+    for unit in ("KB", "MB", "GB"):
+        size /= 1000
+        if size < 1000 or unit == "GB":
+            return f"{size:.1f} {unit}" if size < 10 else f"{size:.0f} {unit}"
+    return f"{size:.0f} GB"
+
+
+def print_documents(console: _RichConsole, dataset: str, documents: list[DocumentSummary], offset: int,
+                    total: int) -> None:
+    if not documents:
+        console.print(f"[bold]{escape(dataset)}[/]: no documents" + (f" from {offset + 1} (it holds {total:,})"
+                                                                        if total else " yet"))
+        return
+    titled = any(d.title for d in documents)
+    wide = console.width >= 120  # below that the paths would squeeze the names; --json has everything
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    table.add_column("name", no_wrap=True, overflow="ellipsis", max_width=36)
+    if titled:
+        table.add_column("title", no_wrap=True, overflow="ellipsis", max_width=36)
+    for column in ("pages", "passages", "size"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("type", no_wrap=True, overflow="ellipsis", max_width=24)
+    table.add_column("ingested", no_wrap=True)
+    if wide:
+        table.add_column("source", no_wrap=True, overflow="ellipsis", max_width=60)
+    for d in documents:
+        table.add_row(escape(d.name), *((escape(d.title or "-"),) if titled else ()),
+                      "-" if d.pages is None else str(d.pages), f"{d.passages:,}", size_text(d.size),
+                      escape(d.media_type), _when(d.ingested_at), *((escape(d.source_path or "-"),) if wide else ()))
+    console.print(table)
+    last = offset + len(documents)
+    more = f"; --offset {last} for the next ones" if last < total else ""
+    console.print(f"[dim]{escape(dataset)}: documents {offset + 1}–{last} of {total:,}{more}[/]")
+
+
+_STATUS_STYLE = {DocumentStatus.ADDED: "green", DocumentStatus.UNCHANGED: "dim", DocumentStatus.REFUSED: "red"}
 
 
 def print_ingest_line(console: _RichConsole, result: DocumentResult) -> None:
     style = _STATUS_STYLE[result.status]
     label = f"[{style}]{result.status:<9}[/]"
     name = escape(result.name)
-    if result.status == "refused":
+    if result.status == DocumentStatus.REFUSED:
         console.print(f"{label} {name}: {escape(result.reason or '')}")
     else:
         plural = "" if result.passages == 1 else "s"
@@ -52,8 +92,8 @@ def print_ingest_line(console: _RichConsole, result: DocumentResult) -> None:
 
 
 def print_ingest_summary(console: _RichConsole, report: IngestReport) -> None:
-    added, unchanged, refused = (report.count(s) for s in ("added", "unchanged", "refused"))
-    new = sum(r.passages for r in report.results if r.status == "added")
+    added, unchanged, refused = (report.count(s) for s in DocumentStatus)
+    new = sum(r.passages for r in report.results if r.status == DocumentStatus.ADDED)
     console.print(
         f"[bold]{escape(report.dataset)}[/]: {added} added ({new:,} passage{'' if new == 1 else 's'}), {unchanged} unchanged, "
         f"{refused} refused; the dataset now holds {report.documents:,} documents, {report.passages:,} passages"

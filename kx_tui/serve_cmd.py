@@ -15,13 +15,13 @@ import click
 
 from engine.errors import KxError, Status
 
-# Not imported from cli.py: cli.py imports this module.
-from .context import CONTEXT_SETTINGS as _CONTEXT
+from .context import CONTEXT_SETTINGS, settings_of
+
 DEFAULT_PORT = 50151
 _DRAIN_SECONDS = 30  # how long a stop waits for in-flight requests
 
 
-@click.command("serve", context_settings=_CONTEXT)
+@click.command("serve", context_settings=CONTEXT_SETTINGS)
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on. Anything but loopback is reachable from other machines: "
                    "the token then guards every request.")
@@ -37,7 +37,6 @@ def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool) -> No
     token is made at first start and kept in $KX_HOME/gateway.token (mode
     600). Point the CLI at it with `kx --gateway http://HOST:PORT ...`.
     """
-    from engine import load_settings
     from engine.backends import open_backend
     from engine.gateway import ensure_token, is_loopback, token_path
 
@@ -45,7 +44,7 @@ def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool) -> No
         raise KxError(Status.FAILED_PRECONDITION,
                       f"--dev-allow-local admits clients without a token, so it serves loopback only, not {host}; "
                       "drop --dev-allow-local (clients then need the token) or use --host 127.0.0.1")
-    settings = load_settings(ctx.obj["flags"])
+    settings = settings_of(ctx)
     token = ensure_token(settings.home)
     sock = _bind(host, port)
     engine = open_backend(settings, on_notice=lambda line: click.echo(line, err=True))  # a first-use model export

@@ -16,12 +16,12 @@ from typing import Any, Callable
 
 import click
 
-# Not imported from cli.py: cli.py imports this module, and either may be imported first.
-from .context import CONTEXT_SETTINGS as _CONTEXT
+from .context import CONTEXT_SETTINGS, local_engine
+
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-@click.command("watch", context_settings=_CONTEXT)
+@click.command("watch", context_settings=CONTEXT_SETTINGS)
 @click.argument("name")
 @click.argument("folder", required=False, metavar="[DIR]", type=click.Path(path_type=Path))
 @click.option("--settle", type=click.FloatRange(0.0, 3600.0), default=None, metavar="SECONDS",
@@ -46,10 +46,8 @@ def watch(ctx: click.Context, name: str, folder: Path | None, settle: float | No
 
     from engine.errors import KxError, Status
 
-    from .context import engine_from as _engine
-
     validate_name(name)
-    engine = _engine(ctx)
+    engine = local_engine(ctx)
     if engine.settings.gateway:
         raise KxError(Status.FAILED_PRECONDITION,
                       "kx datasets watch runs the engine in this process (it commits files as they settle); "
@@ -149,30 +147,9 @@ class _EventPrinter:
             self._out.print(line)
 
     def _words(self, event: Any) -> str | None:
-        from rich.markup import escape
+        from .describe import describe_watch_event
 
-        from engine.watch import BatchDone, BatchStarted, Ingested, Queued, Refused, Unchanged, WatchError
-
-        where = escape(self._relative(getattr(event, "path", None) or ""))
-        if isinstance(event, Queued):
-            return f"[dim]queued   [/] {where}"
-        if isinstance(event, Ingested):
-            return f"[green]added    [/] {where} ({event.passages} passage{'' if event.passages == 1 else 's'})"
-        if isinstance(event, Unchanged):
-            return f"[dim]unchanged[/] {where}"
-        if isinstance(event, Refused):
-            return f"[red]refused  [/] {where}: {escape(event.reason)}"
-        if isinstance(event, BatchStarted):
-            return None  # the per-file lines that follow say enough
-        if isinstance(event, BatchDone):
-            return (f"[bold]batch {event.batch}[/]: {event.added} added ({event.passages_added:,} passages), "
-                    f"{event.unchanged} unchanged, {event.refused} refused in {event.seconds:.2f} s; "
-                    f"the dataset holds {event.documents:,} documents, {event.passages:,} passages")
-        if isinstance(event, WatchError):
-            if event.fatal:
-                return None  # main() prints it once, as `error: CODE: message` on stderr
-            return f"[yellow]warning  [/] {escape(event.message)}"
-        return None
+        return describe_watch_event(event, self._relative(getattr(event, "path", None) or ""))
 
     def _relative(self, path: str) -> str:
         if self.root and path.startswith(self.root + os.sep):

@@ -5,7 +5,8 @@
 
 Runs the real app headless (App.run_test) over a throwaway KX_HOME holding the
 shipped handbook samples, drives it with key presses, and saves one SVG per
-screen: first-run (empty home), main (a query's answer), detail, compare, help.
+screen: first-run (empty home), main (a query's answer), detail, compare,
+documents (the dataset's documents), document (one, its passages marked), help.
 """
 
 from __future__ import annotations
@@ -50,14 +51,16 @@ async def make(use_hash: bool, out: Path, size: tuple[int, int] = SIZE) -> list[
 
     with tempfile.TemporaryDirectory() as home:
         os.environ["KX_HOME"] = str(Path(home) / "empty")
-        app = KxApp(engine(), samples=None)
+        backend = engine()
+        app = KxApp(backend, settings=backend.settings, samples=None)
         async with app.run_test(size=size) as pilot:
             await _settle(app, pilot)
             shot(app, "first-run")
         app.backend.close()
 
         os.environ["KX_HOME"] = str(Path(home) / "kx")
-        app = KxApp(engine())  # first run: ingests samples/handbook
+        backend = engine()
+        app = KxApp(backend, settings=backend.settings)  # first run: ingests samples/handbook
         async with app.run_test(size=size) as pilot:
             await _settle(app, pilot)
             await pilot.press(*QUERY)
@@ -72,7 +75,15 @@ async def make(use_hash: bool, out: Path, size: tuple[int, int] = SIZE) -> list[
             await pilot.press("escape", "c")
             await _settle(app, pilot)
             shot(app, "compare")
-            await pilot.press("escape", "question_mark")
+            await pilot.press("escape", "escape", "d")
+            await _settle(app, pilot)
+            shot(app, "documents")
+            await pilot.press(*"refunds", "enter")
+            await _settle(app, pilot)
+            await pilot.press("n", "n")
+            await pilot.pause()
+            shot(app, "document")
+            await pilot.press("escape", "escape", "escape", "question_mark")
             await pilot.pause()
             shot(app, "help")
         app.backend.close()

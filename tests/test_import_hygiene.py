@@ -39,7 +39,8 @@ def _loaded_after(args: list[str], tmp_path) -> list[str]:
 
 
 @pytest.mark.parametrize("args", [["--help"], ["datasets", "list"], ["datasets", "list", "--json"], ["info"],
-                                  ["info", "--json"], ["datasets", "ingest", "--help"]])
+                                  ["info", "--json"], ["datasets", "ingest", "--help"],
+                                  ["datasets", "documents", "--help"], ["datasets", "documents", "nothing"]])
 def test_commands_that_need_no_model_never_import_torch_or_numpy(args, tmp_path) -> None:
     assert _loaded_after(args, tmp_path) == []
 

@@ -203,27 +203,28 @@ async def test_the_tui_over_milvus(tmp_path: Path, kx_home: Path) -> None:
 
     backend = _milvus(str(tmp_path / "tui.db"), chunk_size=1000, chunk_overlap=200)
     backend.ingest("handbook", [from_file(f, 10**7) for f in sorted(SAMPLES.glob("*.md"))])
-    app = KxApp(backend)
+    app = KxApp(backend, settings=backend.settings)
     try:
         async with app.run_test(size=(140, 45)) as pilot:
             for _ in range(3):
                 await pilot.pause()
                 await app.workers.wait_for_complete()
-            assert app.dataset == "handbook"
+            main = app.screen_stack[0]
+            assert main.dataset == "handbook"
             app.query_one("#query", Input).focus()
             await pilot.press(*"expenses receipts", "enter")
             for _ in range(3):
                 await pilot.pause()
                 await app.workers.wait_for_complete()
             expected = backend.query("handbook", "expenses receipts", k=app.k, mode="hybrid", rerank=True)
-            assert app.result is not None and len(app.result.hits) > 1
-            assert [h.passage_ref for h in app.result.hits] == [h.passage_ref for h in expected.hits]
-            await pilot.press("escape", "enter")
+            assert main.result is not None and len(main.result.hits) > 1
+            assert [h.passage_ref for h in main.result.hits] == [h.passage_ref for h in expected.hits]
+            await pilot.press("escape", "down", "enter")
             for _ in range(3):
                 await pilot.pause()
                 await app.workers.wait_for_complete()
             assert isinstance(app.screen, PassageDetailScreen)
-            hit = app.result.hits[0]
+            hit = main.result.hits[1]
             assert app.screen.document_text[hit.char_start:hit.char_end] == hit.text
     finally:
         backend.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -12,12 +13,14 @@ from textual.widgets import DataTable, Input, Static
 from engine import Engine, load_settings
 from engine.documents import from_file, from_text
 from kx_tui.app import SAMPLES, KxApp
+from kx_tui.screens.main import MainScreen
 from kx_tui.screens.compare import CompareScreen
 from kx_tui.screens.detail import PassageDetailScreen
 from kx_tui.screens.help import HelpScreen
 from kx_tui.widgets.activity import ActivityLog
 from kx_tui.widgets.datasets import DatasetDetails, DatasetList
 from kx_tui.widgets.results import ResultsList
+from kx_tui.widgets.watch import WatchPanel
 
 from .helpers import HashEmbedder
 
@@ -31,15 +34,27 @@ def _handbook(engine: Engine, name: str = "handbook") -> None:
     engine.ingest(name, [from_file(f, engine.settings.max_document_bytes) for f in files])
 
 
-def _text_of(renderable) -> str:
+def main(app: KxApp) -> MainScreen:
+    """The workbench's default screen (at the bottom of the stack, whatever is pushed on it)."""
+    screen = app.screen_stack[0]
+    assert isinstance(screen, MainScreen)
+    return screen
+
+
+def _hash_engine() -> Engine:
+    return Engine(load_settings({}), embedder=HashEmbedder())
+
+
+def _text_of(renderable, keep_lines: bool = False) -> str:
     console = Console(record=True, width=400, color_system=None)
     console.print(renderable)
-    return console.export_text()
+    text = console.export_text()
+    return text if keep_lines else text.replace("\n", " ")
 
 
 def _results_text(app: KxApp) -> list[str]:
     results = app.query_one(ResultsList)
-    return [_text_of(results.get_option_at_index(i).prompt) for i in range(results.option_count)]
+    return [_text_of(results.get_option_at_index(i).prompt, keep_lines=True) for i in range(results.option_count)]
 
 
 def _recording_notify(app: KxApp) -> list[tuple[str, str]]:
@@ -80,14 +95,14 @@ def handbook_engine(kx_home: Path) -> Engine:
 async def test_query_shows_explained_hits_from_the_real_model(kx_home: Path, real_embedder) -> None:
     engine = Engine(load_settings({}), embedder=real_embedder)
     _handbook(engine)
-    app = KxApp(engine)
+    app = KxApp(engine, settings=engine.settings)
     async with app.run_test(size=SIZE) as pilot:
         await _settle(app, pilot)
-        assert app.dataset == "handbook"
+        assert main(app).dataset == "handbook"
         await _ask(app, pilot, QUERY)
         expected = engine.query("handbook", QUERY, k=app.k, mode="hybrid", rerank=True)
-        assert app.result is not None
-        assert [h.passage_ref for h in app.result.hits] == [h.passage_ref for h in expected.hits]
+        assert main(app).result is not None
+        assert [h.passage_ref for h in main(app).result.hits] == [h.passage_ref for h in expected.hits]
         shown = _results_text(app)
         assert len(shown) == len(expected.hits) > 0
         for text, hit in zip(shown, expected.hits):
@@ -100,47 +115,47 @@ async def test_query_shows_explained_hits_from_the_real_model(kx_home: Path, rea
 
 
 async def test_mode_rerank_and_k_keys_rerun_the_query(handbook_engine: Engine) -> None:
-    app = KxApp(handbook_engine)
+    app = KxApp(handbook_engine, settings=handbook_engine.settings)
     async with app.run_test(size=SIZE) as pilot:
         await _settle(app, pilot)
         await _ask(app, pilot, "refund")
-        assert app.result.mode == "hybrid"
+        assert main(app).result.mode == "hybrid"
         await pilot.press("m")  # still in the query box: the key is typed, not a command
         assert app.query_one("#query", Input).value == "refundm" and app.mode == "hybrid"
         await pilot.press("backspace", "escape", "m")
         await _settle(app, pilot)
         expected = handbook_engine.query("handbook", "refund", k=app.k, mode="dense", rerank=True)
-        assert app.mode == "dense" and app.result.mode == expected.mode == "dense"
-        assert [h.passage_ref for h in app.result.hits] == [h.passage_ref for h in expected.hits]
+        assert app.mode == "dense" and main(app).result.mode == expected.mode == "dense"
+        assert [h.passage_ref for h in main(app).result.hits] == [h.passage_ref for h in expected.hits]
         await pilot.press("m")
         await _settle(app, pilot)
-        assert app.result.mode == "sparse"
+        assert main(app).result.mode == "sparse"
         await pilot.press("r")
         await _settle(app, pilot)
-        assert app.result.rerank is False
+        assert main(app).result.rerank is False
         k = app.k
         await pilot.press("minus")
         await _settle(app, pilot)
-        assert app.k == k - 1 and len(app.result.hits) <= k - 1
-        assert "mode sparse · MMR off" in _text_of(app.query_one("#query-status", Static).content)
+        assert app.k == k - 1 and len(main(app).result.hits) <= k - 1
+        assert "sparse · MMR off" in _text_of(app.query_one("#query-status", Static).content)
 
 
 async def test_a_stale_answer_is_dropped(handbook_engine: Engine) -> None:
-    app = KxApp(handbook_engine)
+    app = KxApp(handbook_engine, settings=handbook_engine.settings)
     async with app.run_test(size=SIZE) as pilot:
         await _settle(app, pilot)
         await _ask(app, pilot, "refund")
-        before = app.result
+        before = main(app).result
         answered = handbook_engine.query("handbook", "travel", k=3)
         from kx_tui.messages import QueryAnswered
 
-        app.post_message(QueryAnswered("travel", answered, {}))  # the box still says "refund"
+        main(app).post_message(QueryAnswered("travel", answered, {}))  # the box still says "refund"
         await pilot.pause()
-        assert app.result is before
+        assert main(app).result is before
 
 
 async def test_opening_a_hit_shows_its_range_in_the_document(handbook_engine: Engine) -> None:
-    app = KxApp(handbook_engine)
+    app = KxApp(handbook_engine, settings=handbook_engine.settings)
     async with app.run_test(size=SIZE) as pilot:
         await _settle(app, pilot)
         await _ask(app, pilot, "expenses receipts")
@@ -148,7 +163,7 @@ async def test_opening_a_hit_shows_its_range_in_the_document(handbook_engine: En
         await _settle(app, pilot)
         screen = app.screen
         assert isinstance(screen, PassageDetailScreen)
-        hit = app.result.hits[1]
+        hit = main(app).result.hits[1]
         assert screen.hit == hit
         assert screen.highlighted_range == (hit.char_start, hit.char_end)
         document = handbook_engine.document_text("handbook", hit.document_ref)
@@ -172,11 +187,11 @@ async def test_hits_and_the_passage_view_show_pages_section_and_title(kx_home: P
     engine = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
     engine.ingest("papers", [from_bytes(PAPER_BYTES, "cold-chains", "application/pdf"),
                              from_text("Shipments are insured by the carriers.", "insurance")])
-    app = KxApp(engine, samples=None)
+    app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
         await _settle(app, pilot)
         await _ask(app, pilot, "forty shipments two carriers")
-        hits = app.result.hits
+        hits = main(app).result.hits
         shown = _results_text(app)
         paper = next(i for i, h in enumerate(hits) if h.section == "3 Model › 3.2 Validation")
         header, where = shown[paper].splitlines()[:2]
@@ -198,7 +213,7 @@ async def test_hits_and_the_passage_view_show_pages_section_and_title(kx_home: P
 
 
 async def test_compare_shows_hybrid_and_dense_side_by_side(handbook_engine: Engine) -> None:
-    app = KxApp(handbook_engine)
+    app = KxApp(handbook_engine, settings=handbook_engine.settings)
     async with app.run_test(size=SIZE) as pilot:
         await _settle(app, pilot)
         await _ask(app, pilot, "working from home equipment")
@@ -226,24 +241,24 @@ async def test_compare_shows_hybrid_and_dense_side_by_side(handbook_engine: Engi
 async def test_a_stale_fingerprint_is_an_error_notification_not_a_crash(kx_home: Path) -> None:
     old = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
     old.ingest("notes", [from_text("The quick brown fox jumps over the lazy dog. " * 20, name="fox")])
-    app = KxApp(Engine(load_settings({}), embedder=HashEmbedder()))
+    app = KxApp(_hash_engine(), settings=load_settings({}))
     async with app.run_test(size=SIZE) as pilot:
         seen = _recording_notify(app)
         await _settle(app, pilot)
-        assert app.dataset == "notes"
+        assert main(app).dataset == "notes"
         assert app.query_one(DatasetDetails).content  # the details still show
         await _ask(app, pilot, "fox")
         errors = [m for m, severity in seen if severity == "error"]
         assert errors and "chunk_size" in errors[0]
-        assert app.is_running and app.result is None
+        assert app.is_running and main(app).result is None
 
 
 async def test_an_empty_home_without_samples_shows_how_to_start(kx_home: Path) -> None:
-    app = KxApp(Engine(load_settings({}), embedder=HashEmbedder()), samples=None)
+    app = KxApp(_hash_engine(), samples=None)
     async with app.run_test(size=SIZE) as pilot:
         await _settle(app, pilot)
         assert app.query_one("#first-run").display
-        assert app.dataset is None
+        assert main(app).dataset is None
         await pilot.press("enter")  # nothing to query: still alive
         await pilot.press("escape", "question_mark")
         assert isinstance(app.screen, HelpScreen)
@@ -258,21 +273,21 @@ async def test_an_empty_home_gets_the_sample_handbook(kx_home: Path, tmp_path: P
     for name in ("remote-work.md", "onboarding.md"):
         shutil.copy(SAMPLES / name, samples / name)
     engine = Engine(load_settings({}), embedder=HashEmbedder())
-    app = KxApp(engine, samples=samples)
+    app = KxApp(engine, settings=engine.settings, samples=samples)
     async with app.run_test(size=SIZE) as pilot:
         await _settle(app, pilot)
         listed = app.query_one(DatasetList).summaries
         assert list(listed) == ["handbook"] and listed["handbook"].documents == 2
-        assert app.dataset == "handbook"
+        assert main(app).dataset == "handbook"
         assert not app.query_one("#first-run").display
 
 
 async def test_watching_the_inbox_shows_activity(handbook_engine: Engine) -> None:
-    app = KxApp(handbook_engine, watch_settle_seconds=0.0)
+    app = KxApp(handbook_engine, settings=handbook_engine.settings, watch_settle_seconds=0.0)
     async with app.run_test(size=SIZE) as pilot:
         await _settle(app, pilot)
         await pilot.press("escape", "w")
-        assert app.watcher is not None
+        assert app.query_one(WatchPanel).watching
         inbox = handbook_engine.settings.home / "inbox" / "handbook"
         (inbox / "parking.md").write_text("Staff parking is free in the north lot after six.\n")
         (inbox / "sites" / "north").mkdir(parents=True)
@@ -286,13 +301,13 @@ async def test_watching_the_inbox_shows_activity(handbook_engine: Engine) -> Non
                                                                                     for line in written):
                 break
         text = "\n".join(log.lines_written)
-        assert "added parking.md" in text.replace("[green]", "").replace("[/green]", "")
-        assert "added sites/north/index.md" in text.replace("[green]", "").replace("[/green]", "")
+        assert re.search(r"added\s*\[/\] parking.md \(1 passage\)", text), text
+        assert re.search(r"added\s*\[/\] sites/north/index.md \(1 passage\)", text), text
         assert "refused" in text
         await _settle(app, pilot)
         assert app.query_one(DatasetList).summaries["handbook"].documents == 8
         await pilot.press("w")
-        assert app.watcher is None
+        assert not app.query_one(WatchPanel).watching
 
 
 async def test_engine_advisories_are_shown_as_notifications(kx_home, monkeypatch) -> None:
@@ -300,7 +315,8 @@ async def test_engine_advisories_are_shown_as_notifications(kx_home, monkeypatch
     from kx_tui.app import KxApp
 
     monkeypatch.setenv("KX_SERVE_EMBED_MODEL", "none")
-    app = KxApp(Engine(load_settings({})), samples=None)
+    engine = Engine(load_settings({}))
+    app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=(100, 30)) as pilot:
         for _ in range(4):
             await pilot.pause()
@@ -318,12 +334,12 @@ async def test_a_near_duplicate_hit_says_which_hit_it_repeats(kx_home: Path) -> 
                                      "The warehouse counts its stock every quarter.",
                                      "Annual leave is booked in the HR portal.")]
     engine.ingest("shipping", copies + others)
-    app = KxApp(engine)
+    app = KxApp(engine, settings=engine.settings)
     async with app.run_test(size=SIZE) as pilot:
         await _settle(app, pilot)
         await _ask(app, pilot, "when do parcels ship from the warehouse")
         shown = _results_text(app)
-        hits = app.result.hits
+        hits = main(app).result.hits
         marked = [i for i, text in enumerate(shown) if "≈ near-duplicate of #1" in text]
         assert len(marked) == 2
         assert all(hits[i].duplicate_of == hits[0].passage_ref for i in marked)

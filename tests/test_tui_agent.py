@@ -32,7 +32,7 @@ def engine(handbook_home: Path, real_embedder, monkeypatch: pytest.MonkeyPatch) 
 
 
 async def test_ask_the_agent_shows_steps_and_an_answer_whose_citations_open(engine: Engine) -> None:
-    app = KxApp(engine, samples=None)
+    app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
         await _settle(app, pilot)
         await pilot.press("escape", "a")  # leave the query box, then ask the agent
@@ -68,7 +68,7 @@ async def test_ask_the_agent_shows_steps_and_an_answer_whose_citations_open(engi
 
 
 async def test_an_empty_goal_is_a_warning_not_a_run(engine: Engine) -> None:
-    app = KxApp(engine, samples=None)
+    app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
         await _settle(app, pilot)
         await pilot.press("escape", "a")

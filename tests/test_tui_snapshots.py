@@ -7,9 +7,10 @@ and review the SVGs under tests/__snapshots__/test_tui_snapshots/.
 One document is a paged report (its extraction injected, with two pages and
 a heading path), so the hit list and the passage view show "p. 2 · ...".
 
-Everything time-dependent is pinned here: a dataset's "created" stamp and the
-status line's "in N ms" timing. HashEmbedder's model id is fixed, so the model
-and fingerprint shown in the sidebar are stable already.
+Everything time-dependent is pinned here: a dataset's "created" stamp, the
+status line's "in N ms" timing and the model's load time, and a document's
+"ingested" stamp. HashEmbedder's model id is fixed, so the model and
+fingerprint shown in the sidebar are stable already.
 """
 
 from __future__ import annotations
@@ -22,8 +23,11 @@ import pytest
 from engine import Engine, load_settings
 from engine.documents import from_bytes, from_text
 from engine.extract import Extracted, Section
-from kx_tui import app as app_module
 from kx_tui.app import KxApp
+from kx_tui.screens import document as document_module
+from kx_tui.screens import documents as documents_module
+from kx_tui.screens.main import MainScreen
+from kx_tui.warmup import ModelWarmup
 from kx_tui.widgets import datasets as datasets_module
 
 from .helpers import HashEmbedder, inject_extraction
@@ -61,18 +65,42 @@ REPORT_BYTES = b"%PDF- stand-in for the snapshot's paged report"
 def _deterministic(monkeypatch: pytest.MonkeyPatch) -> None:
     """Pin the formatting of everything that depends on the clock."""
     monkeypatch.setattr(datasets_module, "_when", lambda stamp: "2025-01-01 12:00" if stamp else "—")
-    original = KxApp.status_text
+    monkeypatch.setattr(documents_module, "_when", lambda stamp: "2025-01-01 12:00" if stamp else "—")
+    original = MainScreen.status_text
 
-    def status_text(self: KxApp, running: bool = False):
+    def status_text(self: MainScreen, width: int = 0):
         real = self.result
         if real is not None:
             self.result = dataclasses.replace(real, timings_ms={"total": 12.0})
         try:
-            return original(self, running)
+            return original(self, width)
         finally:
             self.result = real
 
-    monkeypatch.setattr(app_module.KxApp, "status_text", status_text)
+    monkeypatch.setattr(MainScreen, "status_text", status_text)
+    describe = ModelWarmup.describe
+
+    def pinned(self: ModelWarmup) -> str:
+        seconds, self.seconds = self.seconds, 1.2
+        try:
+            return describe(self)
+        finally:
+            self.seconds = seconds
+
+    monkeypatch.setattr(ModelWarmup, "describe", pinned)
+    monkeypatch.setattr(document_module, "datetime", _FixedClock)
+
+
+class _FixedClock:
+    @staticmethod
+    def fromtimestamp(_stamp: float):
+        import datetime
+
+        return datetime.datetime(2025, 1, 1, 12, 0, 0)
+
+
+def _app(engine: Engine, **kwargs) -> KxApp:
+    return KxApp(engine, settings=engine.settings, samples=None, **kwargs)
 
 
 @pytest.fixture
@@ -103,7 +131,7 @@ async def _ask(pilot, text: str = QUERY) -> None:
 def test_first_run_panel(snap_compare, kx_home: Path) -> None:
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     try:
-        assert snap_compare(KxApp(engine, samples=None), terminal_size=SIZE, run_before=_settle)
+        assert snap_compare(_app(engine), terminal_size=SIZE, run_before=_settle)
     finally:
         engine.close()
 
@@ -114,7 +142,7 @@ def test_query_results(snap_compare, small_engine: Engine) -> None:
         await pilot.press("escape")   # focus leaves the box: the highlighted first hit shows
         await pilot.pause()
 
-    assert snap_compare(KxApp(small_engine, samples=None), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(_app(small_engine), terminal_size=SIZE, run_before=run_before)
 
 
 def test_passage_detail(snap_compare, small_engine: Engine) -> None:
@@ -123,7 +151,7 @@ def test_passage_detail(snap_compare, small_engine: Engine) -> None:
         await pilot.press("escape", "down", "enter")  # the second hit: a passage of the paged report
         await _settle(pilot)
 
-    assert snap_compare(KxApp(small_engine, samples=None), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(_app(small_engine), terminal_size=SIZE, run_before=run_before)
 
 
 def test_compare_view(snap_compare, small_engine: Engine) -> None:
@@ -132,7 +160,7 @@ def test_compare_view(snap_compare, small_engine: Engine) -> None:
         await pilot.press("escape", "c")
         await _settle(pilot)
 
-    assert snap_compare(KxApp(small_engine, samples=None), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(_app(small_engine), terminal_size=SIZE, run_before=run_before)
 
 
 def test_help_screen(snap_compare, small_engine: Engine) -> None:
@@ -141,4 +169,37 @@ def test_help_screen(snap_compare, small_engine: Engine) -> None:
         await pilot.press("escape", "question_mark")
         await pilot.pause()
 
-    assert snap_compare(KxApp(small_engine, samples=None), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(_app(small_engine), terminal_size=SIZE, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 48)], ids=["80x24", "100x30", "160x48"])
+def test_main_screen_sizes(snap_compare, small_engine: Engine, size: tuple[int, int]) -> None:
+    """The answer at a small, a middling and a large terminal: nothing cut that a user needs."""
+    async def run_before(pilot) -> None:
+        await _ask(pilot)
+        await pilot.press("escape")
+        await pilot.pause()
+
+    assert snap_compare(_app(small_engine), terminal_size=size, run_before=run_before)
+
+
+def test_document_browser(snap_compare, small_engine: Engine) -> None:
+    async def run_before(pilot) -> None:
+        await _settle(pilot)
+        await pilot.press("escape", "d")
+        await _settle(pilot)
+        await pilot.press(*"re")       # filter as you type: only refunds.md has "re" in its name
+        await pilot.pause()
+
+    assert snap_compare(_app(small_engine), terminal_size=SIZE, run_before=run_before)
+
+
+def test_one_document_with_its_passages(snap_compare, small_engine: Engine) -> None:
+    async def run_before(pilot) -> None:
+        await _settle(pilot)
+        await pilot.press("escape", "d")
+        await _settle(pilot)
+        await pilot.press(*"refunds", "enter")
+        await _settle(pilot)
+
+    assert snap_compare(_app(small_engine), terminal_size=SIZE, run_before=run_before)

@@ -21,7 +21,7 @@ import json
 import re
 from typing import Any
 
-from ..config import MODES
+from ..records import RetrievalMode
 from ..errors import KxError, Status
 from .reader import Bounds, Reader
 from .records import BUDGET_TIME, CHAT, ENOUGH, NO_CORPUS, AgentRun, Citation
@@ -43,7 +43,7 @@ TOOL = {
                 "query": {"type": "string", "description": "What to look for, in words."},
                 "k": {"type": "integer", "minimum": 1, "maximum": MAX_TOOL_K,
                       "description": "How many passages to read (default 8)."},
-                "mode": {"type": "string", "enum": list(MODES),
+                "mode": {"type": "string", "enum": [m.value for m in RetrievalMode],
                          "description": "hybrid (default) fuses dense and keyword search."},
             },
             "required": ["query"],
@@ -133,8 +133,8 @@ def parse_search_call(call: Any) -> tuple[dict[str, Any] | None, str | None]:
     if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_TOOL_K):
         return None, f"k must be a whole number from 1 to {MAX_TOOL_K}"
     mode = args.get("mode", None)
-    if mode is not None and mode not in MODES:
-        return None, f"mode must be one of {', '.join(MODES)}"
+    if mode is not None and mode not in list(RetrievalMode):
+        return None, f"mode must be one of {', '.join(RetrievalMode)}"
     return {"query": query.strip(), "k": k, "mode": mode}, None
 
 

@@ -26,7 +26,7 @@ from ..dataset import validate_name
 from ..documents import DocumentInput
 from ..errors import KxError, invalid, not_found
 from ..models import ModelCard
-from ..records import DatasetSummary, IngestReport, QueryResult
+from ..records import DatasetSummary, DocumentSummary, IngestReport, PassageSpan, QueryResult
 from .errors import MilvusConnection, is_local, redacted
 from .schema import ANALYZER, collections_of
 
@@ -154,19 +154,18 @@ class MilvusBackend:
             raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
         return text
 
-    def list_documents(self, name: str, offset: int = 0, limit: int = 100) -> list[Any]:
+    def list_documents(self, name: str, offset: int = 0, limit: int = 100) -> list[DocumentSummary]:
         """Documents of dataset `name` in ingest order, `limit` (1..1000) from `offset`."""
-        from ..records import DocumentSummary  # type: ignore[attr-defined]  # arrives with the struct merge
 
         _check_page(offset, limit)
         rows = self._catalogue(name).documents(offset, limit)
         return [DocumentSummary(name=row.name, ref=row.ref, media_type=row.media_type, pages=row.page_count,
                                 passages=row.passage_count, ingested_at=row.ingested_at,
-                                source_path=row.source_path, title=row.title, size=row.size) for row in rows]
+                                source_path=row.source_path, title=row.title, size=row.size,
+                                extractor=row.extractor, notes=tuple(row.to_dict()["notes"])) for row in rows]
 
-    def document_passages(self, name: str, doc_ref: str) -> list[Any]:
+    def document_passages(self, name: str, doc_ref: str) -> list[PassageSpan]:
         """Where each passage of one document lies in its text, in chunk order."""
-        from ..records import PassageSpan  # type: ignore[attr-defined]  # arrives with the struct merge
 
         catalogue = self._catalogue(name)
         if catalogue.document(doc_ref) is None:

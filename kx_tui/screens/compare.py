@@ -1,17 +1,21 @@
-"""Hybrid vs dense for one query, side by side: where each passage ranks in both."""
+"""Hybrid vs dense for one query, side by side: where each passage ranks in both, and the selected one's text."""
 
 from __future__ import annotations
 
+from rich.console import Group
 from rich.text import Text
-from textual import work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from engine.backend import Backend
 from engine.errors import KxError
-from engine.records import QueryResult
+from engine.records import Hit, QueryResult, RetrievalMode
+
+from ..warmup import ModelWarmup
 
 
 def movement(rank: int, other: int | None, absent: str) -> str:
@@ -27,28 +31,55 @@ def movement(rank: int, other: int | None, absent: str) -> str:
 
 def compare_rows(this: QueryResult, other: QueryResult, absent: str) -> list[tuple[str, tuple[str | Text, ...]]]:
     """(passage ref, cells) for each hit of `this`: its rank here, its rank in `other`, the marker."""
-    other_rank = {h.passage_ref: h.rank for h in other.hits}
+    other_rank = {h.passage_ref: h.rank for h in other}
     rows = []
-    for hit in this.hits:
+    for hit in this:
         there = other_rank.get(hit.passage_ref)
         rows.append((hit.passage_ref, (str(hit.rank), "—" if there is None else str(there),
                                        movement(hit.rank, there, absent), Text(hit.document_name), Text(hit.label))))
     return rows
 
 
-class CompareScreen(Screen):
-    """Runs the query as hybrid and as dense in a worker; Escape (or c) goes back."""
+def passage_card(ref: str, results: dict[str, QueryResult]) -> Group:
+    """The passage `ref` with its rank in each result ("—" where it is missing) and its document."""
+    hits: dict[str, Hit] = {mode: hit for mode, result in results.items() for hit in result
+                            if hit.passage_ref == ref}
+    hit = next(iter(hits.values()))
+    head = Text()
+    for mode in results:
+        there = hits.get(mode)
+        head.append(f"{mode} ", style="dim")
+        head.append(f"#{there.rank}" if there else "—", style="bold")
+        head.append("   ")
+    head.append(hit.document_name, style="bold cyan")
+    head.append(f"  {hit.label}  ")
+    head.append(f"chars {hit.char_start}–{hit.char_end}", style="dim")
+    return Group(head, Text(""), Text(hit.text))
 
+
+class CompareScreen(Screen):
+    """Runs the query as hybrid and as dense in a worker; the lower half shows the highlighted row's passage."""
+
+    DEFAULT_CSS = """
+    CompareScreen > #compare-title { padding: 0 1; background: $primary-darken-2; text-style: bold; }
+    CompareScreen > #compare-columns { height: 1fr; }
+    CompareScreen .compare-column { width: 1fr; }
+    CompareScreen .compare-head { padding: 0 1; text-style: bold; }
+    CompareScreen > #compare-passage { height: 1fr; padding: 0 1; border-top: solid $primary-darken-2; }
+    """
     BINDINGS = [Binding("escape,c", "app.pop_screen", "Back")]
 
-    def __init__(self, backend, dataset: str, query: str, k: int, rerank: bool) -> None:
+    def __init__(self, backend: Backend, warmup: ModelWarmup, dataset: str, query: str, k: int,
+                 rerank: bool) -> None:
         super().__init__()
         self.backend = backend
+        self.warmup = warmup
         self.dataset = dataset
         self.query_text = query
         self.k = k
         self.rerank = rerank
         self.results: dict[str, QueryResult] = {}
+        self.shown_ref: str | None = None   # the passage in the lower half
 
     def compose(self) -> ComposeResult:
         yield Static(f"compare · {self.dataset} · “{self.query_text}” · k={self.k} · "
@@ -60,6 +91,8 @@ class CompareScreen(Screen):
             with Vertical(classes="compare-column"):
                 yield Static("dense (rank · hybrid rank · vs hybrid)", classes="compare-head")
                 yield DataTable(id="compare-dense", cursor_type="row")
+        with VerticalScroll(id="compare-passage"):
+            yield Static("loading…", id="compare-passage-text")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -69,9 +102,10 @@ class CompareScreen(Screen):
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def load(self) -> None:
+        self.warmup.wait()  # both modes embed: one model load, the warm-up's
         try:
             results = {mode: self.backend.query(self.dataset, self.query_text, k=self.k, mode=mode,
-                                                rerank=self.rerank) for mode in ("hybrid", "dense")}
+                                                rerank=self.rerank) for mode in (RetrievalMode.HYBRID, RetrievalMode.DENSE)}
         except KxError as exc:
             self.app.call_from_thread(self.app.notify, exc.message, severity="error")
             return
@@ -86,3 +120,27 @@ class CompareScreen(Screen):
             table.clear()
             for ref, cells in rows:
                 table.add_row(*cells, key=ref)
+        first = hybrid[0] if len(hybrid) else (dense[0] if len(dense) else None)
+        if first is None:
+            self.query_one("#compare-passage-text", Static).update("no passage matches in either mode")
+        else:
+            self.show_passage(first.passage_ref)
+        self.query_one("#compare-hybrid", DataTable).focus()
+
+    @on(DataTable.RowHighlighted)
+    def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        # filling a table highlights its first row too: only the table in use picks the passage
+        if event.row_key.value is not None and self.results and event.data_table is self.focused:
+            self.show_passage(str(event.row_key.value))
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        table = event.widget
+        if isinstance(table, DataTable) and self.results and table.row_count:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+            if key is not None:
+                self.show_passage(str(key))
+
+    def show_passage(self, ref: str) -> None:
+        self.shown_ref = ref
+        self.query_one("#compare-passage-text", Static).update(passage_card(ref, self.results))
+        self.query_one("#compare-passage", VerticalScroll).scroll_home(animate=False)

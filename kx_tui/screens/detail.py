@@ -19,6 +19,10 @@ from ..widgets.results import document_heading, place
 class PassageDetailScreen(Screen):
     """The parent document of `hit`, loaded in a worker; Escape goes back."""
 
+    DEFAULT_CSS = """
+    PassageDetailScreen > #detail-title { padding: 0 1; background: $primary-darken-2; text-style: bold; }
+    PassageDetailScreen > #detail-body { padding: 0 1; }
+    """
     BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
 
     def __init__(self, backend, dataset: str, hit: Hit) -> None:

@@ -1,39 +1,54 @@
-"""The key bindings, on one page."""
+"""The keys, on one page, built from the bindings themselves (their tooltip, else their description)."""
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-KEYS = [
-    ("/", "focus the query box"),
-    ("Enter", "in the query box: run the query; on a hit: open it in its document"),
-    ("Esc / Tab", "leave the query box (to use the keys below)"),
-    ("m", "cycle the mode: hybrid → dense → sparse"),
-    ("r", "MMR rerank on/off"),
-    ("+ / -", "more / fewer hits (k)"),
-    ("c", "compare hybrid and dense for this query"),
-    ("w", "watch the dataset's inbox folder (start/stop)"),
-    ("a", "ask the agent: a bounded research run over the dataset, with citations"),
-    ("Ctrl+P", "command palette"),
-    ("?", "this help"),
-    ("q", "quit"),
-]
-
 
 class HelpScreen(ModalScreen):
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > #help-box {
+        width: 84; max-width: 100%; height: auto; max-height: 100%;
+        padding: 1 2; border: round $primary; background: $surface;
+    }
+    """
     BINDINGS = [Binding("escape,q,question_mark", "app.pop_screen", "Close")]
+
+    def __init__(self, sections: Sequence[tuple[str, Sequence[Binding]]]) -> None:
+        super().__init__()
+        self.sections = sections
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        """(section, keys, what they do) for every binding, keys that share an action on one row."""
+        rows = []
+        for title, bindings in self.sections:
+            for binding in bindings:
+                keys = " / ".join(self.app.get_key_display(Binding(key, binding.action,
+                                                                   key_display=binding.key_display))
+                                  for key in (binding.key.split(",")[:1] if binding.key_display
+                                              else binding.key.split(",")))
+                rows.append((title, keys, binding.tooltip or binding.description))
+        return rows
 
     def compose(self) -> ComposeResult:
         table = Table(title="kx — keys", show_header=False, expand=True, box=None, padding=(0, 2))
         table.add_column(style="bold cyan", no_wrap=True)
         table.add_column()
-        for key, what in KEYS:
-            table.add_row(key, what)
+        last = None
+        for title, keys, what in self.rows():
+            if title != last:
+                table.add_row(Text(title, style="dim italic"), "")
+                last = title
+            table.add_row(keys, what)
         with Vertical(id="help-box"):
             yield Static(table)
             yield Static("Esc closes", classes="dim")

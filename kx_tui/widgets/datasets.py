@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.widgets import OptionList, Static
@@ -31,11 +32,12 @@ class DatasetList(OptionList):
         self.summaries = {s.name: s for s in summaries}
         self.clear_options()
         for s in summaries:
-            line = Text()
-            line.append(s.name, style="bold")
-            line.append(f"\n{s.documents} docs · {s.passages} passages", style="dim")
-            line.append(f"\n{s.embed_model or 'no model'}", style="dim italic")
-            self.add_option(Option(line, id=s.name))
+            # one line each, cut with an ellipsis: a long model id never wraps onto a line of its own
+            lines = [Text(s.name, style="bold"), Text(f"{s.documents} docs · {s.passages} passages", style="dim"),
+                     Text(s.embed_model or "no model", style="dim italic")]
+            for line in lines:
+                line.no_wrap, line.overflow = True, "ellipsis"
+            self.add_option(Option(Group(*lines), id=s.name))
 
     def select_name(self, name: str) -> None:
         if name in self.summaries:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from rich.console import Group
 from rich.padding import Padding
 from rich.text import Text
+from textual.binding import Binding
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
@@ -77,6 +78,7 @@ class ResultsList(OptionList):
     DEFAULT_CSS = """
     ResultsList { height: 1fr; }
     """
+    BINDINGS = [Binding("enter", "select", "Open", show=False, tooltip="on a hit: open it inside its document")]
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)

@@ -1,0 +1,44 @@
+"""`kx datasets documents NAME`: what a dataset holds, one line per document, paged.
+
+Works in-process and through a gateway (`--gateway`); `--json` prints the
+page with its offset, limit and the dataset's total, as the gateway's
+`GET /v1/datasets/NAME/documents` answers it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from .context import CONTEXT_SETTINGS, backend_of, settings_of
+
+PAGE = 100
+
+
+@click.command("documents", context_settings=CONTEXT_SETTINGS)
+@click.argument("name")
+@click.option("--offset", type=click.IntRange(0), default=0, show_default=True,
+              help="Skip this many documents (in ingest order) first.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=PAGE, show_default=True,
+              help="Show at most this many documents.")
+@click.option("--json", "as_json", is_flag=True, help="Print the page as JSON for scripts.")
+@click.pass_context
+def documents(ctx: click.Context, name: str, offset: int, limit: int, as_json: bool) -> None:
+    """List dataset NAME's documents: name, pages, passages, media type, size, when ingested, ref, source."""
+    from engine.dataset import validate_name
+
+    from .render import Console, print_documents
+
+    validate_name(name)
+    backend = backend_of(ctx, settings_of(ctx))
+    try:
+        page = backend.list_documents(name, offset=offset, limit=limit)
+        total = backend.dataset_summary(name).documents
+    finally:
+        backend.close()
+    if as_json:
+        click.echo(json.dumps({"dataset": name, "offset": offset, "limit": limit, "total": total,
+                               "documents": [d.to_dict() for d in page]}, indent=2, ensure_ascii=False))
+    else:
+        print_documents(Console(), name, page, offset, total)
