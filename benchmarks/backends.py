@@ -24,6 +24,7 @@ from common import BENCH_DIR, DATA, percentile
 
 MODES = ("dense", "sparse", "hybrid", "hybrid+mmr")
 SETTINGS = {"max_k": 100, "candidate_pool": 100}
+SETTLE_S = 15
 
 
 def _corpus(limit: int | None):
@@ -76,7 +77,9 @@ def run(kind: str, docs, queries, qrels, embedder, uri: str | None) -> dict:
         timings[mode + ("+mmr" if rerank and mode == "hybrid" else "")].append(result.timings_ms["total"])
         return result.hits
 
-    # one warm-up pass so neither backend is timed loading its readers
+    # a pause (milvus-lite builds and compacts segments for ~10 s after a flush, competing for the cores),
+    # then a few warm-up queries so neither backend is timed loading its readers
+    time.sleep(SETTLE_S)
     for text in list(queries.values())[:5]:
         backend.query("scifact", text, k=10)
     measures = evaluate(ask, "scifact", queries, qrels, list(MODES)).to_dict()["measures"]
