@@ -272,3 +272,17 @@ def test_the_gateway_fronts_milvus_over_http(tmp_path: Path, request: pytest.Fix
         thread.join(timeout=10)
         backend.close()
         _drop_database(store)
+
+
+def test_milvus_settings_are_checked_where_declared(tmp_path: Path) -> None:
+    home = str(tmp_path / "home")
+    for env, name in (({"KX_BACKEND": "mongo"}, "KX_BACKEND"), ({"KX_MILVUS_URI": "ftp://db:19530"}, "KX_MILVUS_URI"),
+                      ({"KX_MILVUS_URI": "/data/store.sqlite"}, "KX_MILVUS_URI"),
+                      ({"KX_MILVUS_DATABASE": "9 lives"}, "KX_MILVUS_DATABASE")):
+        with pytest.raises(KxError) as err:
+            load_settings(env={"KX_HOME": home, **env})
+        assert err.value.status is Status.INVALID_ARGUMENT and name in err.value.message
+    settings = load_settings({"backend": "milvus"}, env={"KX_HOME": home})
+    assert settings.milvus_target == str(Path(home) / "milvus.db") and settings.sources["backend"] == "flag"
+    assert load_settings(env={"KX_HOME": home, "KX_MILVUS_URI": "https://m.example:443"}).milvus_target == \
+        "https://m.example:443"
