@@ -17,12 +17,12 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .atomic import fsync_dir, fsync_file, read_json, write_json_atomic
 from .analysis import TOKENIZER_VERSION, build_analyzer
+from .atomic import fsync_dir, fsync_file, read_json, write_json_atomic
 from .checksums import file_crc32, matches
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class SparseIndex:
         self.folder = folder / "sparse"
         self.sidecar = folder / "sparse.json"
         self.stopwords = stopwords
-        self._analyzer = None
+        self._analyzer: Any = None  # whoosh's, built on first use (whoosh loads only when needed)
 
     @property
     def watermark(self) -> int:
@@ -69,7 +69,7 @@ class SparseIndex:
         self.folder.mkdir(parents=True)
         return index.create_in(str(self.folder), _schema(self.stopwords)), 0
 
-    def catch_up(self, catalogue: "Catalogue", upto: int) -> int:
+    def catch_up(self, catalogue: Catalogue, upto: int) -> int:
         """Index the catalogue's passages above the watermark in one commit."""
         from whoosh.query import NumericRange
 
@@ -138,7 +138,7 @@ class SparseIndex:
             return []
         return [(t.startchar, t.endchar) for t in self._analyzer(text, chars=True) if t.text in wanted]
 
-    def open_scorer(self, k1: float, b: float) -> "Bm25Scorer":
+    def open_scorer(self, k1: float, b: float) -> Bm25Scorer:
         from whoosh import index
 
         # A writer's commit in another thread or process deletes the previous

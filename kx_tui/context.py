@@ -26,12 +26,13 @@ def parse_sets(pairs: Sequence[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise KxError(Status.INVALID_ARGUMENT, f"--set expects NAME=VALUE, got {pair!r} (e.g. --set chunk_size=800)")
+            raise KxError(Status.INVALID_ARGUMENT,
+                          f"--set expects NAME=VALUE, got {pair!r} (e.g. --set chunk_size=800)")
         flags[key.strip().replace("-", "_")] = value
     return flags
 
 
-def settings_of(ctx: click.Context, **overrides: Any) -> "Settings":
+def settings_of(ctx: click.Context, **overrides: Any) -> Settings:
     """The settings for this command: the global flags, then this command's own (None means "not given")."""
     from engine import load_settings
 
@@ -40,14 +41,14 @@ def settings_of(ctx: click.Context, **overrides: Any) -> "Settings":
     return load_settings(flags)
 
 
-def local_engine(ctx: click.Context, **overrides: Any) -> "Engine":
+def local_engine(ctx: click.Context, **overrides: Any) -> Engine:
     """The in-process Engine, for commands that only run here (eval, watch, serve)."""
     from engine import Engine
 
     return Engine(settings_of(ctx, **overrides))
 
 
-def backend_of(ctx: click.Context, settings: "Settings") -> "Backend":
+def backend_of(ctx: click.Context, settings: Settings) -> Backend:
     """The Backend for this invocation: the in-process Engine, or KxClient when a gateway is set.
 
     The token: --token / KX_GATEWAY_TOKEN, else $KX_HOME/gateway.token when

@@ -87,7 +87,9 @@ def test_a_repeated_query_word_counts_as_often_as_it_occurs(hash_engine: Engine)
     assert sparse.term_counts("Token badge, token!") == {"token": 2, "badg": 1}
     scores = dict(sparse.search("token badge token", 10, 1.2, 0.75))
     idf_token, idf_badge = math.log(1 + 2.5 / 1.5), math.log(1 + 1.5 / 2.5)
-    norm = lambda dl: 1.2 * (0.25 + 0.75 * dl / 2)  # avgdl = (3 + 2 + 1) / 3 = 2
+    def norm(dl: float) -> float:
+        return 1.2 * (0.25 + 0.75 * dl / 2)  # avgdl = (3 + 2 + 1) / 3 = 2
+
     first = 2 * idf_token * 2 * 2.2 / (2 + norm(3)) + idf_badge * 1 * 2.2 / (1 + norm(3))
     second = idf_badge * 1 * 2.2 / (1 + norm(2))
     assert sorted(scores.values(), reverse=True) == pytest.approx([first, second], rel=1e-9)
