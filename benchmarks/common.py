@@ -23,11 +23,12 @@ def ensure_dataset(collection: str, home: Path = HOME, **settings):
     a dataset rebuilt after an index change, and every query text seen before,
     costs no model time; `settings` override the defaults.
     """
+    from vector_cache import CachedEmbedder
+
     from engine import Engine, load_settings
     from engine.documents import from_jsonl
     from engine.embedders import load_embedder
     from engine.errors import KxError, Status
-    from vector_cache import CachedEmbedder
 
     engine = Engine(load_settings({"home": str(home), **settings}))
     engine = Engine(engine.settings, CachedEmbedder(load_embedder(engine.model_card()), collection))

@@ -27,7 +27,6 @@ import sys
 import time
 
 import numpy as np
-
 from common import BENCH_DIR, DATA, HOME, REPO, ensure_dataset, percentile
 
 STAGES = ("embed", "dense", "sparse", "fusion", "mmr", "total")
@@ -86,9 +85,8 @@ def pool_recall(engine, queries: list[str]) -> dict:
 
 
 def peer_latency(engine, queries: list[str]) -> dict:
-    from peers import LanceHybrid, Reference, load_collection
-
     from common import ensure_dataset
+    from peers import LanceHybrid, Reference, load_collection
 
     collection = load_collection("scifact", ensure_dataset("scifact").embedder())  # cached document vectors
     reference, lance = Reference(collection), LanceHybrid(collection)

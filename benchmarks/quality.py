@@ -43,8 +43,9 @@ def kx_measures(name: str) -> dict:
 
 
 def peer_measures(name: str, embedder) -> dict:
-    from engine.evaluation import EVAL_DEPTH, evaluate
     from peers import LanceHybrid, Reference, load_collection
+
+    from engine.evaluation import EVAL_DEPTH, evaluate
 
     collection = load_collection(name, embedder)
     texts = list(collection.queries.values())

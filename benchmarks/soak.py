@@ -67,7 +67,7 @@ def main() -> None:
                 break
             except (OSError, KxError):
                 if time.monotonic() > deadline or server.poll() is not None:
-                    raise SystemExit("kx serve did not start")
+                    raise SystemExit("kx serve did not start") from None
                 time.sleep(0.2)
         samples = sorted((REPO / "samples" / "handbook").glob("*.md"))
         with KxClient(url, token=token, timeout=300) as client:

@@ -18,8 +18,6 @@ import re
 from collections import Counter
 
 import numpy as np
-
-from common import DATA
 from peers import DocHit
 
 KX_TOKENS = r"\w+(?:\.\w+)*"
@@ -63,10 +61,11 @@ class NumpyBm25:
 
 
 def main() -> None:
+    from peers import Reference, load_collection
+
     from engine.chunking import chunk_text
     from engine.evaluation import evaluate
     from engine.sparse import ENGLISH_STOPWORDS
-    from peers import Reference, load_collection
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--collections", nargs="+", default=["scifact", "cranfield", "cisi"])

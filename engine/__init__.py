@@ -23,8 +23,8 @@ _WHERE = {
     "__version__": "version",  # importlib.metadata costs ~10 ms: read when asked for
 }
 
-__all__ = ["Backend", "DocumentStatus", "Engine", "KxClient", "KxError", "RetrievalMode", "Settings", "Status", "load_settings",
-           "__version__"]
+__all__ = ["Backend", "DocumentStatus", "Engine", "KxClient", "KxError", "RetrievalMode", "Settings", "Status",
+           "load_settings", "__version__"]
 
 if TYPE_CHECKING:
     from .backend import Backend

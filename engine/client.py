@@ -18,8 +18,18 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from .documents import DocumentInput, from_bytes, from_text
 from .errors import KxError, Status
-from .records import (DatasetSummary, DocumentResult, DocumentStatus, DocumentSummary, Hit, IngestReport, Notice,
-                      PassageSpan, QueryResult, RetrievalMode)
+from .records import (
+    DatasetSummary,
+    DocumentResult,
+    DocumentStatus,
+    DocumentSummary,
+    Hit,
+    IngestReport,
+    Notice,
+    PassageSpan,
+    QueryResult,
+    RetrievalMode,
+)
 
 if TYPE_CHECKING:
     from .agent.records import AgentRun
@@ -63,7 +73,7 @@ class KxClient:
         self._http = httpx.Client(base_url=self.url, headers=headers,
                                   timeout=httpx.Timeout(timeout, connect=min(timeout or 10.0, 10.0)))
 
-    def __enter__(self) -> "KxClient":
+    def __enter__(self) -> KxClient:
         return self
 
     def __exit__(self, *_exc: object) -> None:
@@ -87,9 +97,9 @@ class KxClient:
         `media_types` says how to read each document's bytes ("application/pdf",
         "text/markdown", ...; None or absent: text/plain), one per document.
         """
-        for label, given in (("names", names), ("media_types", media_types)):
+        for what, given in (("names", names), ("media_types", media_types)):
             if given is not None and len(given) != len(documents):
-                raise KxError(Status.INVALID_ARGUMENT, f"{label}: expected {len(documents)}, got {len(given)}")
+                raise KxError(Status.INVALID_ARGUMENT, f"{what}: expected {len(documents)}, got {len(given)}")
         docs = []
         for i, item in enumerate(documents):
             label = names[i] if names is not None else None
@@ -114,7 +124,7 @@ class KxClient:
     ) -> QueryResult:
         return self.query(name, text, vector=vector, k=k, mode=mode, rerank=rerank)
 
-    def run_agent(self, goal: str, dataset: str | None = None, max_steps: int | None = None) -> "AgentRun":
+    def run_agent(self, goal: str, dataset: str | None = None, max_steps: int | None = None) -> AgentRun:
         """Run the agent on the gateway (POST /v1/agent/runs): its transcript and cited answer.
 
         The run happens where the engine is, bounded by the gateway's
@@ -308,7 +318,7 @@ def _ingest_report(data: dict[str, Any]) -> IngestReport:
                         list(data.get("advisories", [])))
 
 
-def _known(record: type, data: dict[str, Any]) -> dict[str, Any]:
+def _known(record: Any, data: dict[str, Any]) -> dict[str, Any]:
     """The fields of `data` that `record` (a dataclass) has: a newer server may send more."""
     fields = record.__dataclass_fields__
     return {k: v for k, v in data.items() if k in fields}
@@ -316,8 +326,8 @@ def _known(record: type, data: dict[str, Any]) -> dict[str, Any]:
 
 def _query_result(data: dict[str, Any]) -> QueryResult:
     hits = [Hit(**_known(Hit, h)) for h in data["hits"]]
-    return QueryResult(data["dataset"], data["query"], RetrievalMode(data["mode"]), data["rerank"], data["k"], data["requested_k"],
-                       hits, list(data.get("notes", [])), dict(data.get("timings_ms", {})))
+    return QueryResult(data["dataset"], data["query"], RetrievalMode(data["mode"]), data["rerank"], data["k"],
+                       data["requested_k"], hits, list(data.get("notes", [])), dict(data.get("timings_ms", {})))
 
 
 __all__ = ["DEFAULT_URL", "KxClient", "RetrievalMode", "read_token", "token_path"]

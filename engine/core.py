@@ -43,7 +43,7 @@ class Engine:
         self.settings = settings or load_settings()
         self._embedder = embedder
         self.on_notice = on_notice  # one line for a person when the model is first prepared (an export)
-        self._card: ModelCard | None = _UNSET if embedder is _UNSET else (embedder.card if embedder else None)
+        self._card: Any = _UNSET if embedder is _UNSET else (embedder.card if embedder else None)  # ModelCard | None
         self._searchers: dict[str, DatasetSearcher] = {}
         self._searchers_lock = threading.Lock()
 
@@ -121,10 +121,10 @@ class Engine:
         advisories: list[str] = []
         try:
             card = self.model_card()
-            model = card.to_dict() if card else None
+            model = None
             if card is not None:
                 embedder = None if self._embedder is _UNSET else self._embedder
-                model["runtime"] = runtime_status(embedder, self.settings, card)
+                model = {**card.to_dict(), "runtime": runtime_status(embedder, self.settings, card)}
             if card is None:
                 advisories.append("no embedding model (KX_SERVE_EMBED_MODEL=none): text ingest and dense search "
                                   "are off; pre-computed vectors and sparse search still work")

@@ -73,7 +73,7 @@ class DenseIndex:
     def __len__(self) -> int:
         return len(self.load())
 
-    def catch_up(self, catalogue: "Catalogue", upto: int) -> int:
+    def catch_up(self, catalogue: Catalogue, upto: int) -> int:
         """Add the catalogue's passages above what the graph holds, save, and record `upto`.
 
         Re-adding an id voyager already holds overwrites it with the same

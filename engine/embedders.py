@@ -36,7 +36,7 @@ class RuntimeEmbedder:
     is a FAILED_PRECONDITION.
     """
 
-    def __init__(self, card: ModelCard, settings: "Settings", notify: NotifyFn | None = None) -> None:
+    def __init__(self, card: ModelCard, settings: Settings, notify: NotifyFn | None = None) -> None:
         self._card = card
         self._settings = settings
         self._notify = notify
@@ -94,7 +94,7 @@ class RuntimeEmbedder:
         return self.prepare().encode(texts, batch_size, progress)
 
 
-def load_embedder(card: ModelCard | None, settings: "Settings | None" = None,
+def load_embedder(card: ModelCard | None, settings: Settings | None = None,
                   notify: NotifyFn | None = None) -> RuntimeEmbedder | None:
     """The real embedder for a model card (nothing loaded yet), or None when no model is configured."""
     if card is None:

@@ -36,11 +36,11 @@ class Fingerprint:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Fingerprint":
+    def from_dict(cls, data: Mapping[str, Any]) -> Fingerprint:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 
-    def differences(self, other: "Fingerprint") -> list[str]:
+    def differences(self, other: Fingerprint) -> list[str]:
         """'field: mine -> theirs' for each field that differs."""
         out = []
         for f in fields(self):

@@ -99,8 +99,13 @@ def rrf(lists: Mapping[str, Sequence[Ranked]], k: int = 60) -> list[Fused]:
             raws.setdefault(hit.ref, {})[name] = hit.score
             totals[hit.ref] = totals.get(hit.ref, 0.0) + 1.0 / (k + position)
 
+    exact_of: dict[str, Fraction] = {}
+
     def exact(ref: str) -> Fraction:
-        return sum((Fraction(1, k + r) for r in ranks[ref].values()), Fraction(0))
+        value = exact_of.get(ref)
+        if value is None:
+            value = exact_of[ref] = sum((Fraction(1, k + r) for r in ranks[ref].values()), Fraction(0))
+        return value
 
     order = sorted(totals, key=lambda ref: (-totals[ref], ref))
     settled: list[str] = []
@@ -110,7 +115,9 @@ def rrf(lists: Mapping[str, Sequence[Ranked]], k: int = 60) -> list[Fused]:
         while end < len(order) and totals[order[start]] - totals[order[end]] <= 1e-12 * totals[order[start]]:
             end += 1
         run = order[start:end]
-        if len(run) > 1:
+        # A run of passages each found by one retriever is an exact tie already (1/(k+r) for one r: equal
+        # floats, equal ranks) and is in ref order; only a run with a multi-list sum needs the rationals.
+        if len(run) > 1 and any(len(ranks[ref]) > 1 for ref in run):
             run.sort(key=lambda ref: (-exact(ref), ref))
         settled.extend(run)
         start = end

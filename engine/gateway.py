@@ -221,7 +221,7 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     @model_validator(mode="after")
-    def _encodable(self) -> "_Body":
+    def _encodable(self) -> _Body:
         # JSON may carry lone surrogates ("\\ud800"); no store or index can take them
         for field_name, value in self:
             if isinstance(value, str):

@@ -1,8 +1,8 @@
 """Ingest: documents in, durable passages with vectors out, indexes caught up.
 
 documents -> refs (sha256; seen before -> "unchanged") -> text -> passages
-with provenance (chunk, character range, pages, section path) -> vectors in batches -> one catalogue transaction per group of
-documents (the durable point) -> the derived indexes catch up once per command.
+with provenance (chunk, character range, pages, section path) -> vectors in batches -> one catalogue
+transaction per group of documents (the durable point) -> the derived indexes catch up once per command.
 A document that cannot be read is refused on its own; the rest go in.
 """
 
@@ -98,7 +98,7 @@ def run_ingest(
         raise no_embedder_error("ingesting text")
     if card is not None and card.causal_lm:
         emit(Notice("advisory", chat_model_advisory(card)))
-    dimension = card.dimension if given is None else given.shape[1]
+    dimension = given.shape[1] if given is not None else card.dimension  # type: ignore[union-attr]  # card set: checked above
     model_card = card if card is not None and card.dimension == dimension else None
     current = current_fingerprint(engine.settings, model_card, dimension)
 
@@ -151,11 +151,11 @@ def _prepare(settings: Settings, docs, given, catalogue, results, emit) -> list[
     for doc in docs:
         if doc.error is None and doc.ref not in known:
             first_of.setdefault(doc.ref, doc)
-    extractions = extract_many(first_of.values(), settings)
+    extractions = extract_many(first_of.values(), settings)  # a generator: close() stops its workers
     try:
         return _cut(settings, docs, given, catalogue, results, emit, known, extractions)
     finally:
-        extractions.close()  # stops the extraction workers, also when something raised
+        extractions.close()  # type: ignore[attr-defined]  # stops the extraction workers, also on an error
 
 
 def _cut(settings: Settings, docs, given, catalogue, results, emit, known, extractions) -> list[_Prepared]:
@@ -231,14 +231,15 @@ def _embed_and_commit(engine: IngestEngine, pending, catalogue, fingerprint, res
         catalogue.commit_documents([p.document for p in group], vectors, fingerprint)
         for p in group:
             doc = p.document
-            results[p.position] = DocumentResult(doc.name, DocumentStatus.ADDED, doc.ref, len(doc.passages), doc.source_path)
+            results[p.position] = DocumentResult(doc.name, DocumentStatus.ADDED, doc.ref, len(doc.passages),
+                                                 doc.source_path)
             emit(results[p.position])
         done += size
         group, size = [], 0
 
 def _vectors_for(engine: IngestEngine, group: list[_Prepared], done: int, total: int, emit: EventFn) -> np.ndarray:
     if group[0].vector is not None:
-        return np.stack([p.vector for p in group]).astype(np.float32)
+        return np.stack([p.vector for p in group if p.vector is not None]).astype(np.float32)  # all or none
     embedder = engine.embedder()
     if embedder is None:
         raise no_embedder_error("ingesting text")

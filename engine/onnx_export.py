@@ -24,12 +24,24 @@ from pathlib import Path
 from typing import Callable
 
 from .atomic import replace_with, write_json_atomic
+from .config import Settings
+from .embed_onnx import OnnxEmbedder
 from .errors import KxError, precondition
 from .models import INT8, ModelCard, base_card, quiet_offline_environment
-from .config import Settings
-from .onnx_cache import (FORMAT, GRAPH, MANIFEST, MIN_COSINE, MIN_COSINE_INT8, clear_failure, file_sha256,
-                         graph_unchanged, model_folder, read_manifest, record_failure, unwritable_reason)
-from .embed_onnx import OnnxEmbedder
+from .onnx_cache import (
+    FORMAT,
+    GRAPH,
+    MANIFEST,
+    MIN_COSINE,
+    MIN_COSINE_INT8,
+    clear_failure,
+    file_sha256,
+    graph_unchanged,
+    model_folder,
+    read_manifest,
+    record_failure,
+    unwritable_reason,
+)
 
 NotifyFn = Callable[[str], None]
 

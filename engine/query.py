@@ -61,7 +61,7 @@ def run_query(
     timings: dict[str, float] = {}
     notes: list[str] = []
     validate_name(name)
-    mode = _check_mode(engine.settings, mode)
+    chosen_mode = _check_mode(engine.settings, mode)
     rerank = engine.settings.rerank if rerank is None else bool(rerank)
     requested = engine.settings.default_k if k is None else k
     if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
@@ -76,16 +76,16 @@ def run_query(
     query_vector = None if vector is None else checked_vectors([vector], 1, "the query vector")[0]
     if text is None and query_vector is None:
         raise invalid("give query text (or a pre-computed query vector)")
-    if text is None and mode != "dense":
-        if mode == "sparse":
+    if text is None and chosen_mode != "dense":
+        if chosen_mode == "sparse":
             raise invalid("sparse search needs query text; a vector alone can only search dense")
         notes.append("no query text: searched dense only")
-        mode = "dense"
+        chosen_mode = RetrievalMode.DENSE
 
     searcher = engine.searcher(name)
     fingerprint = searcher.fingerprint
     notes.extend(searcher.notes)
-    use_dense, use_sparse = mode in ("dense", "hybrid"), mode in ("sparse", "hybrid")
+    use_dense, use_sparse = chosen_mode in ("dense", "hybrid"), chosen_mode in ("sparse", "hybrid")
     embedder = None
     if query_vector is not None:
         if query_vector.shape[0] != fingerprint.dimension:
@@ -97,7 +97,7 @@ def run_query(
     elif use_dense:
         card = engine.model_card()
         if card is None:
-            raise no_embedder_error(f"{mode} search")
+            raise no_embedder_error(f"{chosen_mode} search")
         _check_query_fingerprint(engine.settings, name, fingerprint, card)
         embedder = engine.embedder()
     else:
@@ -111,6 +111,7 @@ def run_query(
     if use_dense and query_vector is None:
         # outside the searcher's lock: embedding is the slow part, and
         # concurrent queries may embed side by side
+        assert embedder is not None and text is not None  # dense without a vector: the model was loaded above
         t = time.perf_counter()
         query_vector = embedder.encode([text])[0]
         timings["embed"] = _ms(t)
@@ -118,7 +119,7 @@ def run_query(
         hits = _search(engine.settings, searcher, text, query_vector, use_dense, use_sparse, pool, k_used, rerank,
                        notes, timings)
     timings["total"] = _ms(started)
-    return QueryResult(name, text, mode, rerank, k_used, requested, hits, notes, timings)
+    return QueryResult(name, text, chosen_mode, rerank, k_used, requested, hits, notes, timings)
 
 
 def _search(settings: Settings, searcher: DatasetSearcher, text: str | None, query_vector: np.ndarray | None,
@@ -127,11 +128,13 @@ def _search(settings: Settings, searcher: DatasetSearcher, text: str | None, que
     """Candidate pools, fusion, MMR and the hits, under the searcher's lock."""
     lists = {}
     if use_dense:
+        assert query_vector is not None  # given, or embedded by run_query
         t = time.perf_counter()
         dense = searcher.dense_candidates(query_vector, pool)
         timings["dense"] = _ms(t)
         lists["dense"] = dense
     if use_sparse:
+        assert text is not None  # sparse needs words: a vector-only query is dense (run_query)
         t = time.perf_counter()
         sparse = searcher.sparse_candidates(text, pool)
         timings["sparse"] = _ms(t)
@@ -151,7 +154,8 @@ def _search(settings: Settings, searcher: DatasetSearcher, text: str | None, que
     # The relevance MMR trades against diversity: the fused score in hybrid
     # mode, the retriever's own score in a single mode.
     single = next(iter(lists)) if len(lists) == 1 else None
-    relevance = [f.raw[single] if single else f.score for f in fused]
+    # a single retriever's raw score is never None: every fused candidate came from it
+    relevance = [float(f.raw[single] or 0.0) if single else f.score for f in fused]
     order = list(range(len(fused)))
     duplicate_of: dict[int, int] = {}   # position in `fused` -> position of the pick it nearly repeats
     if rerank and len(fused) > 1:

@@ -11,6 +11,11 @@ from enum import StrEnum
 from typing import Any, Literal, overload
 
 
+def chunk_label(index: int, count: int) -> str:
+    """`[chunk i/N]`, 1-based: how every surface names a passage's place in its document."""
+    return f"[chunk {index + 1}/{count}]"
+
+
 class RetrievalMode(StrEnum):
     """Which retrievers answer a query. A str: plain "dense" works wherever a mode goes."""
 
@@ -153,7 +158,7 @@ class Hit:
 
     @property
     def label(self) -> str:
-        return f"[chunk {self.chunk_index + 1}/{self.chunk_count}]"
+        return chunk_label(self.chunk_index, self.chunk_count)
 
     @property
     def provenance(self) -> str:
@@ -203,7 +208,7 @@ class PassageSpan:
 
     @property
     def label(self) -> str:
-        return f"[chunk {self.chunk_index + 1}/{self.chunk_count}]"
+        return chunk_label(self.chunk_index, self.chunk_count)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

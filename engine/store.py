@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 from .documents import RECORD_MEDIA_TYPE
 from .errors import KxError, Status
 from .fingerprint import Fingerprint
+from .records import chunk_label
 from .storage_errors import classify_sqlite
 
 if TYPE_CHECKING:  # numpy is imported where vectors are touched: `kx datasets list` never pays for it
@@ -184,7 +185,7 @@ class PassageRow:
 
     @property
     def label(self) -> str:
-        return f"[chunk {self.chunk_index + 1}/{self.chunk_count}]"
+        return chunk_label(self.chunk_index, self.chunk_count)
 
 
 class Catalogue:

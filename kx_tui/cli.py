@@ -18,7 +18,10 @@ import click
 from engine.errors import KxError, Status
 from engine.records import DocumentStatus, RetrievalMode
 
-
+from .agent_cmd import agent as agent_group
+from .context import CONTEXT_SETTINGS, backend_of, local_engine, parse_sets, settings_of
+from .documents_cmd import documents as documents_command
+from .models_cmd import models as models_group
 from .render import (
     Console,
     IngestProgress,
@@ -28,11 +31,6 @@ from .render import (
     print_ingest_summary,
     print_query,
 )
-
-from .agent_cmd import agent as agent_group
-from .context import CONTEXT_SETTINGS, backend_of, local_engine, parse_sets, settings_of
-from .documents_cmd import documents as documents_command
-from .models_cmd import models as models_group
 from .serve_cmd import serve as serve_command
 from .watch_cmd import watch as watch_command
 
@@ -154,7 +152,8 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
                 progress.update(event)
             elif isinstance(event, Notice):
                 progress.print(f"{event.kind}: {event.message}")
-            elif isinstance(event, DocumentResult) and (not quiet_lines or event.status == DocumentStatus.REFUSED) and not as_json:
+            elif (isinstance(event, DocumentResult) and not as_json
+                  and (not quiet_lines or event.status == DocumentStatus.REFUSED)):
                 progress.call(print_ingest_line, out, event)
 
         report = engine.ingest(name, docs, on_event=on_event)

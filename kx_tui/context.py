@@ -16,6 +16,7 @@ from engine.errors import KxError, Status
 if TYPE_CHECKING:  # the engine is imported when a command runs, not when `kx --help` is drawn
     from engine import Engine, Settings
     from engine.backend import Backend
+    from engine.milvus.backend import MilvusBackend
 
 CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -26,12 +27,13 @@ def parse_sets(pairs: Sequence[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise KxError(Status.INVALID_ARGUMENT, f"--set expects NAME=VALUE, got {pair!r} (e.g. --set chunk_size=800)")
+            raise KxError(Status.INVALID_ARGUMENT,
+                          f"--set expects NAME=VALUE, got {pair!r} (e.g. --set chunk_size=800)")
         flags[key.strip().replace("-", "_")] = value
     return flags
 
 
-def settings_of(ctx: click.Context, **overrides: Any) -> "Settings":
+def settings_of(ctx: click.Context, **overrides: Any) -> Settings:
     """The settings for this command: the global flags, then this command's own (None means "not given")."""
     from engine import load_settings
 
@@ -40,15 +42,15 @@ def settings_of(ctx: click.Context, **overrides: Any) -> "Settings":
     return load_settings(flags)
 
 
-def local_engine(ctx: click.Context, **overrides: Any) -> "Engine":
-    """The in-process backend (Engine, or MilvusBackend with KX_BACKEND=milvus), for commands that only run here
-    (eval, watch, serve)."""
+def local_engine(ctx: click.Context, **overrides: Any) -> Engine | MilvusBackend:
+    """The in-process backend (Engine, or MilvusBackend with KX_BACKEND=milvus), for commands that only run
+    here (eval, watch, serve)."""
     from engine.backends import open_backend
 
     return open_backend(settings_of(ctx, **overrides))
 
 
-def backend_of(ctx: click.Context, settings: "Settings") -> "Backend":
+def backend_of(ctx: click.Context, settings: Settings) -> Backend:
     """The Backend for this invocation: in-process (Engine or MilvusBackend), or KxClient when a gateway is set.
 
     The token: --token / KX_GATEWAY_TOKEN, else $KX_HOME/gateway.token when

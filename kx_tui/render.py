@@ -9,11 +9,17 @@ from rich.console import Console as _RichConsole
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
-
 from rich.text import Text
 
-from engine.records import (DatasetSummary, DocumentResult, DocumentStatus, DocumentSummary, Hit, IngestReport,
-                            QueryResult)
+from engine.records import (
+    DatasetSummary,
+    DocumentResult,
+    DocumentStatus,
+    DocumentSummary,
+    Hit,
+    IngestReport,
+    QueryResult,
+)
 
 
 def Console(stderr: bool = False) -> _RichConsole:  # noqa: N802 - reads as a constructor at call sites
@@ -95,7 +101,8 @@ def print_ingest_summary(console: _RichConsole, report: IngestReport) -> None:
     added, unchanged, refused = (report.count(s) for s in DocumentStatus)
     new = sum(r.passages for r in report.results if r.status == DocumentStatus.ADDED)
     console.print(
-        f"[bold]{escape(report.dataset)}[/]: {added} added ({new:,} passage{'' if new == 1 else 's'}), {unchanged} unchanged, "
+        f"[bold]{escape(report.dataset)}[/]: {added} added ({new:,} passage{'' if new == 1 else 's'}), "
+        f"{unchanged} unchanged, "
         f"{refused} refused; the dataset now holds {report.documents:,} documents, {report.passages:,} passages"
     )
 
@@ -148,7 +155,7 @@ class IngestProgress:
         self._progress: Progress | None = None
         self._task = None
 
-    def __enter__(self) -> "IngestProgress":
+    def __enter__(self) -> IngestProgress:
         return self
 
     def __exit__(self, *exc: object) -> None:

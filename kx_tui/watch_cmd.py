@@ -42,9 +42,8 @@ def watch(ctx: click.Context, name: str, folder: Path | None, settle: float | No
     """
     from engine.dataset import validate_name
     from engine.embedders import no_embedder_error
-    from engine.watch import DEFAULT_SETTLE_SECONDS, FolderWatcher, inbox_folder
-
     from engine.errors import KxError, Status
+    from engine.watch import DEFAULT_SETTLE_SECONDS, FolderWatcher, inbox_folder
 
     validate_name(name)
     engine = local_engine(ctx)

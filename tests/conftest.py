@@ -53,9 +53,9 @@ def real_embedder(model_cache: Path, tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(scope="session")
 def handbook_home(tmp_path_factory: pytest.TempPathFactory, real_embedder) -> Path:
     """A KX_HOME holding the shipped handbook as dataset 'handbook', built once with the real model."""
-    from .helpers import REPO
-
     from engine.documents import from_file
+
+    from .helpers import REPO
 
     home = tmp_path_factory.mktemp("handbook-home")
     engine = Engine(load_settings({"home": str(home)}, env={}), embedder=real_embedder)

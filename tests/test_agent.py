@@ -51,7 +51,8 @@ def test_feedback_terms_mark_the_best_passage_against_the_others() -> None:
 
 
 def test_sentences_skip_headings_and_strip_list_marks_and_emphasis() -> None:
-    text = "## Exceptions\n\nSome are not covered. Others are covered in part:\n- **Custom** loggers cannot be refunded.\n"
+    text = ("## Exceptions\n\nSome are not covered. Others are covered in part:\n"
+            "- **Custom** loggers cannot be refunded.\n")
     found = sentences(text)
     assert [s for _o, s in found] == ["Some are not covered.", "Others are covered in part:",
                                       "Custom loggers cannot be refunded."]

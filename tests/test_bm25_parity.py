@@ -87,7 +87,33 @@ def test_a_repeated_query_word_counts_as_often_as_it_occurs(hash_engine: Engine)
     assert sparse.term_counts("Token badge, token!") == {"token": 2, "badg": 1}
     scores = dict(sparse.search("token badge token", 10, 1.2, 0.75))
     idf_token, idf_badge = math.log(1 + 2.5 / 1.5), math.log(1 + 1.5 / 2.5)
-    norm = lambda dl: 1.2 * (0.25 + 0.75 * dl / 2)  # avgdl = (3 + 2 + 1) / 3 = 2
+    def norm(dl: float) -> float:
+        return 1.2 * (0.25 + 0.75 * dl / 2)  # avgdl = (3 + 2 + 1) / 3 = 2
+
     first = 2 * idf_token * 2 * 2.2 / (2 + norm(3)) + idf_badge * 1 * 2.2 / (1 + norm(3))
     second = idf_badge * 1 * 2.2 / (1 + norm(2))
     assert sorted(scores.values(), reverse=True) == pytest.approx([first, second], rel=1e-9)
+
+
+def test_postings_read_a_block_at_a_time_equal_whoosh_iterating_them(hash_engine: Engine) -> None:
+    """Several segments (one per ingest) and words in more postings than one block holds (whoosh: 128)."""
+    from whoosh import index
+
+    from engine.sparse import read_blocks
+
+    rng = random.Random(5)
+    for batch in range(3):
+        hash_engine.ingest("blocks", [from_text(f"common {' '.join(rng.choices(WORDS, k=6))} n{batch}x{i}")
+                                      for i in range(150)])
+    sparse = Dataset(hash_engine.settings, "blocks").sparse(True)
+    reader = index.open_dir(str(sparse.folder)).reader()
+    try:
+        assert reader.doc_frequency("body", "common") == 450 and len(getattr(reader, "readers", [])) >= 2
+        for term in reader.lexicon("body"):
+            term = term.decode() if isinstance(term, bytes) else term
+            blocks = read_blocks(reader.postings("body", term))
+            pairs = list(reader.postings("body", term).items_as("weight"))
+            assert blocks is not None
+            assert blocks[0].tolist() == [i for i, _w in pairs] and blocks[1].tolist() == [w for _i, w in pairs]
+    finally:
+        reader.close()

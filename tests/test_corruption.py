@@ -76,7 +76,8 @@ def _flip_middle(path: Path, count: int = 64) -> None:
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "flipped bytes", "empty", "missing"])
-def test_a_damaged_dense_graph_is_rebuilt_and_answers_the_same(pristine, expected, damaged, real_embedder, damage) -> None:
+def test_a_damaged_dense_graph_is_rebuilt_and_answers_the_same(pristine, expected, damaged, real_embedder,
+                                                               damage) -> None:
     graph = _folder(damaged) / "dense.voy"
     if damage == "truncated":
         graph.write_bytes(graph.read_bytes()[: graph.stat().st_size // 3])
@@ -94,7 +95,8 @@ def test_a_damaged_dense_graph_is_rebuilt_and_answers_the_same(pristine, expecte
 
 
 @pytest.mark.parametrize("damage", ["flipped segment", "missing segment", "garbage table of contents"])
-def test_a_damaged_whoosh_index_is_rebuilt_and_answers_the_same(pristine, expected, damaged, real_embedder, damage) -> None:
+def test_a_damaged_whoosh_index_is_rebuilt_and_answers_the_same(pristine, expected, damaged, real_embedder,
+                                                                damage) -> None:
     folder = _folder(damaged) / "sparse"
     files = sorted(folder.iterdir(), key=lambda p: p.stat().st_size)
     segment = next(p for p in reversed(files) if p.suffix == ".seg")

@@ -19,7 +19,7 @@ from typing import Iterator
 import httpx
 import pytest
 
-from engine import Engine, KxClient, KxError, RetrievalMode, Status, load_settings
+from engine import Engine, KxClient, KxError, Status, load_settings
 from engine.documents import from_file, from_text
 from engine.records import Hit, QueryResult
 from kx_tui.app import SAMPLES
@@ -143,7 +143,8 @@ def test_documents_through_the_gateway_cli_http_and_sdk(handbook: Engine) -> Non
                          headers=headers).json()
         assert page["total"] == 7 and [d["name"] for d in page["documents"]] == \
             [d.name for d in handbook.list_documents("handbook", offset=1, limit=2)]
-        for params, code, http in (({"limit": 5000}, "INVALID_ARGUMENT", 400), ({"offset": -1}, "INVALID_ARGUMENT", 400),
+        for params, code, http in (({"limit": 5000}, "INVALID_ARGUMENT", 400),
+                                   ({"offset": -1}, "INVALID_ARGUMENT", 400),
                                    ({"limit": "many"}, "INVALID_ARGUMENT", 400)):
             answer = httpx.get(f"{url}/v1/datasets/handbook/documents", params=params, headers=headers)
             assert (answer.status_code, answer.json()["code"]) == (http, code), params

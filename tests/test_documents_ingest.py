@@ -49,7 +49,8 @@ def batch(tmp_path_factory: pytest.TempPathFactory):
                                      "Vermilion is the colour of the front door.\n", encoding="utf-8")
     bad = ["pdf/r6-user-password.pdf", "pdf/libreoffice-writer-password.pdf"]
     paths = [str(DOCS / p) for p in GOOD[:3]] + [str(folder / "truncated.pdf"), str(folder / "sleepy.pdf")] \
-        + [str(DOCS / p) for p in GOOD[3:6] + bad] + [str(folder / n) for n in ("noise.pdf", "bomb.docx", "crashy.pdf")] \
+        + [str(DOCS / p) for p in GOOD[3:6] + bad] \
+        + [str(folder / n) for n in ("noise.pdf", "bomb.docx", "crashy.pdf")] \
         + [str(DOCS / p) for p in GOOD[6:]] + [str(folder / "guide.md")]
     with pytest.MonkeyPatch.context() as patch:
         for key in [k for k in os.environ if k.startswith("KX_")]:

@@ -19,9 +19,9 @@ import pytest
 
 from engine import Engine, KxError, Status, load_settings
 from engine.documents import from_text
-from engine.embedders import SentenceTransformerEmbedder, load_embedder
+from engine.embedders import SentenceTransformerEmbedder
 from engine.models import model_card_for
-from engine.onnx_cache import GRAPH, MANIFEST, model_folder, plan_runtime
+from engine.onnx_cache import GRAPH, model_folder, plan_runtime
 from engine.records import Notice
 
 from .helpers import REPO, run_cli
@@ -158,7 +158,8 @@ def _readonly_folder(tmp_path: Path) -> Path:
 
 def test_a_read_only_cache_falls_back_to_torch_and_says_why(kx_home: Path, tmp_path: Path) -> None:
     cache = _readonly_folder(tmp_path)
-    result = run_cli("--set", f"model_cache={cache}", "datasets", "ingest", "h", "--text", "Remote workers get a laptop.")
+    result = run_cli("--set", f"model_cache={cache}", "datasets", "ingest", "h",
+                     "--text", "Remote workers get a laptop.")
     assert result.code == 0, result.stderr
     assert "Traceback" not in result.stderr and "using torch" in result.stderr
     info = run_cli("--set", f"model_cache={cache}", "info")

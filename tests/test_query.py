@@ -102,7 +102,7 @@ class Corpus:
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
+def corpus(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Corpus:
     """The corpus and pool datasets, ingested once into a home of their own."""
     home = tmp_path_factory.mktemp("kx-query-home")
     folder = tmp_path_factory.mktemp("kx-query-docs")
@@ -114,6 +114,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
         for key in list(os.environ):
             if key.startswith("KX_"):
                 mp.delenv(key)
+        mp.setenv("KX_MODEL_CACHE", str(model_cache))  # the session's export cache, as the tests' queries use
         result = run_cli("--home", str(home), "datasets", "ingest", "corpus",
                          *[a for f in files.values() for a in ("--file", str(f))], "--json")
         assert result.code == 0, result.stderr

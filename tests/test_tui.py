@@ -13,10 +13,10 @@ from textual.widgets import DataTable, Input, Static
 from engine import Engine, load_settings
 from engine.documents import from_file, from_text
 from kx_tui.app import SAMPLES, KxApp
-from kx_tui.screens.main import MainScreen
 from kx_tui.screens.compare import CompareScreen
 from kx_tui.screens.detail import PassageDetailScreen
 from kx_tui.screens.help import HelpScreen
+from kx_tui.screens.main import MainScreen
 from kx_tui.widgets.activity import ActivityLog
 from kx_tui.widgets.datasets import DatasetDetails, DatasetList
 from kx_tui.widgets.results import ResultsList

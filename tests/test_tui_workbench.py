@@ -19,7 +19,6 @@ from textual.widgets import DataTable, Input, Static
 
 from engine import Engine, load_settings
 from engine.documents import from_file, from_text
-from engine.models import ModelCard
 from kx_tui.app import SAMPLES, KxApp
 from kx_tui.screens.compare import CompareScreen
 from kx_tui.screens.document import DocumentScreen, blocks

@@ -21,8 +21,8 @@ import json
 import re
 from typing import Any
 
-from ..records import RetrievalMode
 from ..errors import KxError, Status
+from ..records import RetrievalMode
 from .reader import Bounds, Reader
 from .records import BUDGET_TIME, CHAT, ENOUGH, NO_CORPUS, AgentRun, Citation
 
@@ -194,7 +194,7 @@ class ChatBrain:
         if stop:  # several calls in one turn: the ones past the bound are not run
             return {"error": f"search budget spent ({stop}); answer from what you have read"}
         args, error = parse_search_call(call)
-        if error is None:
+        if args is not None:
             try:
                 step, hits = reader.search(args["query"], k=args["k"], mode=args["mode"], why="the model's call")
             except KxError as exc:
@@ -207,7 +207,7 @@ class ChatBrain:
                 return {"passages": [{"id": h.passage_ref[:SHORT_REF], "cite_as": f"[ref:{h.passage_ref[:SHORT_REF]}]",
                                       "document": h.document_name, "where": reader.citation(h.passage_ref).label,
                                       "text": h.text[:PASSAGE_CHARS]} for h in hits]}
-        reader.refuse(error, why="a malformed tool call")
+        reader.refuse(error or "a malformed tool call", why="a malformed tool call")
         return {"error": error}
 
     def plain(self, goal: str, bounds: Bounds) -> AgentRun:

@@ -162,7 +162,8 @@ class OfflineBrain:
         keep = scores >= SENTENCE_SHARE * float(scores.max())
         pool = [s for s, k in zip(pool, keep) if k]
         vectors, scores = vectors[keep], scores[keep]
-        order = mmr([f"{s.ref}:{s.offset:08d}" for s in pool], scores.tolist(), vectors, len(pool), SENTENCE_LAMBDA).order
+        keys = [f"{s.ref}:{s.offset:08d}" for s in pool]
+        order = mmr(keys, scores.tolist(), vectors, len(pool), SENTENCE_LAMBDA).order
         picked: list[int] = []
         for i in order:
             if len(picked) == MAX_SENTENCES:
@@ -176,7 +177,8 @@ class OfflineBrain:
         chosen = self._answer_sentences(goal_vector, reader, relevance)
         if not chosen:
             best = max(relevance.values(), default=None)
-            closest = "" if best is None else f" (the closest had cosine {best:.2f} to the goal, under {RELEVANT_FLOOR})"
+            closest = ("" if best is None
+                       else f" (the closest had cosine {best:.2f} to the goal, under {RELEVANT_FLOOR})")
             answer = (f"Nothing found: none of the {len(reader.hits)} passages read in dataset '{reader.dataset}' "
                       f"bears on this goal{closest}.")
             return reader.finish(goal, OFFLINE, stop, answer, [], found=False)

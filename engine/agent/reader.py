@@ -35,7 +35,7 @@ class Bounds:
     k: int
 
     @classmethod
-    def from_settings(cls, settings: Settings, max_steps: int | None = None) -> "Bounds":
+    def from_settings(cls, settings: Settings, max_steps: int | None = None) -> Bounds:
         steps = settings.agent_max_steps
         if max_steps is not None:
             if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
@@ -51,7 +51,7 @@ def citation_label(hit: Hit | dict[str, Any]) -> str:
     start, end = get("page_start", None), get("page_end", None)
     if start is not None:
         where += f" p. {start}" if end in (None, start) else f" pp. {start}–{end}"
-    return f"[{where}, chunk {int(get('chunk_index')) + 1}/{get('chunk_count')}]"
+    return f"[{where}, chunk {int(get('chunk_index') or 0) + 1}/{get('chunk_count')}]"
 
 
 class Reader:
@@ -79,7 +79,8 @@ class Reader:
     def seconds_left(self) -> float:
         return self.bounds.max_seconds - (time.monotonic() - self.started)
 
-    def search(self, query: str, *, k: int | None = None, mode: str | None = None, why: str = "") -> tuple[Step, list[Hit]]:
+    def search(self, query: str, *, k: int | None = None, mode: str | None = None,
+               why: str = "") -> tuple[Step, list[Hit]]:
         """One step: search, note which hits are new, and report the step.
 
         Never reads past the passage bound: the hits beyond it are dropped

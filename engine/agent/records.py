@@ -100,7 +100,7 @@ class AgentRun:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "AgentRun":
+    def from_dict(cls, data: dict[str, Any]) -> AgentRun:
         return cls(
             goal=data["goal"], dataset=data.get("dataset"), brain=data["brain"],
             steps=[Step(**s) for s in data.get("steps", [])], stop_reason=data["stop_reason"],

@@ -42,14 +42,14 @@ EXTRACTORS: dict[str, str] = {
 }
 
 
-def limits_for(settings: "Settings | None") -> Limits:
+def limits_for(settings: Settings | None) -> Limits:
     if settings is None:
         return Limits()
     return Limits(max_pages=settings.extract_max_pages,
                   max_unpacked_bytes=settings.extract_max_unpacked_mb * 2**20)
 
 
-def extract(doc: DocumentInput, settings: "Settings | None" = None) -> Extracted:
+def extract(doc: DocumentInput, settings: Settings | None = None) -> Extracted:
     """The document's text and structure, read in this process; raises KxError when it cannot be read.
 
     No time or memory limit applies here: ingest goes through `extract_many`, which isolates parsers.
@@ -63,7 +63,7 @@ def extract(doc: DocumentInput, settings: "Settings | None" = None) -> Extracted
 
 
 def extract_many(
-    docs: Iterable[DocumentInput], settings: "Settings | None" = None
+    docs: Iterable[DocumentInput], settings: Settings | None = None
 ) -> Iterator[tuple[DocumentInput, Extracted | KxError]]:
     """Each document with its extraction or the error that refused it, in input order.
 
@@ -104,7 +104,7 @@ def extract_many(
             elif isinstance(outcome, Failed):
                 yield doc, outcome_error(outcome)
             else:
-                yield doc, outcome
+                yield doc, outcome  # type: ignore[misc]  # the pool hands back a KxError as it is
 
 
 def _in_process(doc: DocumentInput, fmt: str) -> Extracted:

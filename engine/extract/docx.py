@@ -215,8 +215,8 @@ def _list_marker(ppr, doc: _Doc) -> str:
     num_pr = ppr.find(f"{W}numPr") if ppr is not None else None
     if num_pr is None:
         return ""
-    num_id, level = _val(num_pr, "numId"), _int(_val(num_pr, "ilvl")) or 0
-    levels = doc.numbering.get(num_id or "")
+    num_id, level = _val(num_pr, "numId") or "", _int(_val(num_pr, "ilvl")) or 0
+    levels = doc.numbering.get(num_id)
     if not levels or level not in levels:
         return ""
     fmt, pattern, _ = levels[level]
@@ -275,10 +275,10 @@ def _resolve(styles: dict[str, _Style], style_id: str | None) -> _Style:
     outline, seen, current = start.outline, {style_id}, start
     while outline is None and current.based_on and current.based_on not in seen:
         seen.add(current.based_on)
-        current = styles.get(current.based_on)
-        if current is None:
+        parent = styles.get(current.based_on)
+        if parent is None:
             break
-        outline = current.outline
+        current, outline = parent, parent.outline
     return _Style(start.name, outline, start.based_on)
 
 

@@ -53,7 +53,7 @@ def extract_epub(data: bytes, label: str, limits: Limits) -> Extracted:
         rootfile = container.find(f".//{_CONTAINER}rootfile")
         opf_path = rootfile.get("full-path") if rootfile is not None else None
         opf = parse(opf_path, required=True)
-        base = posixpath.dirname(opf_path)
+        base = posixpath.dirname(opf_path or "")  # parse(required=True) refused a missing path already
         manifest = {item.get("id"): item for item in opf.iter(f"{_OPF}item")}
 
         def path_of(href: str) -> str:

@@ -131,7 +131,7 @@ class BlockWriter:
         self.blocks.append(text)
         self.length += len(text)
 
-    def extend(self, other: "BlockWriter") -> None:
+    def extend(self, other: BlockWriter) -> None:
         other.flush()
         base = self.length + (2 if self.blocks and other.blocks else 0)
         self.sections.extend(Section(base + s.start, s.level, s.title) for s in other.sections)

@@ -71,7 +71,7 @@ def extract_pdf(data: bytes, label: str, limits: Limits) -> Extracted:
         if code == 4:  # FPDF_ERR_PASSWORD
             raise invalid(f"{label} is password-protected (an encrypted PDF); save a copy without the password "
                           "(e.g. print it to PDF) and ingest that") from None
-        reason = _PDFIUM_REASONS.get(code, str(exc))
+        reason = _PDFIUM_REASONS.get(code, str(exc)) if isinstance(code, int) else str(exc)
         raise invalid(f"{label} is not a readable PDF: {reason}; re-export or re-download it") from None
     try:
         count = len(pdf)

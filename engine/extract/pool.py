@@ -110,7 +110,7 @@ class ExtractPool:
         self._busy: list[_Worker] = []
         self.started = 0  # workers started, replacements included (for tests and benchmarks)
 
-    def __enter__(self) -> "ExtractPool":
+    def __enter__(self) -> ExtractPool:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -177,7 +177,7 @@ class ExtractPool:
         ready = wait(list(handles), timeout=max(0.0, soonest - now))
         finished: list[_Worker] = []
         for handle in ready:
-            worker = handles[handle]
+            worker = handles[handle]  # type: ignore[index]  # wait() hands back the connections it was given
             if worker in finished:
                 continue
             finished.append(worker)
@@ -207,17 +207,21 @@ class ExtractPool:
         return Failed(Status.INVALID_ARGUMENT.name, _crash_message(worker.job, worker.exitcode(), self.memory_mb))
 
 
-def _timeout_message(job: Job, timeout: float) -> str:
-    return (f"{job.label} was refused: extraction took longer than {timeout:g} s (KX_EXTRACT_TIMEOUT); "
+def _label(job: Job | None) -> str:
+    return job.label if job is not None else "a document"  # a busy worker always holds its job
+
+
+def _timeout_message(job: Job | None, timeout: float) -> str:
+    return (f"{_label(job)} was refused: extraction took longer than {timeout:g} s (KX_EXTRACT_TIMEOUT); "
             "the file may be damaged or pathological, or raise the limit")
 
 
-def _memory_message(job: Job, memory_mb: int) -> str:
-    return (f"{job.label} was refused: extracting it needed more than the {memory_mb:,} MiB allowed "
+def _memory_message(job: Job | None, memory_mb: int) -> str:
+    return (f"{_label(job)} was refused: extracting it needed more than the {memory_mb:,} MiB allowed "
             "(KX_EXTRACT_MEMORY_MB); raise the limit if the file is genuinely that large")
 
 
-def _crash_message(job: Job, exitcode: int | None, memory_mb: int) -> str:
+def _crash_message(job: Job | None, exitcode: int | None, memory_mb: int) -> str:
     if exitcode is not None and exitcode < 0:
         try:
             how = f"was killed by {signal.Signals(-exitcode).name}"
@@ -227,7 +231,7 @@ def _crash_message(job: Job, exitcode: int | None, memory_mb: int) -> str:
             how += f" (out of memory? the limit is {memory_mb:,} MiB, KX_EXTRACT_MEMORY_MB)"
     else:
         how = f"exited unexpectedly (status {exitcode})"
-    return (f"{job.label} was refused: the extractor crashed on it (its worker process {how}); "
+    return (f"{_label(job)} was refused: the extractor crashed on it (its worker process {how}); "
             "the file may be damaged: re-save or re-download it")
 
 

@@ -19,7 +19,7 @@ from ..warmup import ModelWarmup
 
 
 def movement(rank: int, other: int | None, absent: str) -> str:
-    """▲n when this list ranks the passage n places higher than the other, ▼n lower, `absent` when the other lacks it."""
+    """▲n when this list ranks the passage n places higher than the other, ▼n lower; `absent` if the other lacks it."""
     if other is None:
         return absent
     if other > rank:
@@ -104,8 +104,8 @@ class CompareScreen(Screen):
     def load(self) -> None:
         self.warmup.wait()  # both modes embed: one model load, the warm-up's
         try:
-            results = {mode: self.backend.query(self.dataset, self.query_text, k=self.k, mode=mode,
-                                                rerank=self.rerank) for mode in (RetrievalMode.HYBRID, RetrievalMode.DENSE)}
+            results = {mode: self.backend.query(self.dataset, self.query_text, k=self.k, mode=mode, rerank=self.rerank)
+                       for mode in (RetrievalMode.HYBRID, RetrievalMode.DENSE)}
         except KxError as exc:
             self.app.call_from_thread(self.app.notify, exc.message, severity="error")
             return

@@ -336,7 +336,7 @@ class MainScreen(Screen):
             return {}
         return {hit.passage_ref: sparse.matching_spans(hit.text, text) for hit in result}
 
-    def _highlighter(self, dataset: str) -> "SparseIndex | None":
+    def _highlighter(self, dataset: str) -> SparseIndex | None:
         """The dataset's sparse index with its own stopword setting, kept: building one costs more than using it."""
         settings = self.kx.settings
         if settings is None:

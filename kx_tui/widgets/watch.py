@@ -23,8 +23,17 @@ from engine.config import Settings
 from engine.documents import DocumentInput
 from engine.errors import KxError
 from engine.records import IngestReport
-from engine.watch import BatchDone, FolderWatcher, Ingested, Queued, Refused, Unchanged, WatchError, WatchEvent, \
-    inbox_folder
+from engine.watch import (
+    BatchDone,
+    FolderWatcher,
+    Ingested,
+    Queued,
+    Refused,
+    Unchanged,
+    WatchError,
+    WatchEvent,
+    inbox_folder,
+)
 
 from ..describe import describe_watch_event
 from ..messages import WatchBatchDone, WatchFailed, WatchFileDone, WatchQueued
