@@ -70,7 +70,8 @@ def test_every_mode_answers_with_explained_hits(backend_factory, mode: str) -> N
     assert result.mode == mode and len(result.hits) == (1 if mode == "sparse" else 3)  # BM25 matches one note
     top = result.hits[0]
     assert top.document_name == "zorblax" and top.text == NOTES["zorblax"] and top.label == "[chunk 1/1]"
-    assert [h.rank for h in result.hits] == list(range(1, len(result.hits) + 1)) and all(h.mmr_moved == 0 for h in result.hits)
+    assert [h.rank for h in result.hits] == list(range(1, len(result.hits) + 1))
+    assert all(h.mmr_moved == 0 for h in result.hits)
     for hit in result.hits:
         assert (hit.dense_rank is not None) == (mode != "sparse")
         if mode != "dense":  # words only the zorblax note has: sparse finds it alone
