@@ -11,6 +11,7 @@ is. KX_HOME itself cannot come from the config file (the file lives in it).
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from .records import RetrievalMode
 _TRUE = {"on", "true", "yes", "1"}
 _FALSE = {"off", "false", "no", "0"}
 RUNTIMES = ("onnx", "torch")
+BACKENDS = ("embedded", "milvus")
 
 
 def _bool(text: str) -> bool:
@@ -110,6 +112,31 @@ def _hosts(text: str) -> tuple[str, ...]:
             raise ValueError(f"expected host names like kx.lan, comma-separated; {item!r} is not one")
         out.append(item)
     return tuple(out)
+def _backend(text: str) -> str:
+    low = text.strip().lower()
+    if low not in BACKENDS:
+        raise ValueError("expected one of " + ", ".join(BACKENDS))
+    return low
+
+
+def _milvus_uri(text: str) -> str:
+    """A Milvus address (http(s)://host:port) or a local milvus-lite path, which must end in .db."""
+    value = text.strip()
+    if not value or value.startswith(("http://", "https://")):
+        return value
+    if "://" in value or not value.endswith(".db"):
+        raise ValueError("expected http(s)://host:port for a Milvus server, or a local path ending in .db "
+                         "for milvus-lite")
+    return str(Path(value).expanduser())
+
+
+def _milvus_database(text: str) -> str:
+    value = text.strip()
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,254}", value):
+        raise ValueError("expected a Milvus database name: letters, digits and '_', not starting with a digit")
+    return value
+
+
 def _chat_url(text: str) -> str:
     value = text.strip()
     if value and not value.startswith(("http://", "https://")):
@@ -212,6 +239,21 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("gateway_allowed_hosts", "KX_GATEWAY_ALLOWED_HOSTS", _hosts, tuple,
                 "extra Host names `kx serve` answers to besides loopback and its --host (e.g. a LAN name); "
                 "any other Host is refused, the defence against DNS rebinding"),
+    # Where datasets live (engine/milvus/): this machine's folders, or a Milvus server / milvus-lite file.
+    SettingSpec("backend", "KX_BACKEND", _backend, lambda: "embedded",
+                "where datasets are stored and searched: 'embedded' (SQLite + voyager + whoosh under "
+                "$KX_HOME/datasets) or 'milvus' (a Milvus cluster or milvus-lite at KX_MILVUS_URI)"),
+    SettingSpec("milvus_uri", "KX_MILVUS_URI", _milvus_uri, lambda: "",
+                "the Milvus to use with backend=milvus: http(s)://host:port for a server or cluster, or a local "
+                "path ending in .db for milvus-lite (one process at a time); empty: $KX_HOME/milvus.db"),
+    SettingSpec("milvus_token", "KX_MILVUS_TOKEN", lambda t: t.strip(), lambda: "",
+                "Milvus credentials, 'user:password' or an API key (empty: none)", secret=True),
+    SettingSpec("milvus_database", "KX_MILVUS_DATABASE", _milvus_database, lambda: "default",
+                "the Milvus database kx keeps its collections in (created on first use), so several kx "
+                "installations can share one cluster"),
+    SettingSpec("milvus_timeout", "KX_MILVUS_TIMEOUT", _float_in(0.1, 3600.0), lambda: 30.0,
+                "seconds one Milvus call (connecting included) may take before it is UNAVAILABLE; pymilvus "
+                "would otherwise retry a lost server for minutes"),
     # The research loop (`kx agent run`, engine/agent/): hard bounds, and the optional chat model.
     SettingSpec("agent_max_steps", "KX_AGENT_MAX_STEPS", _int_in(1, 100), lambda: 12,
                 "most searches one agent run may make (a malformed tool call counts as one)"),
@@ -265,6 +307,11 @@ class Settings:
     gateway: str
     gateway_allowed_origins: tuple[str, ...]
     gateway_allowed_hosts: tuple[str, ...]
+    backend: str
+    milvus_uri: str
+    milvus_token: str
+    milvus_database: str
+    milvus_timeout: float
     agent_max_steps: int
     agent_max_passages: int
     agent_max_seconds: float
@@ -278,6 +325,11 @@ class Settings:
     @property
     def datasets_dir(self) -> Path:
         return self.home / "datasets"
+
+    @property
+    def milvus_target(self) -> str:
+        """The Milvus URI backend=milvus connects to: the setting, or milvus-lite under KX_HOME."""
+        return self.milvus_uri or str(self.home / "milvus.db")
 
     @property
     def model_cache_dir(self) -> Path:
@@ -295,11 +347,16 @@ class Settings:
             rows.append({
                 "name": spec.name,
                 "env": spec.env,
-                "value": ("***" if value else "") if spec.secret else _show(value),
+                "value": ("***" if value else "") if spec.secret else _without_password(_show(value)),
                 "source": self.sources.get(spec.name, "default"),
                 "doc": spec.doc,
             })
         return rows
+
+
+def _without_password(value: Any) -> Any:
+    """A URL's user:password@ masked (KX_MILVUS_URI may carry one), so `kx info` never prints it."""
+    return re.sub(r"(://)[^/@\s]+@", r"\1***@", value) if isinstance(value, str) else value
 
 
 def _show(value: Any) -> Any:

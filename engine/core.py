@@ -140,6 +140,7 @@ class Engine:
             "config_file": str(self.settings.config_path),
             "config_file_exists": self.settings.config_path.exists(),
             "datasets": len(list_dataset_names(self.settings)),
+            "backend": {"kind": "embedded", "path": str(self.settings.datasets_dir)},
             "embed_model": model,
             "advisories": advisories,
             "settings": self.settings.describe(),

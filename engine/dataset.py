@@ -75,6 +75,12 @@ class Dataset:
         finally:
             lock.release()
 
+    def discard(self) -> None:
+        """Remove a dataset that never received a document (its first ingest refused everything)."""
+        import shutil
+
+        shutil.rmtree(self.folder, ignore_errors=True)
+
     def reading(self) -> Catalogue:
         return Catalogue(self.catalogue_path, readonly=True)
 

@@ -62,6 +62,11 @@ def current_fingerprint(settings: Settings, card: ModelCard | None, dimension: i
     With no model configured, the vectors are the caller's own (pre-computed):
     the model is recorded as such and the dimension is the vectors'.
     """
+    tokenizer, stopwords = TOKENIZER_VERSION, settings.stopwords
+    if settings.backend == "milvus":  # Milvus's own analyzer builds the sparse index (engine/milvus/schema.py)
+        from .milvus.schema import ANALYZER_VERSION
+
+        tokenizer, stopwords = ANALYZER_VERSION, False
     if card is not None:
         model, pooling, dim = card.model_id, card.pooling, card.dimension
     else:
@@ -73,8 +78,8 @@ def current_fingerprint(settings: Settings, card: ModelCard | None, dimension: i
         chunker_version=CHUNKER_VERSION,
         chunk_size=settings.chunk_size,
         chunk_overlap=settings.chunk_overlap,
-        tokenizer_version=TOKENIZER_VERSION,
-        stopwords=settings.stopwords,
+        tokenizer_version=tokenizer,
+        stopwords=stopwords,
     )
 
 

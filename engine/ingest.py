@@ -9,9 +9,8 @@ A document that cannot be read is refused on its own; the rest go in.
 from __future__ import annotations
 
 import hashlib
-import shutil
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence
 
 import numpy as np
 
@@ -77,6 +76,7 @@ def run_ingest(
     documents: Iterable[DocumentInput],
     vectors: Sequence[Sequence[float]] | np.ndarray | None = None,
     on_event: EventFn | None = None,
+    dataset: Any = None,
 ) -> IngestReport:
     """Add documents to dataset `name`, creating it on first use.
 
@@ -84,6 +84,10 @@ def run_ingest(
     (no model needed). Documents that cannot be read are refused one by
     one; the rest go in. Raises only for what stops the whole command: a
     bad name, no model, or an incompatible fingerprint.
+
+    `dataset` is where the documents go: by default the embedded `Dataset`;
+    another backend passes its own with the same face (`exists`, `writing`
+    yielding a catalogue, `sync_indexes`, `discard`), e.g. engine/milvus/store.py.
     """
     emit = on_event or (lambda _event: None)
     validate_name(name)
@@ -98,7 +102,7 @@ def run_ingest(
     model_card = card if card is not None and card.dimension == dimension else None
     current = current_fingerprint(engine.settings, model_card, dimension)
 
-    dataset = Dataset(engine.settings, name)
+    dataset = Dataset(engine.settings, name) if dataset is None else dataset
     created = not dataset.exists()
     totals = (0, 0)
     try:
@@ -116,7 +120,7 @@ def run_ingest(
         if created and totals[0] == 0:
             # nothing went in (all refused, or a failure before the first commit):
             # leave no empty dataset behind
-            shutil.rmtree(dataset.folder, ignore_errors=True)
+            dataset.discard()
     advisories = [chat_model_advisory(card)] if card is not None and card.causal_lm else []
     return IngestReport(name, [r for r in results if r is not None], created and totals[0] > 0,
                         totals[0], totals[1], advisories)

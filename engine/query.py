@@ -20,7 +20,7 @@ from .fingerprint import Fingerprint, check_compatible, current_fingerprint
 from .fusion import mmr, rrf
 from .models import ModelCard
 from .records import Hit, QueryResult, RetrievalMode
-from .search import MAX_QUERY_TERMS, DatasetSearcher
+from .search import MAX_QUERY_TERMS, Searcher
 from .vectors import checked_vectors
 
 if TYPE_CHECKING:
@@ -36,9 +36,9 @@ class QueryEngine(Protocol):
 
     def embedder(self) -> Embedder | None: ...
 
-    def searcher(self, name: str) -> DatasetSearcher: ...
+    def searcher(self, name: str) -> Searcher: ...
 
-    def reading(self, name: str) -> ContextManager[DatasetSearcher]: ...
+    def reading(self, name: str) -> ContextManager[Searcher]: ...
 
 
 def run_query(
@@ -122,7 +122,7 @@ def run_query(
     return QueryResult(name, text, chosen_mode, rerank, k_used, requested, hits, notes, timings)
 
 
-def _search(settings: Settings, searcher: DatasetSearcher, text: str | None, query_vector: np.ndarray | None,
+def _search(settings: Settings, searcher: Searcher, text: str | None, query_vector: np.ndarray | None,
             use_dense: bool, use_sparse: bool, pool: int, k_used: int, rerank: bool, notes: list[str],
             timings: dict[str, float]) -> list[Hit]:
     """Candidate pools, fusion, MMR and the hits, under the searcher's lock."""
@@ -142,7 +142,8 @@ def _search(settings: Settings, searcher: DatasetSearcher, text: str | None, que
         if not sparse.hits:
             notes.append("no query word is in the sparse index (only stopwords, punctuation or unknown words)")
         if sparse.dropped_terms:
-            notes.append(f"sparse search used the {MAX_QUERY_TERMS} rarest of the query's indexed terms "
+            notes.append(f"sparse search used the {MAX_QUERY_TERMS} {sparse.kept_terms} of the query's "
+                         "indexed terms "
                          f"({sparse.dropped_terms} more were left out)")
 
     t = time.perf_counter()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -41,8 +42,28 @@ class Candidates:
     """One retriever's ranked list, as passage refs with raw scores."""
 
     hits: list[Ranked]
-    seq_of: dict[str, int]
+    seq_of: dict[str, Any]   # ref -> the key the backend reads passages by (a seq here, the ref in Milvus)
     dropped_terms: int = 0   # query terms left out to keep a huge query fast
+    kept_terms: str = "rarest"  # which MAX_QUERY_TERMS terms a huge query kept (said in the query's notes)
+
+
+class Searcher(Protocol):
+    """What engine/query.py reads a dataset through: the embedded `DatasetSearcher` below, or another
+    backend's (engine/milvus/search.py). Passage keys (`seq_of` values) are whatever the backend numbers
+    passages by: commit-order integers here, refs in Milvus."""
+
+    fingerprint: Fingerprint
+    notes: list[str]
+
+    def dense_candidates(self, vector: np.ndarray, pool: int) -> Candidates: ...
+
+    def sparse_candidates(self, text: str, pool: int) -> Candidates: ...
+
+    def passages(self, seqs: list[Any]) -> dict[Any, PassageRow]: ...
+
+    def vectors(self, seqs: list[Any]) -> np.ndarray: ...
+
+    def documents(self, refs: list[str]) -> dict[str, DocumentRow]: ...
 
 
 class DatasetSearcher:

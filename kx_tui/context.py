@@ -16,6 +16,7 @@ from engine.errors import KxError, Status
 if TYPE_CHECKING:  # the engine is imported when a command runs, not when `kx --help` is drawn
     from engine import Engine, Settings
     from engine.backend import Backend
+    from engine.milvus.backend import MilvusBackend
 
 CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -41,23 +42,24 @@ def settings_of(ctx: click.Context, **overrides: Any) -> Settings:
     return load_settings(flags)
 
 
-def local_engine(ctx: click.Context, **overrides: Any) -> Engine:
-    """The in-process Engine, for commands that only run here (eval, watch, serve)."""
-    from engine import Engine
+def local_engine(ctx: click.Context, **overrides: Any) -> Engine | MilvusBackend:
+    """The in-process backend (Engine, or MilvusBackend with KX_BACKEND=milvus), for commands that only run
+    here (eval, watch, serve)."""
+    from engine.backends import open_backend
 
-    return Engine(settings_of(ctx, **overrides))
+    return open_backend(settings_of(ctx, **overrides))
 
 
 def backend_of(ctx: click.Context, settings: Settings) -> Backend:
-    """The Backend for this invocation: the in-process Engine, or KxClient when a gateway is set.
+    """The Backend for this invocation: in-process (Engine or MilvusBackend), or KxClient when a gateway is set.
 
     The token: --token / KX_GATEWAY_TOKEN, else $KX_HOME/gateway.token when
     the gateway runs on this machine under the same home.
     """
     if not settings.gateway:
-        from engine import Engine
+        from engine.backends import open_backend  # the embedded engine or Milvus (KX_BACKEND)
 
-        return Engine(settings, on_notice=lambda line: click.echo(line, err=True))  # e.g. a first-use export
+        return open_backend(settings, on_notice=lambda line: click.echo(line, err=True))  # e.g. a first-use export
     from engine.client import KxClient, read_token
 
     token = ctx.obj.get("token") or read_token(settings.home)

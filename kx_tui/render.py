@@ -110,6 +110,13 @@ def print_ingest_summary(console: _RichConsole, report: IngestReport) -> None:
 def print_info(console: _RichConsole, data: dict[str, Any]) -> None:
     console.print(f"[bold]kx {data['version']}[/]")
     console.print(f"home         {escape(data['home'])}  ({data['datasets']} dataset(s))")
+    backend = data.get("backend")  # an older gateway does not say
+    if backend:
+        where = backend.get("uri") or backend.get("path") or ""
+        token = "  (token ***)" if backend.get("token") else ""
+        console.print(f"backend      {escape(backend['kind'])}  {escape(str(where))}{token}")
+        if backend.get("error"):
+            console.print(f"             [red]unreachable[/]: {escape(backend['error']['message'])}")
     exists = "" if data["config_file_exists"] else "  (not present)"
     console.print(f"config file  {escape(data['config_file'])}{exists}")
     model = data["embed_model"]

@@ -37,7 +37,7 @@ def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool) -> No
     token is made at first start and kept in $KX_HOME/gateway.token (mode
     600). Point the CLI at it with `kx --gateway http://HOST:PORT ...`.
     """
-    from engine import Engine
+    from engine.backends import open_backend
     from engine.gateway import ensure_token, is_loopback, token_path
 
     if dev_allow_local and not is_loopback(host):
@@ -47,7 +47,7 @@ def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool) -> No
     settings = settings_of(ctx)
     token = ensure_token(settings.home)
     sock = _bind(host, port)
-    engine = Engine(settings, on_notice=lambda line: click.echo(line, err=True))  # a first-use model export
+    engine = open_backend(settings, on_notice=lambda line: click.echo(line, err=True))  # a first-use model export
     try:
         bound = sock.getsockname()[1]
         click.echo(f"kx gateway on http://{_show_host(host)}:{bound} (KX_HOME {settings.home})")

@@ -75,3 +75,6 @@ def pytest_configure(config: pytest.Config) -> None:
     given = config.getoption("--fuzz-examples") or os.environ.get("KX_FUZZ_EXAMPLES")
     config.kx_fuzz_examples = int(given) if given else 25
     config.kx_fuzz_seed = int(os.environ.get("KX_FUZZ_SEED", "13"))
+
+
+from .backends import backend_factory, backend_kind, lite_server  # noqa: E402,F401  (shared fixtures)

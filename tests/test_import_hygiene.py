@@ -18,7 +18,7 @@ try:
 except SystemExit:
     pass
 heavy = ["torch", "sentence_transformers", "transformers", "textual", "numpy", "onnxruntime", "tokenizers",
-         "voyager", "whoosh", "pypdfium2", "trafilatura", "lxml", "yaml"]
+         "voyager", "whoosh", "pypdfium2", "trafilatura", "lxml", "yaml", "pymilvus", "milvus_lite"]
 print(json.dumps(sorted(m for m in heavy if m in sys.modules)), file=sys.stderr)
 """
 

@@ -1,0 +1,251 @@
+"""`MilvusBackend`: the Backend protocol (engine/backend.py) over Milvus.
+
+Chosen with KX_BACKEND=milvus; KX_MILVUS_URI names a cluster or `milvus-lite
+server` (http(s)://host:port) or a milvus-lite .db path, KX_MILVUS_TOKEN its
+credentials. What is the embedded engine's stays the embedded engine's: the
+model (loaded by an `Engine` kept for that alone), extraction, chunking and
+provenance (engine/ingest.py through engine/milvus/store.py), fusion and MMR
+(engine/query.py through engine/milvus/search.py). What Milvus does: keep
+the rows, build HNSW (COSINE) and BM25 indexes, and answer the two pools.
+
+The connection is made on the first call that needs data, so `kx info`
+still answers (and says where it would connect) when Milvus is down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..config import Settings, load_settings
+from ..core import Engine
+from ..dataset import validate_name
+from ..documents import DocumentInput
+from ..errors import KxError, invalid, not_found
+from ..models import ModelCard
+from ..records import DatasetSummary, DocumentSummary, IngestReport, PassageSpan, QueryResult
+from .errors import MilvusConnection, is_local, redacted
+from .schema import ANALYZER, collections_of
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..embedders import Embedder
+    from .search import MilvusSearcher
+    from .store import MilvusStore
+
+EventFn = Callable[[object], None]
+NotifyFn = Callable[[str], None]
+_UNSET: Any = object()
+_MAX_PAGE = 1000
+
+
+class MilvusBackend:
+    """Datasets kept in Milvus, ingested and queried through the embedded engine's pipeline."""
+
+    def __init__(self, settings: Settings | None = None, embedder: Embedder | None = _UNSET,
+                 on_notice: NotifyFn | None = None) -> None:
+        settings = settings or load_settings()
+        # the fingerprint and `kx info` follow the backend setting; this object is the milvus backend
+        self.settings = dataclasses.replace(settings, backend="milvus")
+        self.uri = self.settings.milvus_target
+        self._models = (Engine(self.settings, on_notice=on_notice) if embedder is _UNSET
+                        else Engine(self.settings, embedder, on_notice))
+        self._conn: MilvusConnection | None = None
+        self._store: MilvusStore | None = None
+        self._started_lite = False
+        self._searchers: dict[str, MilvusSearcher] = {}
+        self._lock = threading.Lock()
+
+    # -- the model (the embedded engine's) ------------------------------------------------
+
+    @property
+    def on_notice(self) -> NotifyFn | None:
+        return self._models.on_notice
+
+    def model_card(self) -> ModelCard | None:
+        return self._models.model_card()
+
+    def embedder(self) -> Embedder | None:
+        return self._models.embedder()
+
+    def prepare_model(self, notify: NotifyFn | None = None) -> dict[str, Any] | None:
+        return self._models.prepare_model(notify)
+
+    def warm_up(self, dataset: str | None = None, notify: NotifyFn | None = None) -> bool:
+        """Connect and open `dataset`'s reader, or (without one) load the embedding model."""
+        if dataset is not None:
+            self.searcher(dataset)
+            return True
+        if self.model_card() is None:
+            return False
+        self.prepare_model(notify)
+        embedder = self.embedder()
+        if embedder is None:
+            return False
+        embedder.encode(["warm up"])
+        return True
+
+    # -- the connection -------------------------------------------------------------------
+
+    def store(self) -> MilvusStore:
+        with self._lock:
+            if self._store is None:
+                from .store import MilvusStore
+
+                lite_running = is_local(self.uri) and _lite_serving(self.uri)
+                self._conn = MilvusConnection(self.uri, self.settings.milvus_token, self.settings.milvus_timeout,
+                                              self.settings.milvus_database)
+                self._started_lite = is_local(self.uri) and not lite_running
+                self._store = MilvusStore(self._conn)
+            return self._store
+
+    def _dataset(self, name: str):
+        from .store import MilvusDataset
+
+        return MilvusDataset(self.store(), validate_name(name))
+
+    def _catalogue(self, name: str):
+        from .store import MilvusCatalogue
+
+        dataset = self._dataset(name)
+        dataset.require()
+        return MilvusCatalogue(dataset.store, name)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def list_datasets(self) -> list[DatasetSummary]:
+        return [self.dataset_summary(name) for name in self.store().dataset_names()]
+
+    def dataset_summary(self, name: str) -> DatasetSummary:
+        catalogue = self._catalogue(name)
+        docs, passages = catalogue.counts()
+        fingerprint = catalogue.fingerprint()
+        return DatasetSummary(
+            name=name, documents=docs, passages=passages,
+            embed_model=fingerprint.embed_model if fingerprint else None,
+            created_at=catalogue.created_at,
+            fingerprint=fingerprint.to_dict() if fingerprint else None,
+            path=f"{redacted(self.uri)} ({catalogue.passages_col})",
+        )
+
+    def info(self) -> dict[str, Any]:
+        data = self._models.info()
+        data["backend"] = self.describe()
+        try:
+            data["datasets"] = len(self.store().dataset_names())
+        except KxError as exc:  # info still answers with Milvus down: it says where it tried
+            data["datasets"] = None
+            data["backend"]["error"] = exc.to_dict()
+            data["advisories"].append(exc.message)
+        return data
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "milvus", "uri": redacted(self.uri), "database": self.settings.milvus_database,
+                "token": "***" if self.settings.milvus_token else "",
+                "lite": is_local(self.uri), "analyzer": ANALYZER}
+
+    def document_text(self, name: str, doc_ref: str) -> str:
+        text = self._catalogue(name).document_text(doc_ref)
+        if text is None:
+            raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
+        return text
+
+    def list_documents(self, name: str, offset: int = 0, limit: int = 100) -> list[DocumentSummary]:
+        """Documents of dataset `name` in ingest order, `limit` (1..1000) from `offset`."""
+
+        _check_page(offset, limit)
+        rows = self._catalogue(name).documents(offset, limit)
+        return [DocumentSummary(name=row.name, ref=row.ref, media_type=row.media_type, pages=row.page_count,
+                                passages=row.passage_count, ingested_at=row.ingested_at,
+                                source_path=row.source_path, title=row.title, size=row.size,
+                                extractor=row.extractor, notes=tuple(row.to_dict()["notes"])) for row in rows]
+
+    def document_passages(self, name: str, doc_ref: str) -> list[PassageSpan]:
+        """Where each passage of one document lies in its text, in chunk order."""
+
+        catalogue = self._catalogue(name)
+        if catalogue.document(doc_ref) is None:
+            raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
+        return [PassageSpan(ref=row.ref, chunk_index=row.chunk_index, chunk_count=row.chunk_count,
+                            char_start=row.char_start, char_end=row.char_end, page_start=row.page_start,
+                            page_end=row.page_end, section=row.section) for row in catalogue.passages_of(doc_ref)]
+
+    # -- ingest and query (the embedded pipeline over Milvus) -------------------------------
+
+    def ingest(
+        self,
+        name: str,
+        documents: Iterable[DocumentInput],
+        vectors: Sequence[Sequence[float]] | np.ndarray | None = None,
+        on_event: EventFn | None = None,
+    ) -> IngestReport:
+        from ..ingest import run_ingest
+
+        validate_name(name)
+        return run_ingest(self, name, documents, vectors, on_event, dataset=self._dataset(name))
+
+    def query(
+        self,
+        name: str,
+        text: str | None = None,
+        *,
+        vector: Sequence[float] | np.ndarray | None = None,
+        k: int | None = None,
+        mode: str | None = None,
+        rerank: bool | None = None,
+    ) -> QueryResult:
+        from ..query import run_query
+
+        return run_query(self, name, text, vector=vector, k=k, mode=mode, rerank=rerank)
+
+    def searcher(self, name: str) -> MilvusSearcher:
+        """The dataset's reader; kept, since a Milvus dataset's fingerprint never changes once stamped."""
+        from .search import MilvusSearcher
+
+        validate_name(name)
+        with self._lock:
+            found = self._searchers.get(name)
+        if found is not None:
+            return found
+        catalogue = self._catalogue(name)
+        fingerprint = catalogue.fingerprint()
+        if fingerprint is None or not catalogue.store.has(collections_of(name)[0]):
+            raise not_found(f"dataset '{name}' holds no documents yet; ingest some first")
+        searcher = MilvusSearcher(catalogue, fingerprint)
+        with self._lock:
+            return self._searchers.setdefault(name, searcher)
+
+    @contextlib.contextmanager
+    def reading(self, name: str) -> Iterator[MilvusSearcher]:
+        yield self.searcher(name)  # no lock: the client is thread-safe and Milvus answers concurrently
+
+    def close(self) -> None:
+        self._models.close()
+        with self._lock:
+            self._searchers.clear()
+            conn, self._conn, self._store = self._conn, None, None
+        if conn is not None:
+            conn.close()
+            if self._started_lite:  # pymilvus's close leaves milvus-lite holding the folder; let it go
+                from milvus_lite.server_manager import server_manager_instance
+
+                server_manager_instance.release_server(self.uri)
+
+
+def _lite_serving(path: str) -> bool:
+    import os
+
+    from milvus_lite.server_manager import server_manager_instance
+
+    return os.path.abspath(path) in getattr(server_manager_instance, "_servers", {})
+
+
+def _check_page(offset: int, limit: int) -> None:
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise invalid(f"offset must be a whole number of at least 0, got {offset!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= _MAX_PAGE:
+        raise invalid(f"limit must be a whole number from 1 to {_MAX_PAGE}, got {limit!r}")

@@ -1,0 +1,130 @@
+"""Query-time reads of one Milvus dataset: the dense and BM25 candidate pools and the rows of the hits.
+
+`MilvusSearcher` has the face engine/query.py uses of `DatasetSearcher`, so
+fusion (RRF with per-retriever ranks), MMR, the ref tie-breaks and the hits
+are the embedded engine's own code: Milvus only hands over the two pools.
+Milvus's own RRFRanker is not used, since it cannot say where each
+retriever put a hit.
+
+Scores: dense is the COSINE similarity Milvus returns; BM25 comes back
+negated on milvus-lite and positive on a cluster, so the pool keeps Milvus's
+order and reports the magnitude (the same number either way). Like the
+embedded searcher, scores are rounded to 6 decimals and ties go to the
+ascending ref. A candidate whose document row is not there (a crash between
+a passage write and its document's commit) is dropped: it is not in the
+dataset yet.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+import numpy as np
+
+from ..fingerprint import Fingerprint
+from ..fusion import Ranked, rank_list
+from ..search import MAX_QUERY_TERMS, Candidates, dense_ef
+from ..store import DocumentRow, PassageRow
+from .store import PASSAGE_FIELDS, MilvusCatalogue, passage_row
+
+_SCORE_DECIMALS = 6
+_DOC_CACHE_LIMIT = 100_000   # committed document rows kept (they never change: the store is append-only)
+_ROW_CACHE_LIMIT = 20_000   # candidate rows kept between a query's pools and its hits
+_WORD = re.compile(r"\w+")
+
+
+class MilvusSearcher:
+    """Readers of one dataset on Milvus. Milvus's client is thread-safe: `lock` only marks the protocol."""
+
+    def __init__(self, catalogue: MilvusCatalogue, fingerprint: Fingerprint) -> None:
+        self.lock = threading.RLock()
+        self.closed = False
+        self.catalogue = catalogue
+        self.fingerprint = fingerprint
+        self.notes: list[str] = []
+        self._conn = catalogue.store.conn
+        self._rows: dict[str, dict[str, Any]] = {}     # this query's candidates, by ref
+        self._docs: dict[str, DocumentRow] = {}
+        self._rows_lock = threading.Lock()
+
+    def current(self) -> bool:
+        return not self.closed   # Milvus answers from what it holds now: never stale
+
+    def close(self) -> None:
+        self.closed = True
+
+    # -- the pools ----------------------------------------------------------------------
+
+    def dense_candidates(self, vector: np.ndarray, pool: int) -> Candidates:
+        found = self._conn.call(
+            "search", self.catalogue.passages_col, data=[np.asarray(vector, dtype=np.float32).tolist()],
+            anns_field="vector", limit=pool, output_fields=PASSAGE_FIELDS,
+            search_params={"metric_type": "COSINE", "params": {"ef": dense_ef(pool)}})
+        return self._candidates(found[0], lambda distance: float(distance))
+
+    def sparse_candidates(self, text: str, pool: int) -> Candidates:
+        words = _WORD.findall(text.lower())
+        distinct = list(dict.fromkeys(words))
+        dropped = 0
+        if len(distinct) > MAX_QUERY_TERMS:
+            # Milvus analyses the query itself and says nothing about document
+            # frequencies up front, so the first terms are kept, not the rarest
+            keep = set(distinct[:MAX_QUERY_TERMS])
+            dropped = len(distinct) - MAX_QUERY_TERMS
+            words = [w for w in words if w in keep]
+        if not words:
+            return Candidates([], {})
+        found = self._conn.call(
+            "search", self.catalogue.passages_col, data=[" ".join(words)], anns_field="sparse", limit=pool,
+            output_fields=PASSAGE_FIELDS, search_params={"metric_type": "BM25"})
+        candidates = self._candidates(found[0], lambda distance: abs(float(distance)))
+        candidates.dropped_terms = dropped
+        candidates.kept_terms = "first"
+        return candidates
+
+    def _candidates(self, hits: Any, score_of) -> Candidates:
+        rows = [(hit["entity"], score_of(hit["distance"])) for hit in hits]
+        committed = self._committed([entity["doc_ref"] for entity, _ in rows])
+        kept = [(entity, score) for entity, score in rows if entity["doc_ref"] in committed]
+        with self._rows_lock:
+            if len(self._rows) > _ROW_CACHE_LIMIT:
+                self._rows.clear()
+            for entity, _ in kept:
+                self._rows[entity["ref"]] = entity
+        ranked = rank_list(Ranked(entity["ref"], round(score, _SCORE_DECIMALS)) for entity, score in kept)
+        return Candidates(ranked, {entity["ref"]: entity["ref"] for entity, _ in kept})
+
+    def _committed(self, doc_refs: list[str]) -> set[str]:
+        missing = [ref for ref in dict.fromkeys(doc_refs) if ref not in self._docs]
+        if missing:
+            found = self.catalogue.documents_by_ref(missing)
+            with self._rows_lock:
+                if len(self._docs) > _DOC_CACHE_LIMIT:
+                    self._docs.clear()
+                self._docs.update(found)
+        return {ref for ref in doc_refs if ref in self._docs}
+
+    # -- the hits -------------------------------------------------------------------------
+
+    def passages(self, seqs: list[str]) -> dict[str, PassageRow]:
+        with self._rows_lock:
+            rows = {ref: self._rows.get(ref) for ref in seqs}
+        missing = [ref for ref, row in rows.items() if row is None]
+        if missing:
+            for row in self.catalogue.store.rows_in(self.catalogue.passages_col, "ref", missing, PASSAGE_FIELDS):
+                rows[row["ref"]] = row
+        return {ref: passage_row(row, self.catalogue.document_text) for ref, row in rows.items() if row is not None}
+
+    def vectors(self, seqs: list[str]) -> np.ndarray:
+        found = {row["ref"]: row["vector"] for row in
+                 self.catalogue.store.rows_in(self.catalogue.passages_col, "ref", seqs, ["ref", "vector"])}
+        out = np.zeros((len(seqs), self.fingerprint.dimension), dtype=np.float32)
+        for i, ref in enumerate(seqs):
+            out[i] = np.asarray(found[ref], dtype=np.float32)
+        return out
+
+    def documents(self, refs: list[str]) -> dict[str, DocumentRow]:
+        self._committed(refs)
+        return {ref: self._docs[ref] for ref in refs if ref in self._docs}
