@@ -52,13 +52,17 @@ class Tally:
     lost: int = 0
     corrupt: int = 0
     before_first_commit: int = 0
+    finished_first: int = 0        # rounds whose command ended before its kill: not counted as kills
     problems: list[str] = field(default_factory=list)
 
 
 def _env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KX_")}
     env.update({"KX_HOME": str(home), "KX_INGEST_COMMIT_PASSAGES": "4", "PYTHONUNBUFFERED": "1",
-                "PYTHONPATH": str(REPO)})
+                "PYTHONPATH": str(REPO),
+                # one export cache for every home, prepared before the campaigns: a first-use ONNX export
+                # (~10 s) inside a calibration would stretch the kill windows past the real work
+                "KX_MODEL_CACHE": str(home.parent / "model-cache")})
     return env
 
 
@@ -72,6 +76,7 @@ class Reader:
 
     def __init__(self, proc: subprocess.Popen) -> None:
         self.lines: list[str] = []
+        self.times: list[float] = []   # when each line arrived (time.monotonic())
         self._thread = threading.Thread(target=self._pump, args=(proc.stdout,), daemon=True)
         self._thread.start()
         threading.Thread(target=lambda: proc.stderr.read(), daemon=True).start()
@@ -79,6 +84,7 @@ class Reader:
     def _pump(self, stream) -> None:
         for line in stream:
             self.lines.append(line.rstrip("\n"))
+            self.times.append(time.monotonic())
 
     def join(self) -> None:
         self._thread.join(timeout=10)
@@ -200,13 +206,16 @@ def _finish(home: Path, dataset: str, docs: list[dict], reported: set[str], rest
 # -- the targets ---------------------------------------------------------------------------
 
 
-def _kill_at(proc: subprocess.Popen, delay: float) -> None:
+def _kill_at(proc: subprocess.Popen, delay: float) -> bool:
+    """SIGKILL `proc` after `delay` s; False if it had already exited by then (no kill happened)."""
     deadline = time.monotonic() + delay
     while time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.01)
-    if proc.poll() is None:
+    killed = proc.poll() is None
+    if killed:
         proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
+    return killed
 
 
 def _added_lines(lines: list[str]) -> set[str]:
@@ -218,20 +227,31 @@ def campaign_ingest(root: Path, rounds: int, per: int, rng: random.Random, embed
     calibrate = _write(root / "files-calibrate", _slice(per, 4000))
     started = time.monotonic()
     proc = _kx(home, "datasets", "ingest", "crash-calibrate", *map(str, calibrate))
-    proc.communicate(timeout=600)
+    calibration = Reader(proc)
+    proc.wait(timeout=600)
+    calibration.join()
     span = time.monotonic() - started
-    print(f"ingest: one uninterrupted command of {per} files takes {span:.1f} s; kills drawn from [0, {span:.1f}]",
-          flush=True)
-    for number in range(rounds):
+    added = [t for t, line in zip(calibration.times, calibration.lines) if line.startswith("added")]
+    # After the last commit the command still brings the indexes up to date and exits; with a fast model that
+    # is most of its time, so every other kill is drawn from the commits' window alone.
+    commits = (added[-1] - started) if added else span
+    print(f"ingest: one uninterrupted command of {per} files takes {span:.1f} s, its last commit at {commits:.1f} s; "
+          f"kills drawn from [0, {span:.1f}] and [0, {commits:.1f}] in turn", flush=True)
+    number = 0
+    while tally.kills < rounds:
         docs = _slice(per, number * per)
         paths = _write(root / f"files-{number}", docs)
         proc = _kx(home, "datasets", "ingest", dataset, *map(str, paths))
         reader = Reader(proc)
-        delay = rng.uniform(0, span)
-        _kill_at(proc, delay)
+        delay = rng.uniform(0, span if number % 2 == 0 else commits)
+        number += 1
+        killed = _kill_at(proc, delay)
         reader.join()
+        if not killed:  # it finished first: a complete ingest, not a crash; the next round draws again
+            tally.finished_first += 1
+            continue
         reported = _added_lines(reader.lines)
-        what = f"ingest kill {number + 1} at {delay:.2f} s"
+        what = f"ingest kill {tally.kills + 1} at {delay:.2f} s"
         tally.kills += 1
         tally.before_first_commit += not reported
         good = check_after_kill(home, dataset, reported, tally, what)
@@ -417,6 +437,10 @@ def main() -> None:
     embedder = load_embedder(model_card_for("default"))
     rng = random.Random(args.seed)
     root = Path(tempfile.mkdtemp(prefix="kx-crashes-"))
+    prepare = subprocess.run([sys.executable, "-m", "kx_tui", "models", "prepare"], cwd=REPO,
+                             env=_env(root / "prepare-home"), capture_output=True, text=True, timeout=600)
+    if prepare.returncode != 0:
+        raise SystemExit(f"kx models prepare failed: {prepare.stderr.strip()[-500:]}")
     results = {}
     for target, count, run in (("ingest", args.ingest, campaign_ingest), ("watch", args.watch, campaign_watch),
                                ("gateway", args.gateway, campaign_gateway)):
@@ -427,12 +451,14 @@ def main() -> None:
         run(root, count, args.docs, rng, embedder, tally)
         results[target] = tally
         print(f"{target}: {tally.kills} kills, {tally.survived} survived, {tally.lost} documents lost, "
-              f"{tally.corrupt} corrupt datasets ({tally.before_first_commit} kills before any reported add) "
+              f"{tally.corrupt} corrupt datasets ({tally.before_first_commit} kills before any reported add; "
+              f"{tally.finished_first} rounds finished before their kill, not counted) "
               f"in {time.monotonic() - started:.0f} s", flush=True)
         for problem in tally.problems:
             print(f"    {problem}", flush=True)
     print(json.dumps({t: {"kills": r.kills, "survived": r.survived, "lost": r.lost, "corrupt": r.corrupt,
-                          "before_first_commit": r.before_first_commit} for t, r in results.items()}))
+                          "before_first_commit": r.before_first_commit, "finished_first": r.finished_first}
+                      for t, r in results.items()}))
     if not args.keep:
         import shutil
 

@@ -1,6 +1,7 @@
 """Load and soak: 32 concurrent clients against `kx serve` on loopback, every 8th request an ingest.
 
-    python benchmarks/soak.py [--clients 32] [--seconds 120] [--warmup 10]
+    python benchmarks/soak.py [--clients 32] [--seconds 120] [--warmup 10] [--ingest-every 8]
+    python benchmarks/soak.py --ingest-every 0          # queries only: a dataset that does not grow
 
 A real `kx serve` (its own KX_HOME, the real model) with the handbook
 samples ingested; each client is a KxClient on its own connection, looping
@@ -8,7 +9,10 @@ until the time is up: a hybrid query for one of a few questions, and every
 8th request overall an ingest of one new small document. Reports requests,
 errors (any KxError or transport failure: the target is zero), p50/p95/p99
 latency per kind, and the server's RSS after the warm-up and at the end
-(target: growth under 10 %).
+(target: growth under 10 %), plus a sample every tenth of the run, so growth
+that follows the dataset (every ingest reopens readers over a bigger graph
+and BM25 index) can be told from growth that does not (a leak): with
+`--ingest-every 0` the dataset never grows.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument("--warmup", type=float, default=10.0)
+    parser.add_argument("--ingest-every", type=int, default=8,
+                        help="every Nth request is an ingest of one new document; 0 for queries only")
     args = parser.parse_args()
 
     from engine import KxClient, KxError
@@ -85,7 +91,8 @@ def main() -> None:
             with KxClient(url, token=token, timeout=120) as client:
                 while not stop.is_set():
                     n = next(counter)
-                    kind = "ingest" if n % 8 == 7 else "query"
+                    every = args.ingest_every
+                    kind = "ingest" if every and n % every == every - 1 else "query"
                     started = time.perf_counter()
                     try:
                         if kind == "ingest":
@@ -108,7 +115,10 @@ def main() -> None:
         rss_start = _rss(server.pid)
         measuring.set()
         began = time.monotonic()
-        time.sleep(args.seconds)
+        series = []
+        for _tenth in range(10):
+            time.sleep(args.seconds / 10)
+            series.append(round(_rss(server.pid) / 2**20, 1))
         measuring.clear()
         elapsed = time.monotonic() - began
         rss_end = _rss(server.pid)
@@ -121,6 +131,7 @@ def main() -> None:
             "throughput_rps": round(sum(len(v) for v in latencies.values()) / elapsed, 1),
             "rss_start_mb": round(rss_start / 2**20, 1), "rss_end_mb": round(rss_end / 2**20, 1),
             "rss_growth_pct": round(100.0 * (rss_end - rss_start) / rss_start, 1) if rss_start else None,
+            "rss_series_mb": series, "ingest_every": args.ingest_every,
         }
         for kind, values in latencies.items():
             figures[kind] = {"n": len(values), **{f"p{q}_ms": round(percentile(values, q), 1) for q in (50, 95, 99)}}

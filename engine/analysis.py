@@ -39,3 +39,10 @@ def build_analyzer(stopwords: bool):
         chain = chain | StopFilter(stoplist=ENGLISH_STOPWORDS, minsize=1)
     # whoosh's default stemmer turns "running" into "runn"; porter2 gives "run".
     return chain | StemFilter(stemfn=stem)
+
+
+# The Milvus backend's BM25 analyzer (engine/milvus/schema.py): the one that behaves the same on milvus-lite
+# and a cluster — standard tokenizer, lowercase, no stemming, no stopwords.
+MILVUS_ANALYZER = {"tokenizer": "standard", "filter": ["lowercase"]}
+# Recorded as the fingerprint's tokenizer_version of a Milvus dataset: what built its sparse index.
+MILVUS_ANALYZER_VERSION = "milvus-standard-lowercase-1"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
-from .analysis import TOKENIZER_VERSION
+from .analysis import MILVUS_ANALYZER_VERSION, TOKENIZER_VERSION
 from .chunking import CHUNKER_VERSION
 from .config import Settings
 from .errors import precondition
@@ -64,9 +64,7 @@ def current_fingerprint(settings: Settings, card: ModelCard | None, dimension: i
     """
     tokenizer, stopwords = TOKENIZER_VERSION, settings.stopwords
     if settings.backend == "milvus":  # Milvus's own analyzer builds the sparse index (engine/milvus/schema.py)
-        from .milvus.schema import ANALYZER_VERSION
-
-        tokenizer, stopwords = ANALYZER_VERSION, False
+        tokenizer, stopwords = MILVUS_ANALYZER_VERSION, False
     if card is not None:
         model, pooling, dim = card.model_id, card.pooling, card.dimension
     else:

@@ -23,7 +23,7 @@ The analyzer is the one that behaves the same on milvus-lite and a cluster
 (measured: lite rejects the "english" analyzer and silently ignores a stemmer
 filter): the standard tokenizer and lowercasing, no stemming, no stopwords.
 Sparse results therefore differ from the embedded engine's (which stems and
-drops stopwords); the fingerprint records the analyzer (ANALYZER_VERSION).
+drops stopwords); the fingerprint records the analyzer (analysis.MILVUS_ANALYZER_VERSION).
 """
 
 from __future__ import annotations
@@ -31,9 +31,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-ANALYZER = {"tokenizer": "standard", "filter": ["lowercase"]}
-# Recorded as the fingerprint's tokenizer_version of a Milvus dataset: what built its sparse index.
-ANALYZER_VERSION = "milvus-standard-lowercase-1"
+from ..analysis import MILVUS_ANALYZER as ANALYZER
+
 REGISTRY = "kx_datasets"
 SCHEMA_VERSION = 1
 
