@@ -155,6 +155,10 @@ def check_after_restart(home: Path, dataset: str, expected: dict[str, str], tall
     from engine import Engine, load_settings
 
     folder = home / "datasets" / dataset
+    if not (folder / "catalog.sqlite").exists():
+        tally.corrupt += 1
+        tally.problems.append(f"{what}: after the restart there is no catalogue at {folder}")
+        return False
     db = sqlite3.connect(f"file:{folder / 'catalog.sqlite'}?mode=ro", uri=True)
     try:
         top, passages = db.execute("SELECT COALESCE(MAX(seq), 0), COUNT(*) FROM passages").fetchone()
