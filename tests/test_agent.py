@@ -173,3 +173,28 @@ def test_kx_agent_run_prints_steps_then_the_cited_answer(handbook: Engine) -> No
     run = AgentRun.from_dict(data)
     assert len(run.steps) == 1 and run.stop_reason == "budget: steps" and run.steps[0].refs
     assert set(data["read"]) == set(run.steps[0].refs) >= {c.ref for c in run.citations}
+
+
+# -- the offline loop reads more than one query would --------------------------------------
+
+
+def test_a_multi_sentence_goal_is_searched_whole_then_sentence_by_sentence() -> None:
+    from engine.agent.text import goal_parts
+
+    parts = goal_parts("Where do I file expenses? Who approves sick leave?")
+    assert parts[0] == ("Where do I file expenses? Who approves sick leave?", "goal")
+    assert ("Where do I file expenses?", "sentence") in parts and ("Who approves sick leave?", "sentence") in parts
+
+
+def test_the_first_step_is_the_goal_and_the_loop_reads_what_one_query_of_it_misses(kx_home: Path) -> None:
+    """Deterministic embedder, handbook: equal passage budget, the loop's reading covers more documents."""
+    engine = Engine(load_settings({"agent_max_steps": 4}), embedder=HashEmbedder())
+    engine.ingest("notes", [from_file(p, 10**7) for p in sorted(HANDBOOK.glob("*.md"))])
+    goal = "How much may a hotel cost per night? How many days of annual leave do I get?"
+    run = run_agent_on(engine, goal, "notes")
+    assert run.steps[0].query == goal and run.steps[0].ranked >= len(run.steps[0].refs)
+    single = engine.query("notes", goal, k=len(run.steps[0].refs))
+    assert run.steps[0].refs == [h.passage_ref for h in single.hits]  # step 1 reads what one query would
+    assert any(s.why.startswith("feedback from") for s in run.steps)
+    assert any(s.why == "a sentence of the goal" for s in run.steps)
+    assert len(set(run.read)) == sum(len(s.new_refs) for s in run.steps)  # nothing read twice

@@ -1,15 +1,25 @@
 """The offline brain: a research loop and an extractive answer with no model but the embedder.
 
-Reading, in rounds:
-1. the goal's own words, its content words, each clause and each key phrase
-   (engine/agent/text.py) — one search each;
-2. then pseudo-relevance feedback: for the best passages read and not used
-   yet, the goal's words plus the terms that mark that passage.
+Reading, in rounds. Every step is one search, ranked deeper than it reads;
+its ranking is fused (weighted RRF, engine/agent/fused.py) with every
+earlier step's, and the step reads the best fused passages not read yet
+(`agent_k` of them). So the first step reads exactly what one hybrid query
+of the whole goal would, and a passage that several parts of the goal rank
+well is read before one that a single fragment ranks first.
+1. Round one: the goal itself; one feedback search from its best passages
+   (below); then the goal's parts (engine/agent/text.py): its sentences when
+   it has several, each clause, each key phrase — at most `MAX_PARTS` of
+   them, broadest first.
+2. Later rounds: pseudo-relevance feedback, one search each — the goal's
+   text with the words that mark the best relevant passages read so far,
+   and, for the dense side, the goal's vector moved towards theirs (Rocchio).
+   Each round learns from more of them (`FEEDBACK_SOURCES` more a round).
 
 A passage bears on the goal when its cosine to the goal is at least
 `RELEVANT_FLOOR` and at least `RELEVANT_SHARE` of the best seen. The loop
 stops when a round brings no new such passage ("no new passages"), when a
-round's new passages leave the answer as it was ("enough"), or at a bound.
+`STEADY_ROUNDS` rounds in a row leave the answer as it was ("enough"), or at a bound;
+while budget remains and rounds bring new relevant passages, it reads on.
 
 The answer: the sentences of the relevant passages that best cover the goal
 without repeating each other — MMR over sentence embeddings, relevance being
@@ -27,9 +37,10 @@ import numpy as np
 
 from ..fusion import mmr
 from ..records import Hit
+from .fused import FusedCandidates
 from .reader import EmbedFn, Reader
 from .records import ENOUGH, NO_NEW, OFFLINE, AgentRun, Citation
-from .text import content_words, feedback_terms, normalised, sentences, sub_queries
+from .text import CLAUSE, GOAL, PHRASE, SENTENCE, content_words, feedback_terms, goal_parts, normalised, sentences
 
 RELEVANT_FLOOR = 0.25      # all-MiniLM-L6-v2 cosines of unrelated text sit below ~0.15
 RELEVANT_SHARE = 0.6       # of the best passage's cosine
@@ -38,8 +49,25 @@ SENTENCE_SHARE = 0.55      # of the best sentence's relevance
 MAX_SENTENCES = 10
 SENTENCE_LAMBDA = 0.6      # MMR over sentences: relevance against repetition
 DUPLICATE_COSINE = 0.92    # two sentences this close say the same thing
-FEEDBACK_PER_ROUND = 2
-FEEDBACK_TERMS = 4
+MAX_PARTS = 8              # parts of the goal searched in round one; a long goal has dozens of clauses
+RANK_DEPTH = 100           # how deep each search ranks for the fusion (the engine may clamp it to its max_k)
+FEEDBACK = "feedback"
+# How much each kind of search weighs in the fusion: the goal and its whole sentences say what is
+# wanted; a clause or phrase is a fragment and ranks fragments' passages, so it counts half.
+WEIGHTS = {GOAL: 1.0, SENTENCE: 1.0, CLAUSE: 0.5, PHRASE: 0.5, FEEDBACK: 1.0}
+WHY = {GOAL: "the goal", SENTENCE: "a sentence of the goal", CLAUSE: "a clause of the goal",
+       PHRASE: "a key phrase of the goal"}
+FEEDBACK_SOURCES = 3       # relevant passages the first feedback round learns from; each round adds as many
+FEEDBACK_TERMS = 5
+STEADY_ROUNDS = 2          # "enough": this many rounds in a row left the answer as it was
+
+
+@dataclass
+class _Search:
+    query: str
+    kind: str
+    why: str
+    vector: np.ndarray | None = None
 
 
 @dataclass
@@ -55,6 +83,8 @@ class OfflineBrain:
     def __init__(self, embed: EmbedFn) -> None:
         self.embed = embed
         self._vectors: dict[str, np.ndarray] = {}
+        self._fused = FusedCandidates()
+        self._top: dict[str, float] = {}   # ref -> sum of weight / rank over the run's searches (no RRF damping)
 
     def _vectors_for(self, texts: list[str]) -> np.ndarray:
         missing = sorted({t for t in texts if t not in self._vectors})
@@ -67,28 +97,35 @@ class OfflineBrain:
 
     def run(self, goal: str, reader: Reader) -> AgentRun:
         goal_vector = self._vectors_for([goal])[0]
-        goal_terms = set(content_words(goal))
+        fused = self._fused = FusedCandidates()
         relevance: dict[str, float] = {}
         asked: set[str] = set()
-        used_for_feedback: set[str] = set()
         answer_keys: tuple[str, ...] | None = None
-        plan = [(q, "the goal" if i == 0 else "a clause or key phrase of the goal")
-                for i, q in enumerate(sub_queries(goal))]
-        stop = None
+        unchanged = 0
+        depth = min(RANK_DEPTH, max(reader.bounds.max_passages, reader.bounds.k))
+        plan: list = [_Search(q, kind, WHY[kind]) for q, kind in goal_parts(goal)[:1 + MAX_PARTS]]
+        plan.insert(1, FEEDBACK)  # feedback from the goal's own best passages, early: its ranking guides most reads
+        rounds, stop = 1, None
         while stop is None:
             round_new = 0
-            for query, why in plan:
-                if query.lower() in asked:
-                    continue
+            for search in plan:
                 stop = reader.exhausted()
                 if stop:
                     break
-                asked.add(query.lower())
-                step, _hits = reader.search(query, why=why)
-                if step.new_refs:
-                    vectors = self._vectors_for([reader.hits[r].text for r in step.new_refs])
-                    for ref, vector in zip(step.new_refs, vectors):
-                        relevance[ref] = float(vector @ goal_vector)
+                if search == FEEDBACK:
+                    search = self._feedback(goal, goal_vector, reader, relevance, fused, 1)
+                    if search is None:
+                        continue
+                key = search.query.lower() if search.vector is None else f"{FEEDBACK}:{search.query.lower()}"
+                if key in asked:
+                    continue
+                asked.add(key)
+                ranking = reader.rank(search.query, depth=depth, vector=search.vector)
+                fused.add(ranking.hits, WEIGHTS[search.kind])
+                for i, h in enumerate(ranking.hits, start=1):
+                    self._top[h.passage_ref] = self._top.get(h.passage_ref, 0.0) + WEIGHTS[search.kind] / i
+                step = reader.read(ranking, fused.best(reader.bounds.k, skip=reader.hits), why=search.why)
+                self._judge(reader, step.new_refs, goal_vector, relevance)
                 floor = self._floor(relevance)
                 step.relevant_new = sum(1 for r in step.new_refs if relevance[r] >= floor)
                 round_new += step.relevant_new
@@ -99,14 +136,45 @@ class OfflineBrain:
                 stop = NO_NEW
                 break
             keys = tuple(s.text for s in self._answer_sentences(goal_vector, reader, relevance))
-            if answer_keys is not None and keys == answer_keys:
+            unchanged = unchanged + 1 if keys == answer_keys else 0
+            if unchanged >= STEADY_ROUNDS:
                 stop = ENOUGH
                 break
             answer_keys = keys
-            plan = self._feedback_plan(reader, relevance, goal_terms, used_for_feedback)
-            if not plan:
+            search = self._feedback(goal, goal_vector, reader, relevance, fused, rounds)
+            if search is None or f"{FEEDBACK}:{search.query.lower()}" in asked:
                 stop = ENOUGH  # every relevant passage has already lent its words
+                break
+            plan, rounds = [search], rounds + 1
         return self._finish(goal, goal_vector, reader, relevance, stop)
+
+    def _judge(self, reader: Reader, refs: list[str], goal_vector: np.ndarray, relevance: dict[str, float]) -> None:
+        """How much each newly read passage bears on the goal: its cosine to the goal."""
+        if refs:
+            vectors = self._vectors_for([reader.hits[r].text for r in refs])
+            for ref, vector in zip(refs, vectors):
+                relevance[ref] = float(vector @ goal_vector)
+
+    def _feedback(self, goal: str, goal_vector: np.ndarray, reader: Reader, relevance: dict[str, float],
+                  fused: FusedCandidates, rounds: int) -> _Search | None:
+        """Pseudo-relevance feedback from the best relevant passages read (best fused first).
+
+        Sparse: the goal's text plus the words that mark those passages
+        against everything read. Dense: the goal's vector moved towards
+        theirs (Rocchio), so passages like the best ones rank up even where
+        they share no word with the goal.
+        """
+        sources = fused.order(self._relevant(relevance))[:FEEDBACK_SOURCES * rounds]
+        if not sources:
+            return None
+        texts = [reader.hits[r].text for r in sources]
+        terms = feedback_terms(texts, [h.text for h in reader.hits.values()], set(content_words(goal)), FEEDBACK_TERMS)
+        vector = goal_vector + self._vectors_for(texts).mean(axis=0)
+        vector = vector / (np.linalg.norm(vector) or 1.0)
+        names = ", ".join(f"{reader.hits[r].document_name} {reader.hits[r].label}" for r in sources[:3])
+        more = f" and {len(sources) - 3} more" if len(sources) > 3 else ""
+        why = f"feedback from {names}{more}" + (f": + {' '.join(terms)}" if terms else "")
+        return _Search(f"{goal} {' '.join(terms)}".strip(), FEEDBACK, why, vector)
 
     @staticmethod
     def _floor(relevance: dict[str, float]) -> float:
@@ -117,32 +185,19 @@ class OfflineBrain:
         floor = self._floor(relevance)
         return sorted((r for r, v in relevance.items() if v >= floor), key=lambda r: (-relevance[r], r))
 
-    def _feedback_plan(self, reader: Reader, relevance: dict[str, float], goal_terms: set[str],
-                       used: set[str]) -> list[tuple[str, str]]:
-        relevant = self._relevant(relevance)
-        fresh = [r for r in relevant if r not in used][:FEEDBACK_PER_ROUND]
-        core = " ".join(sorted(goal_terms, key=lambda w: w))
-        texts = [reader.hits[r].text for r in reader.hits]
-        plan = []
-        for ref in fresh:
-            used.add(ref)
-            terms = feedback_terms([reader.hits[ref].text], texts, goal_terms, FEEDBACK_TERMS)
-            if terms:
-                hit = reader.hits[ref]
-                plan.append((f"{core} {' '.join(terms)}".strip(),
-                             f"feedback from {hit.document_name} {hit.label}"))
-        return plan
-
     def _answer_sentences(self, goal_vector: np.ndarray, reader: Reader,
                           relevance: dict[str, float]) -> list[_Sentence]:
         relevant = self._relevant(relevance)
         if not relevant:
             return []
-        # documents that bear on the goal as a whole, not through one stray passage
+        # documents that bear on the goal as a whole, not through one stray passage: each relevant
+        # passage counts its cosine times the sum of 1/rank over the run's searches (steep where RRF is
+        # flat), so a document the searches put on top outweighs one that merely reads alike and was
+        # read because the loop read on (a small dataset is read nearly whole)
         by_document: dict[str, float] = {}
         for ref in relevant:
             doc = reader.hits[ref].document_ref
-            by_document[doc] = by_document.get(doc, 0.0) + relevance[ref]
+            by_document[doc] = by_document.get(doc, 0.0) + relevance[ref] * self._top.get(ref, 0.0)
         best_document = max(by_document.values())
         kept = [r for r in relevant if by_document[reader.hits[r].document_ref] >= DOCUMENT_SHARE * best_document]
         # Rocchio: the goal moved towards what the relevant passages are about

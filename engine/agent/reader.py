@@ -5,6 +5,12 @@ engine or over a gateway), remembers every passage read, writes one
 transcript step per search, and enforces the bounds (steps, passages read,
 wall time) whatever the brain asks for. The brains (offline.py, chat.py)
 import it; loop.py picks a brain and hands it one.
+
+Two ways to take a step: `search` reads the search's own top k (the chat
+brain: the model asked for exactly those); `rank` then `read` searches
+deeper than it reads and lets the brain choose which of the passages ranked
+so far to read (the offline brain fuses every ranking of the run). Only
+passages read count against the passage bound.
 """
 
 from __future__ import annotations
@@ -52,6 +58,16 @@ def citation_label(hit: Hit | dict[str, Any]) -> str:
     if start is not None:
         where += f" p. {start}" if end in (None, start) else f" pp. {start}–{end}"
     return f"[{where}, chunk {int(get('chunk_index') or 0) + 1}/{get('chunk_count')}]"
+
+
+@dataclass
+class Ranking:
+    """One search's ranked passages, none of them read yet (`Reader.rank`)."""
+
+    query: str
+    mode: str
+    hits: list[Hit]
+    started: float          # perf_counter when the search began: the step's time runs from here
 
 
 class Reader:
@@ -105,6 +121,37 @@ class Reader:
                     elapsed_ms=round((time.perf_counter() - t) * 1000.0, 1))
         self.steps.append(step)
         return step, kept
+
+    def rank(self, query: str, *, depth: int, vector: Any = None, mode: str | None = None) -> Ranking:
+        """Search `depth` deep and hand back the ranking without reading any of it.
+
+        `vector` (optional) searches dense with it instead of the query's own
+        embedding; sparse still searches the words of `query`.
+        """
+        started = time.perf_counter()
+        result = self.backend.query(self.dataset, query, vector=vector, k=max(1, depth), mode=mode)
+        return Ranking(query, result.mode, list(result.hits), started)
+
+    def read(self, ranking: Ranking, chosen: Sequence[Hit], *, why: str = "") -> Step:
+        """One step: the search that made `ranking`, and the passages the brain chose to read after it.
+
+        `chosen` may come from any ranking of the run. Passages already read
+        are not read again and nothing is read past the passage bound (said
+        so in `why`). The step is not reported yet: the brain judges it first.
+        """
+        room = self.bounds.max_passages - len(self.hits)
+        fresh = [h for h in dict((h.passage_ref, h) for h in chosen).values() if h.passage_ref not in self.hits]
+        if len(fresh) > room:
+            why = (why + "; " if why else "") + "passage bound reached: the rest left unread"
+            fresh = fresh[:max(0, room)]
+        for hit in fresh:
+            self.hits[hit.passage_ref] = hit
+        refs = [h.passage_ref for h in fresh]
+        step = Step(index=len(self.steps) + 1, query=ranking.query, mode=ranking.mode, k=self.bounds.k,
+                    refs=refs, new_refs=list(refs), ranked=len(ranking.hits), why=why,
+                    elapsed_ms=round((time.perf_counter() - ranking.started) * 1000.0, 1))
+        self.steps.append(step)
+        return step
 
     def refuse(self, error: str, why: str = "") -> Step:
         """A step that searched nothing: a tool call the loop would not run."""

@@ -31,8 +31,11 @@ class Step:
     query: str | None
     mode: str | None
     k: int | None
-    refs: list[str] = field(default_factory=list)        # every passage the search returned, best first
+    # every passage the search returned, best first; where the search ranked deeper than it read
+    # (`ranked` > 0: the offline brain), the passages read at this step, best fused first
+    refs: list[str] = field(default_factory=list)
     new_refs: list[str] = field(default_factory=list)    # those not read before in this run
+    ranked: int = 0                                      # passages the search ranked, read or not (0: = refs)
     relevant_new: int = 0                                # how many of the new ones bear on the goal
     why: str = ""                                        # the brain's reason for this query
     error: str | None = None                             # a refused tool call: what was wrong with it
@@ -47,6 +50,8 @@ class Step:
             return f"step {self.index}: refused a tool call: {self.error}"
         line = (f"step {self.index}: searched {self.query!r} ({self.mode}, k={self.k}): {len(self.refs)} passage(s), "
                 f"{len(self.new_refs)} new, {self.relevant_new} relevant")
+        if self.ranked:
+            line += f", read from {self.ranked} ranked, fused with the earlier searches"
         return line + (f" — {self.why}" if self.why else "")
 
 

@@ -3,7 +3,9 @@
 - `content_words`: the words of a text that say what it is about (English
   stopwords and the instruction words of a goal — "summarise", "explain",
   "our" — left out).
-- `sub_queries`: a goal broken into its clauses and key phrases.
+- `goal_parts`: a goal broken into its sentences (when it has more than
+  one), its clauses and its key phrases, each tagged with its kind;
+  `sub_queries` the same as plain query texts.
 - `feedback_terms`: pseudo-relevance feedback — the words that mark the best
   passages read so far, weighted against the others read.
 - `sentences`: a passage cut into sentences, markdown-aware (headings are
@@ -51,26 +53,46 @@ def content_words(text: str) -> list[str]:
     return [w for w in words(text) if w not in STOPWORDS and w not in INSTRUCTION_WORDS and len(w) > 1]
 
 
-def sub_queries(goal: str) -> list[str]:
-    """The goal itself, then each clause's content words, then each key phrase, without repeats.
+GOAL, SENTENCE, CLAUSE, PHRASE = "goal", "sentence", "clause", "phrase"
+_GOAL_SENTENCE = re.compile(r"(?<=[.?!])\s+")
 
-    A key phrase is a run of content words in the goal ("refund policy" in
-    "summarise our refund policy"); a phrase already covered by a clause is
-    not asked again.
+
+def goal_parts(goal: str) -> list[tuple[str, str]]:
+    """(query, kind) for the goal itself, then each of its parts, broadest first, without repeats.
+
+    Kinds, in order: the goal; its sentences, verbatim, when it has more than
+    one (each is a question of its own in a multi-part goal); each clause's
+    content words; each key phrase, a run of content words in the goal
+    ("refund policy" in "summarise our refund policy"). A part whose content
+    words repeat an earlier part's is not asked again; the goal's content
+    words alone are a part (they drop the instruction words).
     """
-    queries = [goal.strip()]
+    goal = goal.strip()
+    parts = [(goal, GOAL)]
     seen = {" ".join(words(goal))}
+    pieces = [p.strip() for p in _GOAL_SENTENCE.split(goal)]
+    pieces = [p for p in pieces if len(content_words(p)) >= 2]
+    if len(pieces) > 1:
+        for piece in pieces:
+            key = " ".join(content_words(piece))
+            if key not in seen:
+                seen.add(key)
+                parts.append((piece, SENTENCE))
     for clause in _CLAUSE_BREAK.split(goal):
-        terms = content_words(clause or "")
-        key = " ".join(terms)
-        if terms and key not in seen:
+        key = " ".join(content_words(clause or ""))
+        if key and key not in seen:
             seen.add(key)
-            queries.append(key)
+            parts.append((key, CLAUSE))
     for phrase in key_phrases(goal):
-        if phrase not in seen and not any(phrase in s.split(" ") for s in seen):
+        if phrase not in seen:
             seen.add(phrase)
-            queries.append(phrase)
-    return queries
+            parts.append((phrase, PHRASE))
+    return parts
+
+
+def sub_queries(goal: str) -> list[str]:
+    """The goal itself, then its sentences, clauses and key phrases (`goal_parts`) as query texts."""
+    return [query for query, _kind in goal_parts(goal)]
 
 
 def key_phrases(goal: str) -> list[str]:
