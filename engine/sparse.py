@@ -274,11 +274,13 @@ def read_blocks(matcher) -> tuple[np.ndarray, np.ndarray] | None:
         parts = list(zip(matcher.matchers, matcher.offsets))
     else:
         parts = [(matcher, 0)]
+    # every part checked before any is read: reading advances a leaf, and the caller's fallback iterates
+    # the same matcher, which must still be at its start
+    if any(type(leaf) is not W3LeafMatcher for leaf, _offset in parts):
+        return None
     ids: list[np.ndarray] = []
     weights: list[np.ndarray] = []
     for leaf, offset in parts:
-        if type(leaf) is not W3LeafMatcher:
-            return None
         while leaf.is_active():
             leaf._read_ids()
             leaf._read_weights()

@@ -117,3 +117,24 @@ def test_postings_read_a_block_at_a_time_equal_whoosh_iterating_them(hash_engine
             assert blocks[0].tolist() == [i for i, _w in pairs] and blocks[1].tolist() == [w for _i, w in pairs]
     finally:
         reader.close()
+
+
+def test_a_matcher_with_an_unknown_part_is_left_unread_for_whoosh_to_iterate(hash_engine: Engine) -> None:
+    """read_blocks gives up before reading anything, so the fallback sees every segment's postings."""
+    from whoosh import index
+    from whoosh.matching.wrappers import MultiMatcher, WrappingMatcher
+
+    from engine.sparse import read_blocks
+
+    for batch in range(2):  # two ingests, two segments
+        hash_engine.ingest("mixed", [from_text(f"common word n{batch}x{i}") for i in range(5)])
+    reader = index.open_dir(str(Dataset(hash_engine.settings, "mixed").sparse(True).folder)).reader()
+    try:
+        expected = list(reader.postings("body", "common").items_as("weight"))
+        matcher = reader.postings("body", "common")
+        assert isinstance(matcher, MultiMatcher) and len(matcher.matchers) == 2 and len(expected) == 10
+        matcher.matchers[1] = WrappingMatcher(matcher.matchers[1])  # a shape read_blocks does not know
+        assert read_blocks(matcher) is None
+        assert list(matcher.items_as("weight")) == expected  # the first segment was not consumed
+    finally:
+        reader.close()
