@@ -10,9 +10,20 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
 
 from .documents import DocumentInput
+from .errors import invalid
 from .records import DatasetSummary, DocumentSummary, IngestReport, PassageSpan, QueryResult
 
 EventFn = Callable[[object], None]
+MAX_DOCUMENTS_PAGE = 1000  # documents per list_documents call; page with `offset` for more
+
+
+def check_page(offset: int, limit: int) -> None:
+    """INVALID_ARGUMENT unless `offset` >= 0 and 1 <= `limit` <= MAX_DOCUMENTS_PAGE (whole numbers)."""
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise invalid(f"offset must be a whole number of at least 0, got {offset!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_DOCUMENTS_PAGE:
+        raise invalid(f"limit must be a whole number from 1 to {MAX_DOCUMENTS_PAGE}, got {limit!r}; "
+                      "page through more with offset")
 
 
 @runtime_checkable

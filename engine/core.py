@@ -12,6 +12,7 @@ import contextlib
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
+from .backend import check_page
 from .config import Settings, load_settings
 from .dataset import Dataset, list_dataset_names
 from .documents import DocumentInput
@@ -27,12 +28,12 @@ if TYPE_CHECKING:
 
     from .embedders import Embedder
     from .search import DatasetSearcher
+    from .store import Catalogue
 
 EventFn = Callable[[object], None]
 NotifyFn = Callable[[str], None]
 
 _UNSET: Any = object()
-MAX_DOCUMENTS_PAGE = 1000  # documents per list_documents call; page with `offset` for more
 
 
 class Engine:
@@ -95,17 +96,24 @@ class Engine:
     def list_datasets(self) -> list[DatasetSummary]:
         return [self.dataset_summary(name) for name in list_dataset_names(self.settings)]
 
-    def dataset_summary(self, name: str) -> DatasetSummary:
+    @contextlib.contextmanager
+    def _catalogue(self, name: str) -> Iterator[Catalogue]:
+        """Dataset `name`'s catalogue opened for reading (NOT_FOUND if there is none), storage errors translated."""
         dataset = Dataset(self.settings, name)
         dataset.require(self.settings)
         with storage_errors(dataset.folder):
             catalogue = dataset.reading()
             try:
-                docs, passages = catalogue.counts()
-                fingerprint = catalogue.fingerprint()
-                created = catalogue.created_at
+                yield catalogue
             finally:
                 catalogue.close()
+
+    def dataset_summary(self, name: str) -> DatasetSummary:
+        with self._catalogue(name) as catalogue:
+            docs, passages = catalogue.counts()
+            fingerprint = catalogue.fingerprint()
+            created = catalogue.created_at
+            folder = catalogue.path.parent
         return DatasetSummary(
             name=name,
             documents=docs,
@@ -113,7 +121,7 @@ class Engine:
             embed_model=fingerprint.embed_model if fingerprint else None,
             created_at=created,
             fingerprint=fingerprint.to_dict() if fingerprint else None,
-            path=str(dataset.folder),
+            path=str(folder),
         )
 
     def info(self) -> dict[str, Any]:
@@ -148,49 +156,24 @@ class Engine:
 
     def document_text(self, name: str, doc_ref: str) -> str:
         """The text of one document of dataset `name`, as passages' character ranges refer to it."""
-        dataset = Dataset(self.settings, name)
-        dataset.require(self.settings)
-        with storage_errors(dataset.folder):
-            catalogue = dataset.reading()
-            try:
-                text = catalogue.document_text(doc_ref)  # the stored text, never a fresh extraction
-            finally:
-                catalogue.close()
+        with self._catalogue(name) as catalogue:
+            text = catalogue.document_text(doc_ref)  # the stored text, never a fresh extraction
         if text is None:
             raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
         return text
 
     def list_documents(self, name: str, offset: int = 0, limit: int = 100) -> list[DocumentSummary]:
         """Documents of dataset `name` in ingest order, `limit` (1..1000) from `offset`."""
-        _check_page(offset, limit)
-        dataset = Dataset(self.settings, name)
-        dataset.require(self.settings)
-        with storage_errors(dataset.folder):
-            catalogue = dataset.reading()
-            try:
-                rows = catalogue.documents(offset, limit)
-            finally:
-                catalogue.close()
-        return [DocumentSummary(name=row.name, ref=row.ref, media_type=row.media_type, pages=row.page_count,
-                                passages=row.passage_count, ingested_at=row.ingested_at,
-                                source_path=row.source_path, title=row.title, size=row.size,
-                                extractor=row.extractor, notes=tuple(row.to_dict()["notes"])) for row in rows]
+        check_page(offset, limit)
+        with self._catalogue(name) as catalogue:
+            return [row.summary() for row in catalogue.documents(offset, limit)]
 
     def document_passages(self, name: str, doc_ref: str) -> list[PassageSpan]:
         """Where each passage of one document lies in its text, in chunk order."""
-        dataset = Dataset(self.settings, name)
-        dataset.require(self.settings)
-        with storage_errors(dataset.folder):
-            catalogue = dataset.reading()
-            try:
-                if catalogue.document(doc_ref) is None:
-                    raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
-                rows = catalogue.passages_of(doc_ref)
-            finally:
-                catalogue.close()
-        return [PassageSpan(ref=row.ref, chunk_index=row.chunk_index, chunk_count=row.chunk_count,
-                            char_start=row.char_start, char_end=row.char_end, page_start=row.page_start,
-                            page_end=row.page_end, section=row.section) for row in rows]
+        with self._catalogue(name) as catalogue:
+            if catalogue.document(doc_ref) is None:
+                raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
+            return [row.span() for row in catalogue.passages_of(doc_ref)]
 
     # -- ingest -------------------------------------------------------------------
 
@@ -278,10 +261,3 @@ class Engine:
                 searcher.close()
             self._searchers.clear()
 
-
-def _check_page(offset: int, limit: int) -> None:
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise KxError(Status.INVALID_ARGUMENT, f"offset must be a whole number of at least 0, got {offset!r}")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_DOCUMENTS_PAGE:
-        raise KxError(Status.INVALID_ARGUMENT, f"limit must be a whole number from 1 to {MAX_DOCUMENTS_PAGE}, "
-                                               f"got {limit!r}; page through more with offset")

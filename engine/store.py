@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 from .documents import RECORD_MEDIA_TYPE
 from .errors import KxError, Status
 from .fingerprint import Fingerprint
-from .records import chunk_label
+from .records import DocumentSummary, PassageSpan, chunk_label
 from .storage_errors import classify_sqlite
 
 if TYPE_CHECKING:  # numpy is imported where vectors are touched: `kx datasets list` never pays for it
@@ -163,10 +163,19 @@ class DocumentRow:
     extractor: str | None = None
     notes: str | None = None        # JSON list, as stored
 
+    @property
+    def note_list(self) -> list[str]:
+        return json.loads(self.notes) if self.notes else []
+
     def to_dict(self) -> dict:
-        data = dict(self.__dict__)
-        data["notes"] = json.loads(self.notes) if self.notes else []
-        return data
+        return {**self.__dict__, "notes": self.note_list}
+
+    def summary(self) -> DocumentSummary:
+        """The document as every backend lists it."""
+        return DocumentSummary(name=self.name, ref=self.ref, media_type=self.media_type, pages=self.page_count,
+                               passages=self.passage_count, ingested_at=self.ingested_at,
+                               source_path=self.source_path, title=self.title, size=self.size,
+                               extractor=self.extractor, notes=tuple(self.note_list))
 
 
 @dataclass(frozen=True)
@@ -186,6 +195,12 @@ class PassageRow:
     @property
     def label(self) -> str:
         return chunk_label(self.chunk_index, self.chunk_count)
+
+    def span(self) -> PassageSpan:
+        """Where the passage lies in its document's text, as every backend tells it."""
+        return PassageSpan(ref=self.ref, chunk_index=self.chunk_index, chunk_count=self.chunk_count,
+                           char_start=self.char_start, char_end=self.char_end, page_start=self.page_start,
+                           page_end=self.page_end, section=self.section)
 
 
 class Catalogue:

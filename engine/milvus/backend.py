@@ -20,11 +20,12 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..backend import check_page
 from ..config import Settings, load_settings
 from ..core import Engine
 from ..dataset import validate_name
 from ..documents import DocumentInput
-from ..errors import KxError, invalid, not_found
+from ..errors import KxError, not_found
 from ..models import ModelCard
 from ..records import DatasetSummary, DocumentSummary, IngestReport, PassageSpan, QueryResult
 from .errors import MilvusConnection, is_local, redacted
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
 EventFn = Callable[[object], None]
 NotifyFn = Callable[[str], None]
 _UNSET: Any = object()
-_MAX_PAGE = 1000
 
 
 class MilvusBackend:
@@ -157,12 +157,8 @@ class MilvusBackend:
     def list_documents(self, name: str, offset: int = 0, limit: int = 100) -> list[DocumentSummary]:
         """Documents of dataset `name` in ingest order, `limit` (1..1000) from `offset`."""
 
-        _check_page(offset, limit)
-        rows = self._catalogue(name).documents(offset, limit)
-        return [DocumentSummary(name=row.name, ref=row.ref, media_type=row.media_type, pages=row.page_count,
-                                passages=row.passage_count, ingested_at=row.ingested_at,
-                                source_path=row.source_path, title=row.title, size=row.size,
-                                extractor=row.extractor, notes=tuple(row.to_dict()["notes"])) for row in rows]
+        check_page(offset, limit)
+        return [row.summary() for row in self._catalogue(name).documents(offset, limit)]
 
     def document_passages(self, name: str, doc_ref: str) -> list[PassageSpan]:
         """Where each passage of one document lies in its text, in chunk order."""
@@ -170,9 +166,7 @@ class MilvusBackend:
         catalogue = self._catalogue(name)
         if catalogue.document(doc_ref) is None:
             raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
-        return [PassageSpan(ref=row.ref, chunk_index=row.chunk_index, chunk_count=row.chunk_count,
-                            char_start=row.char_start, char_end=row.char_end, page_start=row.page_start,
-                            page_end=row.page_end, section=row.section) for row in catalogue.passages_of(doc_ref)]
+        return [row.span() for row in catalogue.passages_of(doc_ref)]
 
     # -- ingest and query (the embedded pipeline over Milvus) -------------------------------
 
@@ -243,9 +237,3 @@ def _lite_serving(path: str) -> bool:
 
     return os.path.abspath(path) in getattr(server_manager_instance, "_servers", {})
 
-
-def _check_page(offset: int, limit: int) -> None:
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise invalid(f"offset must be a whole number of at least 0, got {offset!r}")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= _MAX_PAGE:
-        raise invalid(f"limit must be a whole number from 1 to {_MAX_PAGE}, got {limit!r}")
