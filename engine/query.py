@@ -211,11 +211,9 @@ def _search(settings: Settings, searcher: Searcher, text: str | None, query_vect
 def _check_mode(settings: Settings, mode: str | None) -> RetrievalMode:
     chosen = settings.default_mode if mode is None else mode
     try:
-        if not isinstance(chosen, str):
-            raise ValueError(f"expected one of {', '.join(RetrievalMode)}, got {chosen!r}")
         return RetrievalMode.parse(chosen)
-    except ValueError as exc:
-        raise invalid(f"mode must be {exc}") from None
+    except ValueError:
+        raise invalid(f"mode must be one of {', '.join(RetrievalMode)}, got {chosen!r}") from None
 
 def _check_query_fingerprint(settings: Settings, name: str, stored: Fingerprint, card: ModelCard | None) -> None:
     current = current_fingerprint(settings, card, stored.dimension)

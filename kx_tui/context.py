@@ -64,4 +64,3 @@ def backend_of(ctx: click.Context, settings: Settings) -> Backend:
 
     token = ctx.obj.get("token") or read_token(settings.home)
     return KxClient(settings.gateway, token=token)
-

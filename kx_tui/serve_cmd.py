@@ -129,9 +129,10 @@ def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
     to 8 per core) and rarely hands their free pages back. Under the load
     benchmark (32 clients, every 8th request an ingest that reopens the
     readers) that grew the gateway's RSS 14 % in 2 minutes while queries
-    alone grew it 0.1 %; with two arenas the same load grew it 2.8 % at the
-    same throughput (RELIABILITY.md). A MALLOC_ARENA_MAX the operator set
-    wins; elsewhere than glibc this does nothing.
+    alone grew it 0.1 %; capped at two arenas the same load grew it 2.8 %
+    (MALLOC_ARENA_MAX=2) and 3.6–8.9 % (this call) at the same throughput
+    (RELIABILITY.md). A MALLOC_ARENA_MAX the operator set wins; elsewhere
+    than glibc this does nothing.
     """
     import ctypes
     import ctypes.util
@@ -146,4 +147,3 @@ def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
     except OSError:
         return False
     return bool(mallopt is not None and mallopt(_M_ARENA_MAX, arenas) == 1)
-
