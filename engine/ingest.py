@@ -239,7 +239,8 @@ def _embed_and_commit(engine: IngestEngine, pending, catalogue, fingerprint, res
 
 def _vectors_for(engine: IngestEngine, group: list[_Prepared], done: int, total: int, emit: EventFn) -> np.ndarray:
     if group[0].vector is not None:
-        return np.stack([p.vector for p in group if p.vector is not None]).astype(np.float32)  # all or none
+        # the caller's vectors come for every document of an ingest or for none (checked_vectors)
+        return np.stack([p.vector for p in group]).astype(np.float32)  # type: ignore[misc]
     embedder = engine.embedder()
     if embedder is None:
         raise no_embedder_error("ingesting text")
