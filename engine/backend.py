@@ -69,6 +69,11 @@ class Backend(Protocol):
         on_event: EventFn | None = None,
     ) -> IngestReport: ...
 
+    def embed(self, name: str, on_event: EventFn | None = None) -> DatasetSummary:
+        """Finish the dataset's embedding backlog (passages committed by an ingest that stopped before
+        embedding them); the dataset afterwards. A no-op where the backend embeds before it commits."""
+        ...
+
     def query(
         self,
         name: str,

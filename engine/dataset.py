@@ -36,6 +36,9 @@ def validate_name(name: str) -> str:
 
 
 class Dataset:
+    # Passages may be committed before their vectors (the embedding backlog, engine/backlog.py).
+    defers_embedding = True
+
     def __init__(self, settings: Settings, name: str) -> None:
         self.name = validate_name(name)
         self.folder = settings.datasets_dir / self.name
@@ -95,12 +98,12 @@ class Dataset:
         return SparseIndex(self.folder, stopwords)
 
     def indexes_behind(self, catalogue: Catalogue) -> bool:
+        """Whether an index holds less than the catalogue could give it (the dense one: what is embedded)."""
         fingerprint = catalogue.fingerprint()
         if fingerprint is None:
             return False
-        top = catalogue.max_passage_seq()
-        return (self.dense(fingerprint.dimension).watermark < top
-                or self.sparse(fingerprint.stopwords).watermark < top)
+        return (self.dense(fingerprint.dimension).watermark < catalogue.embedded_prefix()
+                or self.sparse(fingerprint.stopwords).watermark < catalogue.max_passage_seq())
 
     def heal_if_behind(self) -> bool:
         """Catch the indexes up if a crash left them behind, unless a writer is busy.
@@ -132,21 +135,44 @@ class Dataset:
         return True
 
     def sync_indexes(self, catalogue: Catalogue, on_stage: Callable[[str], None] | None = None) -> None:
-        """Bring both derived indexes up to the catalogue. Caller holds the write lock."""
+        """Bring both derived indexes up to the catalogue. Caller holds the write lock.
+
+        The dense index takes the embedded passages only (up to the catalogue's
+        embedded prefix); the backlog's passages join it as they are embedded.
+        """
+        fingerprint = catalogue.fingerprint()
+        if fingerprint is None:
+            return
+        self.sync_sparse(catalogue, on_stage)
+        self.sync_dense(catalogue, on_stage)
+
+    def sync_sparse(self, catalogue: Catalogue, on_stage: Callable[[str], None] | None = None) -> None:
+        """Index every committed passage for keyword search. Caller holds the write lock."""
         fingerprint = catalogue.fingerprint()
         if fingerprint is None:
             return
         top = catalogue.max_passage_seq()
-        dense = self.dense(fingerprint.dimension)
-        if dense.watermark < top:
-            if on_stage:
-                on_stage("dense")
-            dense.catch_up(catalogue, top)
         sparse = self.sparse(fingerprint.stopwords)
         if sparse.watermark < top:
             if on_stage:
                 on_stage("sparse")
             sparse.catch_up(catalogue, top)
+
+    def sync_dense(self, catalogue: Catalogue, on_stage: Callable[[str], None] | None = None,
+                   dense: DenseIndex | None = None) -> None:
+        """Add the embedded passages the dense graph lacks. Caller holds the write lock.
+
+        `dense`: an index already loaded by the caller (the embedding stage keeps one across saves).
+        """
+        fingerprint = catalogue.fingerprint()
+        if fingerprint is None:
+            return
+        upto = catalogue.embedded_prefix()
+        dense = dense or self.dense(fingerprint.dimension)
+        if dense.watermark < upto:
+            if on_stage:
+                on_stage("dense")
+            dense.catch_up(catalogue, upto)
 
 
 def list_dataset_names(settings: Settings) -> list[str]:

@@ -21,10 +21,11 @@ from engine.records import DocumentStatus, RetrievalMode
 from .agent_cmd import agent as agent_group
 from .context import CONTEXT_SETTINGS, backend_of, local_engine, parse_sets, settings_of
 from .documents_cmd import documents as documents_command
+from .embed_cmd import embed as embed_command
 from .models_cmd import models as models_group
+from .progress import PipelineProgress
 from .render import (
     Console,
-    IngestProgress,
     print_datasets,
     print_info,
     print_ingest_line,
@@ -120,6 +121,11 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
            jsonls: tuple[Path, ...], chunk_size: int | None, chunk_overlap: int | None, as_json: bool) -> None:
     """Add documents to dataset NAME, creating it on first use.
 
+    Two stages: each document is read, cut into passages, committed and made
+    keyword-searchable within seconds; then the passages are embedded for
+    dense search (queries meanwhile say how much dense covers). Stopped at
+    any point, nothing committed is lost: the next ingest or `kx datasets
+    embed NAME` finishes the embedding.
     Bytes already in the dataset are reported "unchanged" and cost nothing.
     A file that cannot be read is refused with the reason; the others still go in.
     """
@@ -144,7 +150,7 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
 
     out, err = Console(), Console(stderr=True)
     quiet_lines = as_json or len(docs) > 50
-    with IngestProgress(err, enabled=not as_json) as progress:
+    with PipelineProgress(err) as progress:
         def on_event(event: object) -> None:
             from engine.records import DocumentResult, Notice, Progress
 
@@ -156,7 +162,12 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
                   and (not quiet_lines or event.status == DocumentStatus.REFUSED)):
                 progress.call(print_ingest_line, out, event)
 
-        report = engine.ingest(name, docs, on_event=on_event)
+        try:
+            report = engine.ingest(name, docs, on_event=on_event)
+        except KeyboardInterrupt:
+            progress.print("interrupted: the documents committed so far stay (keyword-searchable now); "
+                           f"`kx datasets embed {name}` finishes their embedding")
+            raise
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
@@ -229,8 +240,8 @@ def eval_command(ctx: click.Context, name: str, queries_path: Path, qrels_path: 
     err = Console(stderr=True)
     if corpus_path is not None:
         docs = list(from_jsonl(corpus_path, engine.settings.max_document_bytes))
-        with IngestProgress(err, enabled=not as_json) as progress:
-            report = engine.ingest(name, docs, on_event=lambda e: progress.update(e) if hasattr(e, "stage") else None)
+        with PipelineProgress(err) as progress:
+            report = engine.ingest(name, docs, on_event=progress.update)
         if not as_json:
             err.print(f"{name}: {report.count('added')} added, {report.count('unchanged')} unchanged, "
                       f"{report.count('refused')} refused")
@@ -248,6 +259,7 @@ def eval_command(ctx: click.Context, name: str, queries_path: Path, qrels_path: 
 
 # The commands that live in their own modules register here, once the groups exist.
 datasets.add_command(documents_command)
+datasets.add_command(embed_command)
 datasets.add_command(watch_command)
 cli.add_command(serve_command)
 cli.add_command(models_group)

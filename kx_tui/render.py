@@ -35,13 +35,19 @@ def print_datasets(console: _RichConsole, summaries: list[DatasetSummary]) -> No
         console.print("No datasets yet. Add one with: kx datasets ingest NAME --file FILE")
         return
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    waiting = any(s.backlog for s in summaries)  # the column only while some ingest's embedding is unfinished
     for column, justify in (("name", "left"), ("documents", "right"), ("passages", "right"),
+                            *((("to embed", "right"),) if waiting else ()),
                             ("embedding model", "left"), ("created", "left")):
         table.add_column(column, justify=justify)
     for s in summaries:
-        table.add_row(escape(s.name), f"{s.documents:,}", f"{s.passages:,}", escape(s.embed_model or "-"),
+        backlog = (f"{s.backlog:,}" if s.backlog else "-",) if waiting else ()
+        table.add_row(escape(s.name), f"{s.documents:,}", f"{s.passages:,}", *backlog, escape(s.embed_model or "-"),
                       _when(s.created_at))
     console.print(table)
+    if waiting:
+        console.print("[dim]to embed: passages keyword-searchable but not yet in dense search; "
+                      "`kx datasets embed NAME` finishes them[/]")
 
 
 def size_text(size: int) -> str:
@@ -253,6 +259,15 @@ def chunk_and_place(hit: Hit) -> str:
     return f"{hit.label} {hit.provenance}" if hit.provenance else hit.label
 
 
+def _no_hits_hint(mode: str) -> str:
+    """What to try after an empty answer, true for the mode that was asked."""
+    if mode == "sparse":
+        return "Try other words, or --mode dense (or hybrid) for paraphrases."
+    if mode == "dense":
+        return "Try other words, or --mode sparse for exact terms."
+    return "Try other words."
+
+
 def print_query(console: _RichConsole, result: QueryResult, spans_of: Callable[[str], list[tuple[int, int]]]) -> None:
     mmr = "MMR on" if result.rerank else "MMR off"
     console.print(f"[bold]{escape(result.dataset)}[/] · {result.mode} · {mmr} · k={result.k} · "
@@ -260,7 +275,7 @@ def print_query(console: _RichConsole, result: QueryResult, spans_of: Callable[[
     for note in result.notes:
         console.print(f"[yellow]note[/]: {escape(note)}")
     if not result.hits:
-        console.print("No passage matches. Try other words, or --mode dense for paraphrases.")
+        console.print(f"No passage matches. {_no_hits_hint(result.mode)}")
         return
     for hit in result.hits:
         ranks = " · ".join(_where(r, s, n) for r, s, n in ((hit.dense_rank, hit.dense_score, "dense"),
