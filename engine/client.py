@@ -23,6 +23,7 @@ from .records import (
     DocumentResult,
     DocumentStatus,
     DocumentSummary,
+    EmbedReport,
     Hit,
     IngestReport,
     Notice,
@@ -153,9 +154,10 @@ class KxClient:
     def info(self) -> dict[str, Any]:
         return self._call("GET", "/v1/info")
 
-    def embed(self, name: str, on_event: EventFn | None = None) -> DatasetSummary:
-        """Have the gateway finish the dataset's embedding backlog; the dataset afterwards."""
-        return DatasetSummary(**_known(DatasetSummary, self._call("POST", f"/v1/datasets/{_segment(name)}/embed")))
+    def embed(self, name: str, on_event: EventFn | None = None) -> EmbedReport:
+        """Have the gateway finish the dataset's embedding backlog; how many passages that embedded."""
+        data = self._call("POST", f"/v1/datasets/{_segment(name)}/embed")
+        return EmbedReport(DatasetSummary(**_known(DatasetSummary, data)), int(data.get("embedded", 0)))
 
     def document_text(self, name: str, doc_ref: str) -> str:
         """A document's text, as its passages' character ranges refer to it."""

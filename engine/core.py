@@ -19,7 +19,7 @@ from .documents import DocumentInput
 from .errors import KxError, Status, not_found
 from .models import ModelCard, model_card_for
 from .onnx_cache import runtime_status
-from .records import DatasetSummary, DocumentSummary, IngestReport, PassageSpan, QueryResult
+from .records import DatasetSummary, DocumentSummary, EmbedReport, IngestReport, PassageSpan, QueryResult
 from .storage_errors import storage_errors
 from .version import __version__
 
@@ -196,11 +196,11 @@ class Engine:
             return run_ingest(self, name, documents, vectors, on_event, should_stop=should_stop)
 
     def embed(self, name: str, on_event: EventFn | None = None,
-              should_stop: Callable[[], bool] | None = None) -> DatasetSummary:
+              should_stop: Callable[[], bool] | None = None) -> EmbedReport:
         """Finish dataset `name`'s embedding backlog (stage 2 of its ingests), holding its write lock.
 
         A second writer waits for the lock (and then finds nothing left to do),
-        so no passage is ever embedded twice. Returns the dataset afterwards.
+        so no passage is ever embedded twice. Says how many this call embedded.
         """
         from .backlog import embed_backlog
         from .records import Notice
@@ -212,9 +212,9 @@ class Engine:
             with dataset.writing(on_wait=lambda message: emit(Notice("waiting", message))) as catalogue:
                 if catalogue.backlog():
                     self._check_model_for(name, catalogue)
-                embed_backlog(self, dataset, catalogue, emit, should_stop)
+                embedded = embed_backlog(self, dataset, catalogue, emit, should_stop)
                 dataset.sync_sparse(catalogue)
-        return self.dataset_summary(name)
+        return EmbedReport(self.dataset_summary(name), embedded)
 
     def _check_model_for(self, name: str, catalogue: Catalogue) -> None:
         """Refuse to embed a backlog with a model other than the one the dataset was built with."""

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 from .config import Settings
 from .errors import invalid, not_found
-from .store import Catalogue
+from .store import Catalogue, CatalogueEmpty
 
 if TYPE_CHECKING:  # the indexes import numpy; listing datasets never opens them
     from .dense import DenseIndex
@@ -85,7 +85,26 @@ class Dataset:
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def reading(self) -> Catalogue:
-        return Catalogue(self.catalogue_path, readonly=True)
+        try:
+            return Catalogue(self.catalogue_path, readonly=True)
+        except CatalogueEmpty:
+            if self._writer_busy():  # an ingest is creating it this instant: not damage, just nothing yet
+                raise not_found(f"dataset '{self.name}' is being created by an ingest and holds no documents "
+                                "yet; ask again in a moment") from None
+            raise
+
+    def _writer_busy(self) -> bool:
+        from filelock import FileLock, Timeout
+
+        lock = FileLock(str(self.folder / "write.lock"))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            return True
+        except OSError:  # a read-only folder: nobody can be writing there
+            return False
+        lock.release()
+        return False
 
     def dense(self, dimension: int) -> DenseIndex:
         from .dense import DenseIndex

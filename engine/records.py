@@ -123,6 +123,17 @@ class DatasetSummary:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class EmbedReport:
+    """What `embed` did: passages this call embedded, and the dataset afterwards."""
+
+    dataset: DatasetSummary
+    embedded: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.dataset.to_dict(), "embedded": self.embedded}
+
+
 def pages_label(page_start: int | None, page_end: int | None) -> str | None:
     """"p. 6" or "p. 6–7"; None for a passage from a format without pages."""
     if page_start is None:

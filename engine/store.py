@@ -130,6 +130,15 @@ def round1_text(data: bytes, media_type: str) -> str | None:
         return None
 
 
+class CatalogueEmpty(KxError):
+    """A catalogue file with no kx tables: one a writer is creating this instant, or an emptied (damaged) one."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(Status.DATA_LOSS, f"the catalogue {path} is empty (0 tables; a damaged or truncated file); "
+                                           f"restore it from a backup, or remove the folder {path.parent} and "
+                                           "ingest again")
+
+
 @dataclass(frozen=True)
 class NewPassage:
     ref: str
@@ -230,6 +239,9 @@ class Catalogue:
                 self._init_meta()
                 self._migrate()
             self._db.execute("PRAGMA busy_timeout=30000")
+            if readonly and not self._table_columns("meta"):
+                self._db.close()
+                raise CatalogueEmpty(path)
             self._columns = {table: self._table_columns(table) for table in ("documents", "passages", "texts")}
         except sqlite3.DatabaseError as exc:
             translated = classify_sqlite(exc, path)  # damaged (DATA_LOSS) or the disk is full

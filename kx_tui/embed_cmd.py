@@ -39,15 +39,15 @@ def embed(ctx: click.Context, name: str, as_json: bool) -> None:
                 progress.update(event)
 
         try:
-            before = backend.dataset_summary(name).backlog
-            summary = backend.embed(name, on_event=on_event)
+            report = backend.embed(name, on_event=on_event)
         except KeyboardInterrupt:
             progress.print(f"every vector committed so far is kept: run `kx datasets embed {name}` to finish")
             raise
+    summary = report.dataset
     if as_json:
-        click.echo(json.dumps({**summary.to_dict(), "embedded": max(before - summary.backlog, 0)}, indent=2))
+        click.echo(json.dumps(report.to_dict(), indent=2))
     elif summary.backlog:
-        click.echo(f"{name}: {before - summary.backlog:,} passages embedded, {summary.backlog:,} still waiting")
+        click.echo(f"{name}: {report.embedded:,} passages embedded, {summary.backlog:,} still waiting")
     else:
-        click.echo(f"{name}: {before:,} passages embedded; all {summary.passages:,} passages are searchable "
-                   "by dense and sparse")
+        click.echo(f"{name}: {report.embedded:,} passages embedded; all {summary.passages:,} passages are "
+                   "searchable by dense and sparse")
