@@ -21,6 +21,7 @@ from engine.records import DocumentStatus, RetrievalMode
 from .agent_cmd import agent as agent_group
 from .context import CONTEXT_SETTINGS, backend_of, local_engine, parse_sets, settings_of
 from .documents_cmd import documents as documents_command
+from .mcp_cmd import mcp as mcp_command
 from .models_cmd import models as models_group
 from .render import (
     Console,
@@ -252,6 +253,7 @@ datasets.add_command(watch_command)
 cli.add_command(serve_command)
 cli.add_command(models_group)
 cli.add_command(agent_group)
+cli.add_command(mcp_command)
 
 
 def _fail(status_name: str, message: str, code: int) -> None:
