@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Callable, Sequence
@@ -510,9 +511,12 @@ def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
     return server
 
 
-def warm_in_background(backend: Backend, notify: Callable[[str], None]) -> None:
-    """Load the embedding model beside the server, so the first search does not pay for it (or its export)."""
-    import threading
+def warm_in_background(backend: Backend, notify: Callable[[str], None]) -> threading.Thread:
+    """Load the embedding model beside the server, so the first search does not pay for it (or its export).
+
+    The caller joins the thread before the interpreter exits: leaving while it is inside ONNX Runtime's
+    C++ aborts the process.
+    """
 
     def warm() -> None:
         try:
@@ -522,7 +526,9 @@ def warm_in_background(backend: Backend, notify: Callable[[str], None]) -> None:
         except Exception as exc:  # noqa: BLE001 - a warm-up failure must not take the server down
             notify(f"embedding model not ready: {type(exc).__name__}: {exc}")
 
-    threading.Thread(target=warm, name="kx-mcp-warm-up", daemon=True).start()
+    thread = threading.Thread(target=warm, name="kx-mcp-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def http_app(server: MCPServer, token: str, *, max_bytes: int, bind_host: str,

@@ -11,12 +11,15 @@ for a person goes to stderr.
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from .context import CONTEXT_SETTINGS, backend_of, bind_socket, settings_of, show_host
+from .stopping import StopSignals
 
 if TYPE_CHECKING:
     import socket
@@ -26,6 +29,8 @@ if TYPE_CHECKING:
     from engine import Settings
 
 DEFAULT_PORT = 50152
+_DRAIN_SECONDS = 10       # how long an HTTP stop waits for calls in flight
+_WARM_WAIT_SECONDS = 30   # how long leaving waits for the model's load to end
 
 
 @click.command("mcp", context_settings=CONTEXT_SETTINGS)
@@ -57,20 +62,25 @@ def mcp(ctx: click.Context, use_http: bool, host: str, port: int, allow_ingest: 
     backend = backend_of(ctx, settings)
     try:
         server = build_server(backend, policy)
-        warm_in_background(backend, lambda line: click.echo(line, err=True))
+        warming = warm_in_background(backend, lambda line: click.echo(line, err=True))
         if sock is None:
-            server.run("stdio")
-            return
-        _serve_http(server, settings, sock, host, None if quiet else ("json" if log_json else "text"))
+            server.run("stdio")  # until the client closes stdin
+        else:
+            _serve_http(server, settings, sock, host, None if quiet else ("json" if log_json else "text"))
     finally:
         backend.close()
         if sock is not None:
             sock.close()
+    # a client that leaves while the model still loads: let the load end (leaving the interpreter while a
+    # thread is inside ONNX Runtime aborts the process); past the wait, leave without finalising
+    warming.join(_WARM_WAIT_SECONDS)
+    if warming.is_alive():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def _serve_http(server: MCPServer, settings: Settings, sock: socket.socket, host: str, log: str | None) -> None:
-    import signal
-
     import uvicorn
 
     from engine.gateway import ensure_token, token_path
@@ -86,11 +96,11 @@ def _serve_http(server: MCPServer, settings: Settings, sock: socket.socket, host
     click.echo(f"token: {token_path(settings.home)} (send 'Authorization: Bearer <token>')")
     click.echo("Ctrl-C or SIGTERM stops it.")
     uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                                       timeout_graceful_shutdown=5))
-    # uvicorn re-raises the stop signal once it has drained; with no-op handlers the process exits 0
-    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+                                       timeout_graceful_shutdown=_DRAIN_SECONDS))
+    # as in `kx serve`: the handlers only count a stop, which sets uvicorn's own flag; its re-raise of the
+    # signal once drained lands on them too, so the process exits 0 (kx_tui/stopping.py)
+    with StopSignals(give_up_after=_DRAIN_SECONDS + 5, exit_code=0,
+                     last_words="kx mcp: requests still in flight after the drain; leaving now") as stop:
+        stop.also_flag = lambda: setattr(uv, "should_exit", True)
+        uv.should_exit = bool(stop.count)
         uv.run(sockets=[sock])
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
