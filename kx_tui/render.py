@@ -253,6 +253,20 @@ def chunk_and_place(hit: Hit) -> str:
     return f"{hit.label} {hit.provenance}" if hit.provenance else hit.label
 
 
+def citation(hit: Hit, dataset: str) -> str:
+    """One line that finds the passage again: document (and title), pages and section, chunk, characters, dataset.
+
+    e.g. `refunds.md — Refunds and returns, p. 2 · 2 Refunds, [chunk 2/6], chars 440–1218 (handbook)`
+    """
+    title = shown_title(hit.document_name, hit.document_title)
+    parts = [hit.document_name + (f" — {title}" if title else "")]
+    if hit.provenance:
+        parts.append(hit.provenance)
+    parts += [hit.label, f"chars {hit.char_start}–{hit.char_end}"]
+    where = f"{dataset}, {hit.source_path}" if hit.source_path else dataset
+    return ", ".join(parts) + f" ({where})"
+
+
 def print_query(console: _RichConsole, result: QueryResult, spans_of: Callable[[str], list[tuple[int, int]]]) -> None:
     mmr = "MMR on" if result.rerank else "MMR off"
     console.print(f"[bold]{escape(result.dataset)}[/] · {result.mode} · {mmr} · k={result.k} · "

@@ -9,21 +9,22 @@ from __future__ import annotations
 
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import Screen
-from textual.widgets import Footer, Input, Log, OptionList, Static
+from textual.widgets import Input, Log, OptionList, Static
 
 from engine.errors import KxError
 from engine.records import Hit
 
 from ..messages import AgentFailed, AgentFinished, AgentStepped
+from ..widgets.footer import KeysFooter
+from .keys import HELP, KeysScreen, back_keys
 
 
-class AgentScreen(Screen):
+class AgentScreen(KeysScreen):
     """A bounded research run over `dataset`; Escape goes back."""
 
-    BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
+    BINDINGS = [*back_keys(q_shown=False), HELP]
+    HELP_TITLE = "agent"
     DEFAULT_CSS = """
     AgentScreen #agent-title { padding: 0 1; background: $primary-darken-2; text-style: bold; }
     AgentScreen #agent-steps { height: 10; border: round $primary-darken-2; }
@@ -50,7 +51,7 @@ class AgentScreen(Screen):
         with VerticalScroll(id="agent-answer-box"):
             yield Static("", id="agent-answer", markup=False)
         yield OptionList(id="agent-citations")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#agent-citations").display = False

@@ -8,14 +8,15 @@ from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from engine.backend import Backend
 from engine.errors import KxError
 from engine.records import Hit, QueryResult, RetrievalMode
 
 from ..warmup import ModelWarmup
+from ..widgets.footer import KeysFooter
+from .keys import HELP, KeysScreen, back_keys
 
 
 def movement(rank: int, other: int | None, absent: str) -> str:
@@ -57,7 +58,7 @@ def passage_card(ref: str, results: dict[str, QueryResult]) -> Group:
     return Group(head, Text(""), Text(hit.text))
 
 
-class CompareScreen(Screen):
+class CompareScreen(KeysScreen):
     """Runs the query as hybrid and as dense in a worker; the lower half shows the highlighted row's passage."""
 
     DEFAULT_CSS = """
@@ -67,7 +68,8 @@ class CompareScreen(Screen):
     CompareScreen .compare-head { padding: 0 1; text-style: bold; }
     CompareScreen > #compare-passage { height: 1fr; padding: 0 1; border-top: solid $primary-darken-2; }
     """
-    BINDINGS = [Binding("escape,c", "app.pop_screen", "Back")]
+    BINDINGS = [*back_keys(), Binding("c", "close", "Back", show=False, tooltip="back (c again)"), HELP]
+    HELP_TITLE = "compare"
 
     def __init__(self, backend: Backend, warmup: ModelWarmup, dataset: str, query: str, k: int,
                  rerank: bool) -> None:
@@ -93,7 +95,7 @@ class CompareScreen(Screen):
                 yield DataTable(id="compare-dense", cursor_type="row")
         with VerticalScroll(id="compare-passage"):
             yield Static("loading…", id="compare-passage-text")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         for table_id in ("#compare-hybrid", "#compare-dense"):

@@ -9,15 +9,16 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from engine.backend import Backend
 from engine.records import DocumentSummary
 
 from ..messages import DocumentsLoaded
 from ..render import size_text
+from ..widgets.footer import KeysFooter
 from .document import DocumentScreen
+from .keys import HELP, KeysScreen, back_keys
 
 PAGE = 1000  # documents per backend call while loading the whole list
 
@@ -56,19 +57,21 @@ def ordered(documents: list[DocumentSummary], key: str | None, reverse: bool) ->
     return sorted(known, key=sort, reverse=reverse) + unknown
 
 
-class DocumentsScreen(Screen):
+class DocumentsScreen(KeysScreen):
     DEFAULT_CSS = """
     DocumentsScreen > #documents-title { padding: 0 1; background: $primary-darken-2; text-style: bold; }
     DocumentsScreen > #documents-table { height: 1fr; }
     DocumentsScreen > #documents-count { height: 1; padding: 0 1; color: $text-muted; }
     """
     BINDINGS = [
-        Binding("escape", "app.pop_screen", "Back", tooltip="back to the workbench"),
+        *back_keys(q_shown=False),
         Binding("slash", "focus_filter", "Filter", key_display="/", tooltip="type to filter the documents"),
         Binding("ctrl+s", "cycle_sort", "Sort", tooltip="sort by the next column"),
         Binding("ctrl+r", "reverse_sort", "Reverse", tooltip="reverse the order"),
         Binding("down", "focus_table", "Table", show=False, tooltip="from the filter: into the table"),
+        HELP,
     ]
+    HELP_TITLE = "documents"
 
     def __init__(self, backend: Backend, dataset: str) -> None:
         super().__init__()
@@ -85,7 +88,7 @@ class DocumentsScreen(Screen):
                     id="documents-filter")
         yield DataTable(id="documents-table", cursor_type="row", zebra_stripes=True)
         yield Static("loading…", id="documents-count")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -152,7 +155,7 @@ class DocumentsScreen(Screen):
             return False  # "/" is typed into the filter
         if action == "focus_table" and not isinstance(self.focused, Input):
             return False
-        return True
+        return super().check_action(action, parameters)
 
     def action_focus_filter(self) -> None:
         self.query_one(Input).focus()
