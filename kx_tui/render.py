@@ -55,6 +55,26 @@ def size_text(size: int) -> str:
     return f"{size:.0f} GB"
 
 
+def fit_columns(widths: dict[str, int], priority: Sequence[str], available: int, gap: int) -> list[str]:
+    """The columns (keys of `widths`, in its order) that fit `available` cells whole, `gap` cells apart.
+
+    Columns are taken in `priority` order (the first always) while the next one
+    still fits; a column that does not fit is left out, never cut, so a table
+    narrower than its content loses its least important columns, not the ends
+    of its names.
+    """
+    chosen: set[str] = set()
+    used = -gap
+    for key in priority:
+        if key not in widths:
+            continue
+        if chosen and used + gap + widths[key] > available:
+            continue   # a narrower column further down the list may still fit
+        chosen.add(key)
+        used += gap + widths[key]
+    return [key for key in widths if key in chosen]
+
+
 def print_documents(console: _RichConsole, dataset: str, documents: list[DocumentSummary], offset: int,
                     total: int) -> None:
     if not documents:

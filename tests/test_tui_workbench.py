@@ -296,7 +296,8 @@ async def test_a_document_shows_every_passage_where_it_lies(kx_home) -> None:
         assert shared[spans[0].chunk_index] == 0 and shared[spans[1].chunk_index] > 0  # chunk_overlap 40
         assert headings == [f"{s.label} chars {s.char_start}–{s.char_end}"
                             + (f" (first {shared[s.chunk_index]} shared)" if shared[s.chunk_index] else "")
-                            + (f" § {s.section}" if s.section else "") for s in spans]  # a Markdown file has no pages, but its headings are sections
+                            + (f" § {s.section}" if s.section else "")
+                            for s in spans]  # a Markdown file has no pages, but its headings are sections
         body = screen.query_one("#document-body")
         await pilot.press("n", "n")
         await pilot.pause()

@@ -12,8 +12,8 @@ from textual.widgets import Static
 from engine.errors import KxError
 from engine.records import Hit
 
+from ..render import shown_title
 from ..widgets.footer import KeysFooter
-from ..widgets.results import document_heading, place
 from .hits import copy_citation, open_source
 from .keys import HELP, KeysScreen, back_keys
 
@@ -40,8 +40,13 @@ class PassageDetailScreen(KeysScreen):
 
     def compose(self) -> ComposeResult:
         hit = self.hit
-        yield Static(Text.assemble(document_heading(hit, title_chars=80), "  ", place(hit), "  ",
-                                   (f"chars {hit.char_start}–{hit.char_end}", "dim")), id="detail-title")
+        first = Text.assemble((hit.document_name, "bold cyan"), f"  {hit.label}  ",
+                              (f"chars {hit.char_start}–{hit.char_end}", "dim"))
+        title = shown_title(hit.document_name, hit.document_title)
+        second = Text(" · ").join(Text(p, style=s) for p, s in ((title, "cyan"), (hit.provenance, "green")) if p)
+        for line in (first, second):
+            line.no_wrap, line.overflow = True, "ellipsis"   # cut at the end, never wrapped mid-field
+        yield Static(Text("\n").join([first, second]) if second.plain else first, id="detail-title")
         with VerticalScroll(id="detail-body"):
             yield Static("loading…", id="detail-before")
             yield Static("", id="detail-hit")

@@ -57,6 +57,7 @@ def passage_heading(span: PassageSpan, shared: int = 0) -> Text:
         line.append(f"  {pages}", style="dim")
     if span.section:
         line.append(f"  § {span.section}", style="dim")
+    line.no_wrap, line.overflow = True, "ellipsis"   # a narrow view cuts the section's end, never wraps the label
     return line
 
 

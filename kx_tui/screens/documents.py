@@ -15,7 +15,7 @@ from engine.backend import Backend
 from engine.records import DocumentSummary
 
 from ..messages import DocumentsLoaded
-from ..render import size_text
+from ..render import fit_columns, size_text
 from ..widgets.footer import KeysFooter
 from .document import DocumentScreen
 from .keys import HELP, KeysScreen, back_keys
@@ -34,6 +34,8 @@ COLUMNS: list[tuple[str, str, Callable[[DocumentSummary], Any], Callable[[Docume
     ("source", "source", lambda d: Text(d.source_path or "—"), lambda d: d.source_path),
 ]
 _SORT_KEYS = {key: sort for key, _h, _c, sort in COLUMNS}
+# what a narrow terminal keeps, most important first (the name always, and whole)
+PRIORITY = ("name", "passages", "pages", "title", "size", "ingested", "type", "source")
 
 
 def _when(stamp: float) -> str:
@@ -91,9 +93,7 @@ class DocumentsScreen(KeysScreen):
         yield KeysFooter()
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        for key, heading, _cell, _sort in COLUMNS:
-            table.add_column(heading, key=key)
+        self.columns: list[str] = []
         self.query_one(Input).focus()
         self.load()
 
@@ -118,14 +118,32 @@ class DocumentsScreen(KeysScreen):
         words = self.query_one(Input).value.lower().split()
         self.shown = ordered([d for d in self.documents if matches(d, words)], self.sort_key, self.reverse)
         table = self.query_one(DataTable)
-        table.clear()
+        cells = {key: [cell(d) for d in self.documents] for key, _h, cell, _s in COLUMNS}
+        widths = {key: max([len(heading), *(len(str(getattr(c, "plain", c))) for c in cells[key])])
+                  for key, heading, _c, _s in COLUMNS}
+        available = (table.size.width or self.app.size.width) - 2   # less the scrollbar
+        columns = fit_columns(widths, PRIORITY, available, gap=2)   # DataTable pads each cell by 1 a side
+        if columns != self.columns:
+            table.clear(columns=True)
+            for key, heading, _cell, _sort in COLUMNS:
+                if key in columns:
+                    table.add_column(heading, key=key)
+            self.columns = columns
+        else:
+            table.clear()
         for document in self.shown:
-            table.add_row(*(cell(document) for _key, _h, cell, _sort in COLUMNS), key=document.ref)
+            table.add_row(*(cell(document) for key, _h, cell, _sort in COLUMNS if key in columns), key=document.ref)
         order = "ingest order" if self.sort_key is None else f"sorted by {self.sort_key}"
         arrow = " ↓" if self.reverse else " ↑"
+        hidden = len(COLUMNS) - len(columns)
         self.query_one("#documents-count", Static).update(
-            f"{len(self.shown):,} of {len(self.documents):,} documents · {order}{arrow} · "
-            "click a heading or Ctrl+S to sort · Enter opens")
+            f"{len(self.shown):,} of {len(self.documents):,} documents · {order}{arrow} · Enter opens"
+            + (f" · {hidden} column{'s' if hidden > 1 else ''} hidden: too narrow" if hidden else ""))
+        self._filled_for = table.size.width
+
+    def on_resize(self) -> None:
+        if self.documents is not None and self.query_one(DataTable).size.width != getattr(self, "_filled_for", 0):
+            self.call_after_refresh(self.refresh_rows)
 
     @on(Input.Changed, "#documents-filter")
     def _filter_changed(self, _event: Input.Changed) -> None:

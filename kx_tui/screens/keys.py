@@ -1,8 +1,9 @@
 """The keys every workbench screen shares: `?` shows this screen's keys, `q` closes it (quits from the main one).
 
 `KeysScreen` is the base of every full screen: its help is built from the
-screen's own bindings (and the app's), never from a hand-kept table; `q` and
-`?` step aside while a text box has focus, so they are typed there instead.
+screen's own bindings (and the app's), never from a hand-kept table. While a
+text box has focus Textual gives it the printable keys (`q`, `?` are typed);
+F1 still shows the keys there, and the footer says so.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from typing import Sequence
 
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Input
 
 from ..workbench import Workbench
 from .help import HelpScreen
 
 HELP = Binding("question_mark", "show_keys", "Help", key_display="?", tooltip="the keys of this screen")
+HELP_F1 = Binding("f1", "show_keys", "Help", show=False, tooltip="the keys of this screen (in a text box too)")
 
 
 def back_keys(q_shown: bool = True) -> list[Binding]:
@@ -26,9 +27,8 @@ def back_keys(q_shown: bool = True) -> list[Binding]:
 
 
 class KeysScreen(Screen):
+    BINDINGS = [HELP_F1]   # every screen's; Textual merges it with the subclass's own
     HELP_TITLE = "this screen"
-    # the actions that belong to a focused text box's typing when their key is a character
-    TYPED = frozenset({"close", "show_keys"})
 
     @property
     def kx(self) -> Workbench:
@@ -36,15 +36,10 @@ class KeysScreen(Screen):
 
     def help_sections(self) -> list[tuple[str, Sequence[Binding]]]:
         return [(self.HELP_TITLE, [b for b in self.BINDINGS if isinstance(b, Binding)]),
-                ("anywhere", list(self.kx.help_bindings()))]
+                ("anywhere", [HELP_F1, *self.kx.help_bindings()])]
 
     def action_show_keys(self) -> None:
         self.app.push_screen(HelpScreen(self.help_sections()))
 
     def action_close(self) -> None:
         self.app.pop_screen()
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in self.TYPED and isinstance(self.focused, Input):
-            return False
-        return True

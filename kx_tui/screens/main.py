@@ -45,7 +45,7 @@ from .compare import CompareScreen
 from .detail import PassageDetailScreen
 from .documents import DocumentsScreen
 from .hits import copy_citation, open_source
-from .keys import HELP, KeysScreen
+from .keys import HELP, HELP_F1, KeysScreen
 
 if TYPE_CHECKING:
     from engine.sparse import SparseIndex
@@ -480,7 +480,7 @@ class MainScreen(KeysScreen):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in self._TYPED_ACTIONS and isinstance(self.focused, Input):
-            return False
+            return None   # shown dimmed in the footer; the key is typed into the box
         return True
 
     def action_focus_query(self) -> None:
@@ -555,7 +555,7 @@ class MainScreen(KeysScreen):
         """The keys of this screen and of the widgets on it, from their bindings (the help shows these)."""
         return [("workbench", list(self.BINDINGS)),
                 ("query box and results", [*QueryBox.BINDINGS, *ResultsList.BINDINGS]),
-                ("anywhere", [*self.kx.help_bindings()])]
+                ("anywhere", [HELP_F1, *self.kx.help_bindings()])]
 
     def system_commands(self) -> Iterable[SystemCommand]:
         yield SystemCommand("Focus query", "Jump to the query box", self.action_focus_query)

@@ -17,7 +17,10 @@ from textual.binding import Binding
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
-ALWAYS = frozenset({"show_keys", "app.quit", "close", "app.pop_screen"})   # Help, Quit, Back
+ALWAYS = frozenset({"show_keys", "app.quit", "quit", "close", "app.pop_screen"})   # Help, Quit, Back
+# While a text box has focus, Textual hands it the printable keys (`?`, `q`): the footer then shows the
+# same action's other key (F1, Ctrl+Q), so Help and Quit are always there.
+_FALLBACKS = (("show_keys",), ("app.quit", "quit"))
 
 
 def key_width(key_display: str, description: str) -> int:
@@ -60,9 +63,21 @@ class KeysFooter(Footer):
             return
         active = self.screen.active_bindings
         by_action: dict[str, tuple[Binding, bool, str]] = {}
+        hidden: dict[str, tuple[Binding, bool, str]] = {}
         for _node, binding, enabled, tooltip in active.values():
             if binding.show and binding.action not in by_action:
                 by_action[binding.action] = (binding, enabled, tooltip)
+            elif not binding.show and binding.description:
+                hidden.setdefault(binding.action, (binding, enabled, tooltip))
+        backs = {"close", "app.pop_screen"} & set(by_action)
+        for actions in _FALLBACKS:
+            if backs and actions != ("show_keys",):
+                continue   # a pushed screen shows Back instead of Quit
+            if not any(a in by_action for a in actions):
+                for action in actions:
+                    if action in hidden:
+                        by_action[action] = hidden[action]
+                        break
         width = self.size.width or self.app.size.width
         self._laid_out_for = width
         items = [(binding, self.app.get_key_display(binding)) for binding, _e, _t in by_action.values()]
