@@ -105,21 +105,22 @@ def run_ingest(
     dataset = Dataset(engine.settings, name) if dataset is None else dataset
     created = not dataset.exists()
     totals = (0, 0)
+    results: list[DocumentResult | None] = [None] * len(docs)
     try:
         with dataset.writing(on_wait=lambda message: emit(Notice("waiting", message))) as catalogue:
             stored = catalogue.fingerprint()
             if stored is not None:
                 _check_stored(name, stored, current, given is not None)
             fingerprint = stored or current
-            results: list[DocumentResult | None] = [None] * len(docs)
             pending = _prepare(engine.settings, docs, given, catalogue, results, emit)
             _embed_and_commit(engine, pending, catalogue, fingerprint, results, emit)
             dataset.sync_indexes(catalogue, on_stage=lambda stage: emit(Progress(f"indexing {stage}", 0, 1)))
             totals = catalogue.counts()
     finally:
-        if created and totals[0] == 0:
-            # nothing went in (all refused, or a failure before the first commit):
-            # leave no empty dataset behind
+        if created and totals[0] == 0 and not any(r is not None and r.status == DocumentStatus.ADDED
+                                                  for r in results):
+            # nothing went in (all refused, or a failure before the first commit): leave no empty
+            # dataset behind. A failure or a stop AFTER a commit keeps the dataset: its documents are in.
             dataset.discard()
     advisories = [chat_model_advisory(card)] if card is not None and card.causal_lm else []
     return IngestReport(name, [r for r in results if r is not None], created and totals[0] > 0,

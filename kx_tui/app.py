@@ -12,6 +12,10 @@ KxError becomes a notification, never a crash.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import signal
+import threading
 from pathlib import Path
 from typing import Iterable
 
@@ -50,6 +54,17 @@ class KxApp(App):
 
     def get_default_screen(self) -> Screen:
         return MainScreen()
+
+    def on_mount(self) -> None:
+        """SIGTERM leaves like ctrl+q, restoring the terminal: asyncio's handler only writes a wake-up
+        byte (signal.set_wakeup_fd) and `exit` then runs in the event loop, as ordinary code."""
+        if threading.current_thread() is threading.main_thread():
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # no signals here (Windows)
+                asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.exit)
+
+    def on_unmount(self) -> None:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
 
     def help_bindings(self) -> Iterable[Binding]:
         """The app-wide keys, for the help screen."""

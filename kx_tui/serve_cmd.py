@@ -7,8 +7,10 @@ uvicorn; SIGTERM lets in-flight requests finish and exits 0.
 
 from __future__ import annotations
 
-import signal
+import os
 import socket
+import sys
+import threading
 from typing import Any
 
 import click
@@ -16,6 +18,7 @@ import click
 from engine.errors import KxError, Status
 
 from .context import CONTEXT_SETTINGS, settings_of
+from .stopping import StopSignals
 
 DEFAULT_PORT = 50151
 _DRAIN_SECONDS = 30  # how long a stop waits for in-flight requests
@@ -48,24 +51,35 @@ def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool) -> No
     token = ensure_token(settings.home)
     sock = _bind(host, port)
     limit_malloc_arenas()
-    engine = open_backend(settings, on_notice=lambda line: click.echo(line, err=True))  # a first-use model export
-    try:
-        bound = sock.getsockname()[1]
-        click.echo(f"kx gateway on http://{_show_host(host)}:{bound} (KX_HOME {settings.home})")
-        click.echo(f"token: {token_path(settings.home)} (send 'Authorization: Bearer <token>')")
-        if dev_allow_local:
-            click.echo("--dev-allow-local: clients on this machine need no token")
-        click.echo("Ctrl-C or SIGTERM stops it after the requests in flight.")
-        _warm_up(engine)
-        _run(engine, token, settings.max_request_bytes, dev_allow_local, sock, host)
-    finally:
-        engine.close()
-        sock.close()
+    # A stop asked for while the engine opens is kept (the handler only counts) and honoured once
+    # uvicorn starts; the guard bounds the whole stop, draining included (kx_tui/stopping.py).
+    with StopSignals(give_up_after=_DRAIN_SECONDS + 5, exit_code=0,
+                     last_words="kx serve: requests still in flight after the drain; leaving now") as stop:
+        engine = open_backend(settings, on_notice=lambda line: click.echo(line, err=True))  # a first-use export
+        try:
+            bound = sock.getsockname()[1]
+            click.echo(f"kx gateway on http://{_show_host(host)}:{bound} (KX_HOME {settings.home})")
+            click.echo(f"token: {token_path(settings.home)} (send 'Authorization: Bearer <token>')")
+            if dev_allow_local:
+                click.echo("--dev-allow-local: clients on this machine need no token")
+            click.echo("Ctrl-C or SIGTERM stops it after the requests in flight.")
+            warming = _warm_up(engine)
+            _run(engine, token, settings.max_request_bytes, dev_allow_local, sock, host, stop)
+        finally:
+            engine.close()
+            sock.close()
+    # A stop during the model's warm-up: let the load end first. Leaving the interpreter while another
+    # thread is inside ONNX Runtime's C++ aborts the process ("terminate called without an active
+    # exception", exit -6); if the load is still going after the wait, leave without finalising.
+    warming.join(_DRAIN_SECONDS)
+    if warming.is_alive():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
-def _warm_up(engine: Any) -> None:
+def _warm_up(engine: Any) -> threading.Thread:
     """Load the model beside the server, so the first query does not pay for it (a first use exports it)."""
-    import threading
 
     def warm() -> None:
         try:
@@ -73,10 +87,13 @@ def _warm_up(engine: Any) -> None:
         except KxError as exc:  # the first request that needs the model reports it properly
             click.echo(f"embedding model not ready: {exc.message}", err=True)
 
-    threading.Thread(target=warm, name="kx-warm-up", daemon=True).start()
+    thread = threading.Thread(target=warm, name="kx-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
-def _run(engine: Any, token: str, max_bytes: int, allow_local: bool, sock: socket.socket, host: str) -> None:
+def _run(engine: Any, token: str, max_bytes: int, allow_local: bool, sock: socket.socket, host: str,
+         stop: StopSignals) -> None:
     import uvicorn
 
     from engine.gateway import create_app
@@ -85,14 +102,12 @@ def _run(engine: Any, token: str, max_bytes: int, allow_local: bool, sock: socke
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                             timeout_graceful_shutdown=_DRAIN_SECONDS)
     server = uvicorn.Server(config)
-    # uvicorn re-raises the stop signal once it has drained; with these no-op
-    # handlers in place the re-raise is harmless and the process exits 0.
-    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        server.run(sockets=[sock])
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    # uvicorn installs its own flag-setting handlers while it runs. Before they are in (and after),
+    # ours count the signal and set the same flag, so a stop in that window is not lost; uvicorn's
+    # re-raise of the signal once it has drained lands on ours too, and the process exits 0.
+    stop.also_flag = lambda: setattr(server, "should_exit", True)
+    server.should_exit = bool(stop.count)  # asked to stop while opening: start, then stop at once
+    server.run(sockets=[sock])
 
 
 def _bind(host: str, port: int) -> socket.socket:
