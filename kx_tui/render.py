@@ -55,6 +55,26 @@ def size_text(size: int) -> str:
     return f"{size:.0f} GB"
 
 
+def fit_columns(widths: dict[str, int], priority: Sequence[str], available: int, gap: int) -> list[str]:
+    """The columns (keys of `widths`, in its order) that fit `available` cells whole, `gap` cells apart.
+
+    Columns are taken in `priority` order (the first always) while the next one
+    still fits; a column that does not fit is left out, never cut, so a table
+    narrower than its content loses its least important columns, not the ends
+    of its names.
+    """
+    chosen: set[str] = set()
+    used = -gap
+    for key in priority:
+        if key not in widths:
+            continue
+        if chosen and used + gap + widths[key] > available:
+            continue   # a narrower column further down the list may still fit
+        chosen.add(key)
+        used += gap + widths[key]
+    return [key for key in widths if key in chosen]
+
+
 def print_documents(console: _RichConsole, dataset: str, documents: list[DocumentSummary], offset: int,
                     total: int) -> None:
     if not documents:
@@ -251,6 +271,20 @@ def shown_title(name: str, title: str | None) -> str | None:
 def chunk_and_place(hit: Hit) -> str:
     """"[chunk 3/12] p. 6–7 · 3 Model › 3.1 LRS model": the chunk label, then pages and section when known."""
     return f"{hit.label} {hit.provenance}" if hit.provenance else hit.label
+
+
+def citation(hit: Hit, dataset: str) -> str:
+    """One line that finds the passage again: document (and title), pages and section, chunk, characters, dataset.
+
+    e.g. `refunds.md — Refunds and returns, p. 2 · 2 Refunds, [chunk 2/6], chars 440–1218 (handbook)`
+    """
+    title = shown_title(hit.document_name, hit.document_title)
+    parts = [hit.document_name + (f" — {title}" if title else "")]
+    if hit.provenance:
+        parts.append(hit.provenance)
+    parts += [hit.label, f"chars {hit.char_start}–{hit.char_end}"]
+    where = f"{dataset}, {hit.source_path}" if hit.source_path else dataset
+    return ", ".join(parts) + f" ({where})"
 
 
 def print_query(console: _RichConsole, result: QueryResult, spans_of: Callable[[str], list[tuple[int, int]]]) -> None:
