@@ -125,13 +125,13 @@ def run_ingest(
     dataset = Dataset(engine.settings, name) if dataset is None else dataset
     created = not dataset.exists()
     totals = (0, 0)
+    results: list[DocumentResult | None] = [None] * len(docs)
     try:
         with dataset.writing(on_wait=lambda message: emit(Notice("waiting", message))) as catalogue:
             stored = catalogue.fingerprint()
             if stored is not None:
                 _check_stored(name, stored, current, given is not None)
             fingerprint = stored or current
-            results: list[DocumentResult | None] = [None] * len(docs)
             defers = bool(getattr(dataset, "defers_embedding", False))
             committer = _Committer(engine, dataset, catalogue, fingerprint, results, emit, defers, len(docs))
             _prepare(engine.settings, docs, given, catalogue, results, emit, committer)
@@ -144,9 +144,10 @@ def run_ingest(
             else:
                 dataset.sync_indexes(catalogue, on_stage=lambda stage: emit(Progress(f"indexing {stage}", 0, 1)))
     finally:
-        if created and totals[0] == 0:
-            # nothing went in (all refused, or a failure before the first commit):
-            # leave no empty dataset behind
+        if created and totals[0] == 0 and not any(r is not None and r.status == DocumentStatus.ADDED
+                                                  for r in results):
+            # nothing went in (all refused, or a failure before the first commit): leave no empty
+            # dataset behind. A failure or a stop AFTER a commit keeps the dataset: its documents are in.
             dataset.discard()
     advisories = [chat_model_advisory(card)] if card is not None and card.causal_lm else []
     return IngestReport(name, [r for r in results if r is not None], created and totals[0] > 0,

@@ -351,6 +351,8 @@ class FolderWatcher:
         self._ready: deque[tuple[str, Signature]] = deque()
         self._cond = threading.Condition()
         self._stop_requested = False
+        self._abandon = False
+        self.abandoned: int | None = None  # the batch given up on request_stop(abandon=True), if one was
         self._scan_requests: list[str] = []
         self._finished = threading.Event()
         self._observer: Any = None
@@ -374,10 +376,18 @@ class FolderWatcher:
         self._worker = threading.Thread(target=self._run, name=f"kx-watch-{self.dataset}", daemon=True)
         self._worker.start()
 
-    def request_stop(self) -> None:
-        """Ask the worker to stop after the batch in hand; returns at once (safe from a signal handler)."""
+    def request_stop(self, abandon: bool = False) -> None:
+        """Ask the worker to stop after the batch in hand; returns at once.
+
+        With `abandon`, the batch in hand is given up at its next safe point
+        (between two embedding steps or after a commit): what it already
+        committed stays, its other files stay in the folder for the next run
+        (`abandoned` then holds the batch's number). It takes a lock: call it
+        from ordinary code, never from a signal handler (kx_tui/stopping.py).
+        """
         with self._cond:
             self._stop_requested = True
+            self._abandon = self._abandon or abandon
             self._cond.notify_all()
 
     def stop(self, timeout: float | None = None) -> bool:
@@ -533,6 +543,8 @@ class FolderWatcher:
                 batch = self._take_batch()
                 if batch:
                     self._ingest(batch)
+        except _Abandoned:
+            self.abandoned = self.batches
         except KxError as exc:
             self._fail(exc)
         except Exception as exc:  # a bug or a broken callback: stop loudly rather than spin
@@ -620,12 +632,17 @@ class FolderWatcher:
             return None
         return doc
 
+    def _abandon_point(self, _event: object) -> None:
+        """The ingest's progress callback: a safe point to give the batch up at, when asked to."""
+        if self._abandon:
+            raise _Abandoned
+
     def _ingest(self, batch: Sequence[tuple[str, Signature, DocumentInput]]) -> None:
         self.batches += 1
         number = self.batches
         self._emit(BatchStarted(number, len(batch)))
         started = time.monotonic()
-        report = self.engine.ingest(self.dataset, [doc for _, _, doc in batch])
+        report = self.engine.ingest(self.dataset, [doc for _, _, doc in batch], on_event=self._abandon_point)
         if len(report.results) != len(batch):
             raise KxError(Status.INTERNAL, f"ingest answered {len(report.results)} results for {len(batch)} files")
         for (path, signature, _doc), result in zip(batch, report.results):
@@ -648,6 +665,10 @@ class FolderWatcher:
             passages=report.passages,
             seconds=round(time.monotonic() - started, 3),
         ))
+
+
+class _Abandoned(Exception):
+    """Raised through the engine's ingest, between two of its steps, to give up the batch in hand."""
 
 
 # Directory modifications and opens/reads are noise here; a file's own events and

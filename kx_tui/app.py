@@ -12,6 +12,10 @@ KxError becomes a notification, never a crash.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import signal
+import threading
 from pathlib import Path
 from typing import Iterable
 
@@ -22,6 +26,7 @@ from textual.screen import Screen
 from engine.backend import Backend
 from engine.config import Settings
 
+from .screens.keys import KeysScreen
 from .screens.main import SAMPLE_DATASET, MainScreen  # noqa: F401 - SAMPLE_DATASET is re-exported
 from .warmup import ModelWarmup
 
@@ -50,6 +55,17 @@ class KxApp(App):
     def get_default_screen(self) -> Screen:
         return MainScreen()
 
+    def on_mount(self) -> None:
+        """SIGTERM leaves like ctrl+q, restoring the terminal: asyncio's handler only writes a wake-up
+        byte (signal.set_wakeup_fd) and `exit` then runs in the event loop, as ordinary code."""
+        if threading.current_thread() is threading.main_thread():
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # no signals here (Windows)
+                asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.exit)
+
+    def on_unmount(self) -> None:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
+
     def help_bindings(self) -> Iterable[Binding]:
         """The app-wide keys, for the help screen."""
         if self.ENABLE_COMMAND_PALETTE:
@@ -57,6 +73,12 @@ class KxApp(App):
         yield from (b for b in self.BINDINGS if isinstance(b, Binding) and b.description)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        """Textual's own commands, with our "Keys" (this screen's keys, from its bindings) in place of its panel."""
+        for command in super().get_system_commands(screen):
+            if command.title == "Keys":
+                if isinstance(screen, KeysScreen):
+                    yield SystemCommand("Keys", "Show this screen's keys", screen.action_show_keys)
+                continue
+            yield command
         if isinstance(screen, MainScreen):
             yield from screen.system_commands()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -22,6 +23,7 @@ from .agent_cmd import agent as agent_group
 from .context import CONTEXT_SETTINGS, backend_of, local_engine, parse_sets, settings_of
 from .documents_cmd import documents as documents_command
 from .embed_cmd import embed as embed_command
+from .mcp_cmd import mcp as mcp_command
 from .models_cmd import models as models_group
 from .progress import PipelineProgress
 from .render import (
@@ -33,9 +35,11 @@ from .render import (
     print_query,
 )
 from .serve_cmd import serve as serve_command
+from .stopping import Interrupted, StopSignals
 from .watch_cmd import watch as watch_command
 
 EXIT_INTERNAL = Status.INTERNAL.exit_code
+_INGEST_GIVE_UP_SECONDS = 9.0  # after Ctrl-C / SIGTERM, an ingest that found no stopping point leaves anyway
 
 
 @click.group(context_settings=CONTEXT_SETTINGS, invoke_without_command=True)
@@ -150,24 +154,31 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
 
     out, err = Console(), Console(stderr=True)
     quiet_lines = as_json or len(docs) > 50
-    with PipelineProgress(err) as progress:
+    added = 0
+    # Ctrl-C / SIGTERM only count; the ingest stops at its next progress event (between two embedding
+    # steps or after a commit), and in any case within _INGEST_GIVE_UP_SECONDS (kx_tui/stopping.py).
+    with StopSignals(give_up_after=_INGEST_GIVE_UP_SECONDS,
+                     last_words="error: CANCELLED: the ingest did not reach a stopping point in time; leaving "
+                                "now. What was committed stays; run the same command again for the rest") as stop, \
+            PipelineProgress(err) as progress:
         def on_event(event: object) -> None:
             from engine.records import DocumentResult, Notice, Progress
 
+            nonlocal added
             if isinstance(event, Progress):
                 progress.update(event)
             elif isinstance(event, Notice):
                 progress.print(f"{event.kind}: {event.message}")
-            elif (isinstance(event, DocumentResult) and not as_json
-                  and (not quiet_lines or event.status == DocumentStatus.REFUSED)):
-                progress.call(print_ingest_line, out, event)
+            elif isinstance(event, DocumentResult):
+                added += event.status == DocumentStatus.ADDED
+                if not as_json and (not quiet_lines or event.status == DocumentStatus.REFUSED):
+                    progress.call(print_ingest_line, out, event)
+            if stop.count:
+                raise Interrupted(stop.last or signal.SIGINT,
+                                  f"stopped by {stop.name}: {added} document(s) were committed and stay; "
+                                  "run the same command again to add the rest (what is in comes back unchanged)")
 
-        try:
-            report = engine.ingest(name, docs, on_event=on_event)
-        except KeyboardInterrupt:
-            progress.print("interrupted: the documents committed so far stay (keyword-searchable now); "
-                           f"`kx datasets embed {name}` finishes their embedding")
-            raise
+        report = engine.ingest(name, docs, on_event=on_event)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
@@ -264,6 +275,7 @@ datasets.add_command(watch_command)
 cli.add_command(serve_command)
 cli.add_command(models_group)
 cli.add_command(agent_group)
+cli.add_command(mcp_command)
 
 
 def _fail(status_name: str, message: str, code: int) -> None:
@@ -277,13 +289,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         cli.main(args=argv, prog_name="kx", standalone_mode=False)
     except KxError as exc:
         _fail(exc.status.name, exc.message, exc.status.exit_code)
-    except click.exceptions.Abort:
-        _fail("CANCELLED", "interrupted", 130)
+    except click.exceptions.Abort as exc:  # click turns a KeyboardInterrupt (ours included) into Abort
+        cause = exc.__cause__ or exc.__context__
+        _fail("CANCELLED", cause.message if isinstance(cause, Interrupted) else "interrupted", 130)
     except click.exceptions.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except Interrupted as exc:
+        _fail("CANCELLED", exc.message, 130)
     except KeyboardInterrupt:
         _fail("CANCELLED", "interrupted", 130)
     except BrokenPipeError:

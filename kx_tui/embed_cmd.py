@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import signal
 
 import click
 
 from .context import CONTEXT_SETTINGS, backend_of, settings_of
 from .progress import PipelineProgress
+from .stopping import Interrupted, StopSignals
+
+_GIVE_UP_SECONDS = 9.0  # after Ctrl-C / SIGTERM, leave even if no embedding batch ended by then
 
 
 @click.command("embed", context_settings=CONTEXT_SETTINGS)
@@ -31,18 +35,19 @@ def embed(ctx: click.Context, name: str, as_json: bool) -> None:
     validate_name(name)
     backend = backend_of(ctx, settings_of(ctx))
     err = Console(stderr=True)
-    with PipelineProgress(err) as progress:
+    resume = f"every vector committed so far is kept: run `kx datasets embed {name}` again to finish"
+    # Ctrl-C / SIGTERM only count (kx_tui/stopping.py): the embedding stops after the batch in hand.
+    with StopSignals(give_up_after=_GIVE_UP_SECONDS, last_words=f"error: CANCELLED: {resume}") as stop, \
+            PipelineProgress(err) as progress:
         def on_event(event: object) -> None:
             if isinstance(event, Notice):
                 progress.print(f"{event.kind}: {event.message}")
             else:
                 progress.update(event)
+            if stop.count:
+                raise Interrupted(stop.last or signal.SIGINT, f"stopped by {stop.name}; {resume}")
 
-        try:
-            report = backend.embed(name, on_event=on_event)
-        except KeyboardInterrupt:
-            progress.print(f"every vector committed so far is kept: run `kx datasets embed {name}` to finish")
-            raise
+        report = backend.embed(name, on_event=on_event)
     summary = report.dataset
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))

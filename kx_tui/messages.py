@@ -39,6 +39,13 @@ class IngestFinished(Message):
 
 
 @dataclass
+class WarmupNoted(Message):
+    """A line from the model's warm-up while it runs (a first use exports the model's ONNX graph)."""
+
+    line: str
+
+
+@dataclass
 class ModelWarmed(Message):
     """The warm-up worker is done: the model is loaded (or there was none to load, or it failed)."""
 

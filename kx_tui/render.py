@@ -7,7 +7,6 @@ from typing import Any, Callable, Sequence
 
 from rich.console import Console as _RichConsole
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -59,6 +58,26 @@ def size_text(size: int) -> str:
         if size < 1000 or unit == "GB":
             return f"{size:.1f} {unit}" if size < 10 else f"{size:.0f} {unit}"
     return f"{size:.0f} GB"
+
+
+def fit_columns(widths: dict[str, int], priority: Sequence[str], available: int, gap: int) -> list[str]:
+    """The columns (keys of `widths`, in its order) that fit `available` cells whole, `gap` cells apart.
+
+    Columns are taken in `priority` order (the first always) while the next one
+    still fits; a column that does not fit is left out, never cut, so a table
+    narrower than its content loses its least important columns, not the ends
+    of its names.
+    """
+    chosen: set[str] = set()
+    used = -gap
+    for key in priority:
+        if key not in widths:
+            continue
+        if chosen and used + gap + widths[key] > available:
+            continue   # a narrower column further down the list may still fit
+        chosen.add(key)
+        used += gap + widths[key]
+    return [key for key in widths if key in chosen]
 
 
 def print_documents(console: _RichConsole, dataset: str, documents: list[DocumentSummary], offset: int,
@@ -150,42 +169,6 @@ def print_info(console: _RichConsole, data: dict[str, Any]) -> None:
     console.print(table)
 
 
-class IngestProgress:
-    """A progress bar on stderr while embedding, only on a terminal and only for long work."""
-
-    _SHOW_FROM = 64  # passages; shorter work finishes before a bar would help
-
-    def __init__(self, console: _RichConsole, enabled: bool = True) -> None:
-        self.console = console
-        self.enabled = enabled and console.is_terminal
-        self._progress: Progress | None = None
-        self._task = None
-
-    def __enter__(self) -> IngestProgress:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-
-    def update(self, event: Any) -> None:
-        if not self.enabled or event.stage != "embedding" or event.total < self._SHOW_FROM:
-            return
-        if self._progress is None:
-            self._progress = Progress(TextColumn("embedding"), BarColumn(), MofNCompleteColumn(),
-                                      TextColumn("passages"), TimeRemainingColumn(), console=self.console,
-                                      transient=True)
-            self._progress.start()
-            self._task = self._progress.add_task("embedding", total=event.total)
-        self._progress.update(self._task, completed=event.done)
-
-    def print(self, message: str) -> None:
-        self.console.print(escape(message))
-
-    def call(self, fn: Callable[..., None], *args: Any) -> None:
-        fn(*args)
-
-
 _PREVIEW_CHARS = 320
 
 
@@ -266,6 +249,20 @@ def _no_hits_hint(mode: str) -> str:
     if mode == "dense":
         return "Try other words, or --mode sparse for exact terms."
     return "Try other words."
+
+
+def citation(hit: Hit, dataset: str) -> str:
+    """One line that finds the passage again: document (and title), pages and section, chunk, characters, dataset.
+
+    e.g. `refunds.md — Refunds and returns, p. 2 · 2 Refunds, [chunk 2/6], chars 440–1218 (handbook)`
+    """
+    title = shown_title(hit.document_name, hit.document_title)
+    parts = [hit.document_name + (f" — {title}" if title else "")]
+    if hit.provenance:
+        parts.append(hit.provenance)
+    parts += [hit.label, f"chars {hit.char_start}–{hit.char_end}"]
+    where = f"{dataset}, {hit.source_path}" if hit.source_path else dataset
+    return ", ".join(parts) + f" ({where})"
 
 
 def print_query(console: _RichConsole, result: QueryResult, spans_of: Callable[[str], list[tuple[int, int]]]) -> None:

@@ -7,6 +7,7 @@ the model a second time, and a sparse query never waits.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Callable
@@ -58,3 +59,85 @@ class ModelWarmup:
         if not self.loaded:
             return "no model: sparse only"
         return f"model ready in {self.seconds:.1f} s"
+
+
+_ABOUT = re.compile(r"about (\d+(?:\.\d+)?) s")
+
+
+class BuildProgress:
+    """The first run's one progress line: what is happening now, how long it has taken, and what is left.
+
+    The steps are the model's load (a first use exports its ONNX graph), reading
+    the sample documents, embedding their passages and indexing them. An ETA is
+    given only where there is something to base it on: the embedding rate
+    measured so far, or the engine's own estimate for a one-off step ("about
+    10 s"). Otherwise the line says how long the step has run, never a guess.
+    `clock` is injectable for tests.
+    """
+
+    STEPS = ("loading the embedding model", "reading the documents", "embedding passages", "indexing")
+
+    def __init__(self, dataset: str, documents: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.dataset = dataset
+        self.documents = documents
+        self.clock = clock
+        self.started = clock()
+        self.step = 0
+        self.step_started = self.started
+        self.detail = ""                       # the engine's latest word on the step (e.g. the ONNX export)
+        self.done = self.total = 0
+        self._estimate: float | None = None    # the engine's "about N s" for this step, if it gave one
+        self._first: tuple[float, int] | None = None   # (time, done) at the first embedding report
+
+    def _enter(self, step: int) -> None:
+        if step != self.step:
+            self.step, self.step_started, self.detail, self._estimate = step, self.clock(), "", None
+
+    def noted(self, line: str) -> None:
+        """A line from the model's warm-up (e.g. "exporting … to ONNX … (once, about 10 s)")."""
+        self.detail = line
+        about = _ABOUT.search(line)
+        if about:
+            self._estimate, self.step_started = float(about.group(1)), self.clock()
+
+    def model_ready(self) -> None:
+        self._enter(1)
+
+    def progressed(self, stage: str, done: int, total: int) -> None:
+        """An ingest progress event: `stage` is "embedding" or "indexing ..."."""
+        if stage == "embedding":
+            self._enter(2)
+            if self._first is None or done < self._first[1]:
+                self._first = (self.clock(), done)
+        else:
+            self._enter(3)
+            self.detail = stage.removeprefix("indexing").strip()
+        self.done, self.total = done, total
+
+    def eta(self) -> float | None:
+        """Seconds left in this step, when there is a measured rate or the engine's own estimate; else None."""
+        now = self.clock()
+        if self.step == 2 and self._first is not None and self.total:
+            since, first_done = self._first
+            if self.done > first_done and now > since:
+                rate = (self.done - first_done) / (now - since)
+                return (self.total - self.done) / rate
+        if self._estimate is not None:
+            return max(0.0, self._estimate - (now - self.step_started))
+        return None
+
+    def line(self) -> str:
+        now = self.clock()
+        parts = [f"first run: building '{self.dataset}' from {self.documents} sample documents",
+                 f"step {self.step + 1}/{len(self.STEPS)} {self.STEPS[self.step]}"]
+        if self.step == 2 and self.total:
+            parts[-1] += f" {self.done}/{self.total}"
+        elif self.step == 3 and self.detail:
+            parts[-1] += f" ({self.detail})"
+        elif self.step == 0 and self.detail:
+            parts[-1] += " (first use: exporting it to ONNX, once)" if "ONNX" in self.detail else ""
+        parts.append(f"{now - self.started:.0f} s so far")
+        eta = self.eta()
+        if eta is not None:
+            parts.append(f"about {max(1, round(eta))} s left in this step")
+        return " · ".join(parts)

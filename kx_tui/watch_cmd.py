@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import threading
+import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 
 from .context import CONTEXT_SETTINGS, local_engine
+from .stopping import StopSignals
 
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_POLL_SECONDS = 0.1     # how often the main thread looks at the stop requests while it waits
+_FINISH_SECONDS = 4.0   # after a stop request, how long the batch in hand may take to finish before it is given up
+_GIVE_UP_SECONDS = 9.0  # after a stop request, the process leaves whatever it is blocked in
 
 
 @click.command("watch", context_settings=CONTEXT_SETTINGS)
@@ -38,7 +41,9 @@ def watch(ctx: click.Context, name: str, folder: Path | None, settle: float | No
     .swp, .part, .crdownload, ~$..., .~lock...) are ignored. Bytes already in
     the dataset are "unchanged"; a file edited in place becomes a new
     document. A file that cannot be read is refused with its reason and the
-    watch carries on. Ctrl-C or SIGTERM stops after the batch in hand.
+    watch carries on. Ctrl-C or SIGTERM stops after the batch in hand, or
+    gives that batch up at a safe point if it takes more than a few seconds
+    (what it committed stays; its other files go in on the next run).
     """
     from engine.dataset import validate_name
     from engine.embedders import no_embedder_error
@@ -46,45 +51,61 @@ def watch(ctx: click.Context, name: str, folder: Path | None, settle: float | No
     from engine.watch import DEFAULT_SETTLE_SECONDS, FolderWatcher, inbox_folder
 
     validate_name(name)
-    engine = local_engine(ctx)
-    if engine.settings.gateway:
-        raise KxError(Status.FAILED_PRECONDITION,
-                      "kx datasets watch runs the engine in this process (it commits files as they settle); "
-                      "run it where the datasets live, without --gateway")
-    if engine.model_card() is None:  # fail now, not at the first file dropped in
-        raise no_embedder_error("watching a folder")
-    if folder is None:
-        folder = inbox_folder(engine.settings, name)
-        folder.mkdir(parents=True, exist_ok=True)
-    settle = DEFAULT_SETTLE_SECONDS if settle is None else settle
+    # From here on Ctrl-C and SIGTERM are only counted; the waiting loop acts on them, and the
+    # guard thread bounds the whole stop (kx_tui/stopping.py).
+    with StopSignals(give_up_after=_GIVE_UP_SECONDS, exit_code=0,
+                     last_words="kx datasets watch: the batch in hand did not stop in time; leaving now "
+                                "(committed documents are kept; its other files stay for the next run)") as stop:
+        engine = local_engine(ctx)
+        if engine.settings.gateway:
+            raise KxError(Status.FAILED_PRECONDITION,
+                          "kx datasets watch runs the engine in this process (it commits files as they settle); "
+                          "run it where the datasets live, without --gateway")
+        if engine.model_card() is None:  # fail now, not at the first file dropped in
+            raise no_embedder_error("watching a folder")
+        if folder is None:
+            folder = inbox_folder(engine.settings, name)
+            folder.mkdir(parents=True, exist_ok=True)
+        settle = DEFAULT_SETTLE_SECONDS if settle is None else settle
 
-    printer = _EventPrinter(as_json)
-    watcher = FolderWatcher(engine, name, folder, printer, settle_seconds=settle)
-    printer.root = str(watcher.check_folder())
-    printer.started(name, printer.root, settle)  # before start(): the start-up scan's events follow it
-    watcher.start()
-
-    stopping = threading.Event()
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        if stopping.is_set():
-            raise KeyboardInterrupt  # asked twice: leave now; committed documents are safe anyway
-        stopping.set()
-        printer.note(f"stopping after the batch in hand ({signal.Signals(signum).name}; again to quit now)")
-        watcher.request_stop()
-
-    previous = _install(on_signal)
-    try:
-        watcher.wait()
-    except KeyboardInterrupt:
-        watcher.request_stop()
-        raise  # asked twice: no join; the worker is a daemon and every commit so far is whole
-    finally:
-        _restore(previous)
-    watcher.stop()
-    printer.stopped(watcher.batches, "error" if watcher.error else "signal")
+        printer = _EventPrinter(as_json)
+        watcher = FolderWatcher(engine, name, folder, printer, settle_seconds=settle)
+        printer.root = str(watcher.check_folder())
+        printer.started(name, printer.root, settle)  # before start(): the start-up scan's events follow it
+        watcher.start()
+        _wait_for_stop(watcher, printer, stop)
+        watcher.stop()
+        printer.stopped(watcher.batches, "error" if watcher.error else "signal", watcher.abandoned)
     if watcher.error is not None:
         raise watcher.error
+
+
+def _wait_for_stop(watcher: Any, printer: _EventPrinter, stop: StopSignals) -> None:
+    """Wait, in short steps, until the watcher ends: on a fatal error, or after Ctrl-C / SIGTERM.
+
+    The first signal asks for a stop after the batch in hand; if that batch
+    is still going `_FINISH_SECONDS` later, or a second signal comes, it is
+    abandoned at its next safe point (its committed documents stay, its other
+    files stay in the folder). The signal handler itself only counts
+    (kx_tui/stopping.py): everything here runs as ordinary code.
+    """
+    seen = 0
+    abandon_at: float | None = None
+    abandoning = False
+    while not watcher.wait(_POLL_SECONDS):
+        if stop.count > seen:
+            if seen == 0:
+                printer.note(f"stopping after the batch in hand ({stop.name}; again to give that batch up now)")
+                watcher.request_stop()
+                abandon_at = time.monotonic() + _FINISH_SECONDS
+            seen = stop.count
+            if seen > 1 and not abandoning:
+                abandon_at = time.monotonic()
+        if abandon_at is not None and not abandoning and time.monotonic() >= abandon_at:
+            abandoning = True
+            printer.note("giving up the batch in hand: what it committed stays, its other files are "
+                         "ingested on the next run")
+            watcher.request_stop(abandon=True)
 
 
 class _EventPrinter:
@@ -98,7 +119,7 @@ class _EventPrinter:
         self.totals = {"added": 0, "unchanged": 0, "refused": 0, "passages_added": 0}
         self._out = Console()
         self._err = Console(stderr=True)
-        self._lock = threading.Lock()  # the worker and a signal handler may both print
+        self._lock = threading.Lock()  # the worker and the main thread may both print
 
     def __call__(self, event: Any) -> None:
         from engine.watch import BatchDone
@@ -123,13 +144,15 @@ class _EventPrinter:
             self._print(f"watching [bold]{escape(folder)}[/] for dataset [bold]{escape(dataset)}[/] "
                         f"(settle {settle:g} s); Ctrl-C to stop")
 
-    def stopped(self, batches: int, reason: str) -> None:
+    def stopped(self, batches: int, reason: str, abandoned: int | None = None) -> None:
         t = self.totals
         if self.as_json:
-            self._json({"event": "stopped", "reason": reason, "batches": batches, **t})
+            self._json({"event": "stopped", "reason": reason, "batches": batches, "abandoned_batch": abandoned, **t})
         else:
+            given_up = f"; batch {abandoned} given up, its files go in on the next run" if abandoned else ""
             self._print(f"stopped after {batches} batch{'' if batches == 1 else 'es'}: {t['added']} added "
-                        f"({t['passages_added']:,} passages), {t['unchanged']} unchanged, {t['refused']} refused")
+                        f"({t['passages_added']:,} passages), {t['unchanged']} unchanged, {t['refused']} refused"
+                        f"{given_up}")
 
     def note(self, message: str) -> None:
         from rich.markup import escape
@@ -156,13 +179,3 @@ class _EventPrinter:
         return path
 
 
-def _install(handler: Callable[[int, Any], None]) -> dict[int, Any]:
-    """Route Ctrl-C and SIGTERM to `handler`; only the main thread may (elsewhere they stay as they are)."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    return {sig: signal.signal(sig, handler) for sig in _STOP_SIGNALS}
-
-
-def _restore(previous: dict[int, Any]) -> None:
-    for sig, handler in previous.items():
-        signal.signal(sig, handler)

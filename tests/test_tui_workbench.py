@@ -21,7 +21,7 @@ from engine import Engine, load_settings
 from engine.documents import from_file, from_text
 from kx_tui.app import SAMPLES, KxApp
 from kx_tui.screens.compare import CompareScreen
-from kx_tui.screens.document import DocumentScreen, blocks
+from kx_tui.screens.document import DocumentScreen, blocks, shared_starts
 from kx_tui.screens.documents import DocumentsScreen
 from kx_tui.screens.help import HelpScreen
 from kx_tui.screens.main import MainScreen
@@ -122,6 +122,69 @@ async def test_a_query_typed_while_the_model_loads_waits_and_is_answered_once_it
         assert [h.passage_ref for h in result] == [h.passage_ref for h in expected]
         status = _status(app)
         assert "model ready in" in status and "waiting" not in status and f"{len(result)} hits" in status
+
+
+async def test_a_query_typed_during_the_first_run_is_kept_and_answered_once_the_sample_is_built(
+        kx_home: Path, tmp_path: Path) -> None:
+    samples = tmp_path / "samples"
+    samples.mkdir()
+    for name in ("leave-and-holidays.md", "refunds-and-returns.md"):
+        (samples / name).write_text((SAMPLES / name).read_text())
+    embedder = BlockingEmbedder()
+    engine = Engine(load_settings({}), embedder=embedder)
+    app = KxApp(engine, settings=engine.settings, samples=samples)
+    async with app.run_test(size=SIZE) as pilot:
+        seen = []
+        original = app.notify
+        app.notify = lambda message, *a, **kw: (seen.append((str(message), kw.get("severity"))),  # type: ignore
+                                                original(message, *a, **kw))[1]
+        await _until(pilot, lambda: _main(app).build is not None, "the first run to start")
+        await _until(pilot, lambda: embedder.waiting.is_set(), "the warm-up to start encoding")
+        progress = app.query_one("#build-progress", Static)
+        assert progress.display
+        line = _plain(progress.content)
+        assert "first run: building 'handbook' from 2 sample documents" in line
+        assert "step 1/4 loading the embedding model" in line and "s so far" in line
+        app.query_one("#query", Input).focus()
+        await pilot.press(*"annual leave days", "enter")
+        await pilot.pause(0.2)
+        assert "your query runs once 'handbook' is built" in _status(app)
+        assert "handbook (building)" in _status(app)
+        assert _main(app).held == "annual leave days" and _main(app).result is None
+        assert not [m for m, severity in seen if severity in ("warning", "error")], seen
+        embedder.release()
+        await _until(pilot, lambda: _main(app).result is not None, "the kept query's answer", seconds=60)
+        result = _main(app).result
+        assert result.dataset == "handbook" and result.query == "annual leave days" and len(result) > 0
+        assert not progress.display and _main(app).build is None and _main(app).held is None
+        status = _status(app)
+        assert f"{len(result)} hits" in status and "runs once" not in status
+        assert not [m for m, severity in seen if severity in ("warning", "error")], seen
+        assert any("'handbook' is ready" in m and "Answering your query" in m for m, _s in seen)
+
+
+def test_the_first_runs_progress_line_gives_an_eta_only_from_something_measured() -> None:
+    from kx_tui.warmup import BuildProgress
+
+    now = [100.0]
+    build = BuildProgress("handbook", 6, clock=lambda: now[0])
+    assert build.line() == ("first run: building 'handbook' from 6 sample documents · "
+                            "step 1/4 loading the embedding model · 0 s so far")
+    build.noted("exporting all-MiniLM-L6-v2 to ONNX for fast embedding (once, about 10 s) into /x")
+    now[0] += 4
+    assert build.eta() == 6.0
+    assert "exporting it to ONNX, once" in build.line() and "about 6 s left in this step" in build.line()
+    build.model_ready()
+    now[0] += 2
+    assert build.eta() is None and "step 2/4 reading the documents · 6 s so far" in build.line()
+    build.progressed("embedding", 0, 40)
+    assert build.eta() is None  # no rate yet: no ETA
+    now[0] += 2
+    build.progressed("embedding", 10, 40)
+    assert build.eta() == 6.0  # 10 passages in 2 s, 30 to go
+    assert "step 3/4 embedding passages 10/40" in build.line() and "about 6 s left" in build.line()
+    build.progressed("indexing dense", 0, 1)
+    assert "step 4/4 indexing (dense)" in build.line() and "left" not in build.line()
 
 
 async def test_a_sparse_query_never_waits_for_the_model(handbook_home) -> None:
@@ -229,12 +292,16 @@ async def test_a_document_shows_every_passage_where_it_lies(kx_home) -> None:
         spans = engine.document_passages("handbook", summary.ref)
         assert len(spans) == summary.passages > 2
         headings = [_plain(w.content) for w in screen.query(".passage-heading")]
-        assert headings == [f"{s.label} chars {s.char_start}–{s.char_end}" + (f" § {s.section}" if s.section else "")
+        shared = shared_starts(spans)
+        assert shared[spans[0].chunk_index] == 0 and shared[spans[1].chunk_index] > 0  # chunk_overlap 40
+        assert headings == [f"{s.label} chars {s.char_start}–{s.char_end}"
+                            + (f" (first {shared[s.chunk_index]} shared)" if shared[s.chunk_index] else "")
+                            + (f" § {s.section}" if s.section else "")
                             for s in spans]  # a Markdown file has no pages, but its headings are sections
         body = screen.query_one("#document-body")
         await pilot.press("n", "n")
         await pilot.pause()
-        assert screen.current == 1 and body.scroll_y > 0
+        assert screen.current == 2 and body.scroll_y > 0  # the first n moves on from the first passage
 
 
 def test_passage_blocks_cover_the_text_once_and_mark_the_overlap() -> None:

@@ -17,8 +17,8 @@ from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.keys import key_to_character
-from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, OptionList, ProgressBar, Static
+from textual.timer import Timer
+from textual.widgets import Header, Input, OptionList, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from engine.errors import KxError
@@ -32,17 +32,20 @@ from ..messages import (
     QueryAnswered,
     QueryFailed,
     QueryWaiting,
+    WarmupNoted,
     WatchBatchDone,
 )
+from ..warmup import BuildProgress
 from ..widgets.datasets import DatasetDetails, DatasetList
+from ..widgets.footer import KeysFooter
 from ..widgets.query import QueryBox
 from ..widgets.results import ResultsList
 from ..widgets.watch import WatchPanel
-from ..workbench import Workbench
 from .compare import CompareScreen
 from .detail import PassageDetailScreen
 from .documents import DocumentsScreen
-from .help import HelpScreen
+from .hits import copy_citation, open_source
+from .keys import HELP, HELP_F1, KeysScreen
 
 if TYPE_CHECKING:
     from engine.sparse import SparseIndex
@@ -70,7 +73,7 @@ def _typed(key: str) -> bool:
     return character is not None and character.isprintable()
 
 
-class MainScreen(Screen):
+class MainScreen(KeysScreen):
     # Inline, not CSS_PATH: Textual 8 loads a screen's CSS_PATH when it is pushed, never for the default screen.
     DEFAULT_CSS = """
     #body {
@@ -104,8 +107,11 @@ class MainScreen(Screen):
         color: $text-muted;
     }
 
-    #ingest-progress {
+    #build-progress {
+        /* the first run's one progress line: what is happening, how long, what is left */
+        height: auto;
         padding: 0 1;
+        color: $warning;
     }
 
     #first-run {
@@ -125,9 +131,14 @@ class MainScreen(Screen):
         Binding("w", "toggle_watch", "Watch", tooltip="watch the dataset's inbox folder (start/stop)"),
         Binding("a", "ask_agent", "Agent",
                 tooltip="ask the agent: a bounded research run over the dataset, with citations"),
-        Binding("question_mark", "help", "Help", key_display="?", tooltip="this help"),
+        Binding("y", "copy_citation", "Cite", tooltip="on a hit: copy its citation (document, pages, chunk, chars)"),
+        Binding("o", "open_source", "Open file", tooltip="on a hit: open its source file with the desktop's opener"),
+        HELP,
         Binding("q", "app.quit", "Quit", tooltip="quit"),
     ]
+    # what the footer keeps when the terminal is narrow, most important first (Help and Quit always stay)
+    FOOTER_PRIORITY = ("ask_agent", "compare", "documents", "cycle_mode", "toggle_watch", "toggle_rerank",
+                       "copy_citation", "focus_query", "open_source", "more", "fewer")
     # The one-letter keys type into the query box while it has focus.
     _TYPED_ACTIONS = frozenset(b.action for b in BINDINGS if any(_typed(k) for k in b.key.split(",")))
 
@@ -136,11 +147,11 @@ class MainScreen(Screen):
         self.dataset: str | None = None
         self.result: QueryResult | None = None
         self.pending: str | None = None     # "searching…" or "waiting for the model…" while a query runs
+        self.listed = False                 # the datasets have been listed once (until then a query is kept)
+        self.build: BuildProgress | None = None   # the first run's sample build, while it runs
+        self.held: str | None = None        # a query submitted before there was a dataset to ask
+        self._build_timer: Timer | None = None
         self._highlighters: dict[tuple[str, bool], SparseIndex] = {}
-
-    @property
-    def kx(self) -> Workbench:
-        return self.app  # type: ignore[return-value]  # KxApp, seen through the face screens may use
 
     # -- layout -------------------------------------------------------------------
 
@@ -155,14 +166,14 @@ class MainScreen(Screen):
             with Vertical(id="main"):
                 yield QueryBox(placeholder="Ask a question (Enter runs it; Esc leaves the box)", id="query")
                 yield Static("", id="query-status")
-                yield ProgressBar(id="ingest-progress", show_eta=False)
+                yield Static("", id="build-progress")
                 yield Static(FIRST_RUN, id="first-run")
                 yield ResultsList(id="results")
                 yield WatchPanel(kx.backend, kx.settings, settle_seconds=kx.watch_settle_seconds, id="watch")
-        yield Footer()
+        yield KeysFooter(self.FOOTER_PRIORITY)
 
     def on_mount(self) -> None:
-        self.query_one("#ingest-progress").display = False
+        self.query_one("#build-progress").display = False
         self.query_one("#first-run").display = False
         self.update_status()
         self.warm_up()
@@ -173,14 +184,23 @@ class MainScreen(Screen):
     @work(thread=True, group="warm-up", exit_on_error=False)
     def warm_up(self) -> None:
         """Load the model now, not at the first query (over a gateway there is nothing to load)."""
-        self.kx.warmup.run(lambda line: self.app.call_from_thread(self.notify, line, title="embedding model",
-                                                                  timeout=10))  # e.g. a first use's ONNX export
+        self.kx.warmup.run(lambda line: self.post_message(WarmupNoted(line)))  # e.g. a first use's ONNX export
         self.post_message(ModelWarmed())
+
+    def on_warmup_noted(self, message: WarmupNoted) -> None:
+        if self.build is not None:
+            self.build.noted(message.line)    # the first run's progress line says it
+            self.show_build()
+        else:
+            self.notify(message.line, title="embedding model", timeout=10)
 
     def on_model_warmed(self, _message: ModelWarmed) -> None:
         error = self.kx.warmup.error
         if error is not None:
             self.notify(error.message, title="embedding model", severity="error", timeout=15)
+        if self.build is not None:
+            self.build.model_ready()
+            self.show_build()
         self.update_status()
 
     @work(thread=True, group="advisories", exit_on_error=False)
@@ -206,6 +226,7 @@ class MainScreen(Screen):
         self.post_message(DatasetsLoaded(summaries, select))
 
     def on_datasets_loaded(self, message: DatasetsLoaded) -> None:
+        self.listed = True
         datasets = self.query_one(DatasetList)
         datasets.show(message.summaries)
         self.query_one("#first-run").display = not message.summaries
@@ -215,6 +236,12 @@ class MainScreen(Screen):
         if wanted:
             datasets.select_name(wanted)
             self.select_dataset(wanted)
+        held, self.held = self.held, None
+        if held is not None and self.dataset is not None and self._current(held):
+            self.run_query(held)   # asked before there was a dataset: answered now
+        elif held is not None:
+            self.pending = None
+            self.update_status()
 
     def select_dataset(self, name: str) -> None:
         summaries = self.query_one(DatasetList).summaries
@@ -254,12 +281,36 @@ class MainScreen(Screen):
         samples = self.kx.samples
         files = sorted(samples.glob("*.md")) if samples and samples.is_dir() else []
         if not files or self.kx.settings is None:  # over a gateway, its datasets are its operator's
+            self.listed = True
             self.query_one("#first-run").display = True
+            self._drop_held("there is no dataset to ask yet")
             return
-        self.query_one("#ingest-progress", ProgressBar).display = True
-        self.query_one("#query-status", Static).update(f"first run: ingesting the {len(files)} sample documents "
-                                                       f"of {samples} into '{SAMPLE_DATASET}'…")
+        self.build = BuildProgress(SAMPLE_DATASET, len(files))
+        if self.kx.warmup.ready:
+            self.build.model_ready()
+        self.query_one("#build-progress").display = True
+        self.show_build()
+        self._build_timer = self.set_interval(1.0, self.show_build)  # the seconds and the ETA move on
+        self.update_status()
         self.ingest_samples(files)
+
+    def show_build(self) -> None:
+        if self.build is not None:
+            self.query_one("#build-progress", Static).update(self.build.line())
+
+    def _end_build(self) -> None:
+        self.build = None
+        if self._build_timer is not None:
+            self._build_timer.stop()
+            self._build_timer = None
+        self.query_one("#build-progress").display = False
+
+    def _drop_held(self, why: str) -> None:
+        if self.held is not None:
+            self.held = None
+            self.pending = None
+            self.notify(f"your query was not run: {why}", severity="warning")
+            self.update_status()
 
     @work(thread=True, exclusive=True, group="ingest", exit_on_error=False)
     def ingest_samples(self, files: list[Path]) -> None:
@@ -278,15 +329,18 @@ class MainScreen(Screen):
         self.post_message(IngestFinished(report))
 
     def on_ingest_progressed(self, message: IngestProgressed) -> None:
-        bar = self.query_one("#ingest-progress", ProgressBar)
-        bar.update(total=max(message.total, 1), progress=message.done)
-        self.query_one("#query-status", Static).update(f"first run: {message.stage} {message.done}/{message.total}")
+        if self.build is not None:
+            self.build.progressed(message.stage, message.done, message.total)
+            self.show_build()
 
     def on_ingest_finished(self, message: IngestFinished) -> None:
-        self.query_one("#ingest-progress").display = False
+        seconds = None if self.build is None else self.build.clock() - self.build.started
+        self._end_build()
         report = message.report
-        self.notify(f"'{report.dataset}' is ready: {report.documents} documents, {report.passages} passages. "
-                    "Ask it something.", title="sample dataset")
+        took = "" if seconds is None else f" in {seconds:.0f} s"
+        then = "Answering your query." if self.held else "Ask it something."
+        self.notify(f"'{report.dataset}' is ready{took}: {report.documents} documents, {report.passages} passages. "
+                    f"{then}", title="sample dataset")
         self.update_status()
         self.load_datasets(select=report.dataset, first_run=False)
 
@@ -305,7 +359,13 @@ class MainScreen(Screen):
         if not text.strip():
             return
         if self.dataset is None:
-            self.notify("no dataset selected; ingest one first", severity="warning")
+            if self.build is not None or not self.listed:
+                self.held = text  # kept, and run once the dataset is there (the newest submission wins)
+                self.pending = (f"your query runs once '{SAMPLE_DATASET}' is built" if self.build is not None
+                                else "your query runs once the datasets are listed")
+                self.update_status()
+            else:
+                self.notify("no dataset selected; ingest one first", severity="warning")
             return
         self.pending = "searching…"
         self.update_status()
@@ -380,7 +440,9 @@ class MainScreen(Screen):
         It breaks between parts, never inside one, so nothing is cut off at any width.
         """
         kx = self.kx
-        parts: list[tuple[str, str]] = [(self.dataset or "no dataset", "bold"), (kx.mode, ""),
+        name = self.dataset or (f"{SAMPLE_DATASET} (building)" if self.build is not None else
+                                "…" if not self.listed else "no dataset")
+        parts: list[tuple[str, str]] = [(name, "bold"), (kx.mode, ""),
                                         (f"MMR {'on' if kx.rerank else 'off'}", ""), (f"k={kx.k}", ""),
                                         (kx.warmup.describe(), "dim")]
         if self.pending:
@@ -418,7 +480,7 @@ class MainScreen(Screen):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in self._TYPED_ACTIONS and isinstance(self.focused, Input):
-            return False
+            return None   # shown dimmed in the footer; the key is typed into the box
         return True
 
     def action_focus_query(self) -> None:
@@ -479,14 +541,21 @@ class MainScreen(Screen):
 
         self.app.push_screen(AgentScreen(self.kx.backend, self.dataset, self.query_one("#query", Input).value))
 
-    def action_help(self) -> None:
-        self.app.push_screen(HelpScreen(self.help_sections()))
+    def _hit(self):
+        results = self.query_one(ResultsList)
+        return None if results.highlighted is None else results.hit_at(results.highlighted)
+
+    def action_copy_citation(self) -> None:
+        copy_citation(self.app, self.result.dataset if self.result else "", self._hit())
+
+    def action_open_source(self) -> None:
+        open_source(self.app, self._hit())
 
     def help_sections(self) -> list[tuple[str, list[Binding]]]:
         """The keys of this screen and of the widgets on it, from their bindings (the help shows these)."""
         return [("workbench", list(self.BINDINGS)),
                 ("query box and results", [*QueryBox.BINDINGS, *ResultsList.BINDINGS]),
-                ("anywhere", [*self.kx.help_bindings()])]
+                ("anywhere", [HELP_F1, *self.kx.help_bindings()])]
 
     def system_commands(self) -> Iterable[SystemCommand]:
         yield SystemCommand("Focus query", "Jump to the query box", self.action_focus_query)
@@ -497,13 +566,18 @@ class MainScreen(Screen):
         yield SystemCommand("Watch inbox", "Start/stop ingesting the dataset's inbox folder", self.action_toggle_watch)
         yield SystemCommand("Ask the agent", "A bounded research run over the dataset", self.action_ask_agent)
         yield SystemCommand("Reload datasets", "List KX_HOME's datasets again", lambda: self.load_datasets())
-        yield SystemCommand("Keys", "Show every key binding", self.action_help)
 
     # -- errors -------------------------------------------------------------------
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR and event.worker.error is not None:
-            self.query_one("#ingest-progress").display = False
+            if event.worker.group == "ingest":
+                self._end_build()
+                self._drop_held("the sample dataset could not be built")
+                self.load_datasets(first_run=False)
+            elif event.worker.group == "datasets":
+                self.listed = True
+                self._drop_held("the datasets could not be listed")
             self.pending = None
             self.update_status()
             self.notify(error_text(event.worker.error), severity="error", timeout=10)

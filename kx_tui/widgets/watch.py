@@ -119,7 +119,8 @@ class WatchPanel(Vertical):
                                                        "inbox again)")
 
     def on_unmount(self) -> None:
-        if self.watcher is not None:
+        if self.watcher is not None:  # the app is leaving: give the batch in hand up at its next safe point
+            self.watcher.request_stop(abandon=True)
             self.watcher.stop(timeout=5)
             self.watcher = None
 

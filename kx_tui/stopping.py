@@ -1,0 +1,108 @@
+"""Ctrl-C and SIGTERM as requests a command polls, never as work done inside a signal handler.
+
+Python runs a signal handler on the main thread between two bytecodes,
+wherever that thread happens to be: inside `Event.wait`, inside a `with
+lock:` of a console or a logger. A handler that takes a lock (Event.set,
+print, a Condition) can wait for a lock its own thread holds and never
+return; `kx datasets watch` did exactly that on SIGTERM after a large batch.
+So the handler here only counts the signal; the command's main loop waits
+with timeouts and looks at the count (`StopSignals.count`), or lets the
+engine's progress callback raise at a safe point (`checkpoint`).
+
+Used by `kx datasets watch`, `kx datasets ingest` and `kx serve`'s start-up.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from types import FrameType
+from typing import Any, Callable
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Raised by `checkpoint` on the main thread, at a point the command chose, once a stop was asked for."""
+
+    def __init__(self, signum: int, message: str = "") -> None:
+        super().__init__(message or f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+        self.message = message or f"stopped by {signal.Signals(signum).name}"
+
+
+class StopSignals:
+    """Count Ctrl-C and SIGTERM while the `with` block runs; restore the previous handlers after.
+
+    Only the main thread can install handlers; elsewhere (a test calling the
+    command from a thread) nothing is installed and `count` stays 0.
+
+    With `give_up_after`, a guard thread ends the process with `exit_code`
+    (after one line on stderr) if the block is still running that many
+    seconds after the first signal: the bound on a stop, whatever the command
+    was blocked in (a giant batch, a C call, a full pipe on stdout). Leaving
+    that way is no worse than a kill, which kx survives with nothing
+    committed lost (RELIABILITY.md, crash campaign).
+    """
+
+    def __init__(self, signals: tuple[int, ...] = STOP_SIGNALS, give_up_after: float | None = None,
+                 exit_code: int = 130, last_words: str = "") -> None:
+        self.signals = signals
+        self.count = 0
+        self.last: int | None = None
+        self.first_at: float | None = None  # when the guard first saw a signal (time.monotonic())
+        self.give_up_after = give_up_after
+        self.exit_code = exit_code
+        self.last_words = last_words
+        self._previous: dict[int, Any] = {}
+        self._done = False
+        # Called from the handler as well: it must only set a flag (e.g. uvicorn's server.should_exit).
+        self.also_flag: Callable[[], None] | None = None
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        # No locks, no I/O, nothing that could wait: plain assignments only.
+        self.count += 1
+        self.last = signum
+        if self.also_flag is not None:
+            self.also_flag()
+
+    @property
+    def name(self) -> str:
+        """The last signal's name (SIGTERM, SIGINT), or '' when none came."""
+        return signal.Signals(self.last).name if self.last is not None else ""
+
+    def checkpoint(self) -> None:
+        """Raise `Interrupted` if a stop was asked for; call it where stopping loses nothing committed."""
+        if self.count and self.last is not None:
+            raise Interrupted(self.last)
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {sig: signal.signal(sig, self._on_signal) for sig in self.signals}
+            if self.give_up_after is not None:
+                threading.Thread(target=self._guard, name="kx-stop-guard", daemon=True).start()
+        return self
+
+    def _guard(self) -> None:
+        assert self.give_up_after is not None
+        while not self._done:
+            time.sleep(0.1)
+            if not self.count:
+                continue
+            if self.first_at is None:
+                self.first_at = time.monotonic()
+            if time.monotonic() - self.first_at >= self.give_up_after and not self._done:
+                words = self.last_words or "stopping now"
+                with_newline = f"{words} ({self.name} {self.give_up_after:g} s ago)\n"
+                try:
+                    os.write(2, with_newline.encode("utf-8", "replace"))  # no Python-level lock on the way
+                finally:
+                    os._exit(self.exit_code)
+
+    def __exit__(self, *exc: object) -> None:
+        self._done = True
+        previous, self._previous = self._previous, {}
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
