@@ -206,4 +206,9 @@ def runtime_status(embedder: Any, settings: Settings, card: ModelCard | None) ->
         return {"runtime": getattr(embedder, "runtime", "custom"), "reason": "an embedder given by the caller",
                 "loaded": True}
     plan = plan_runtime(settings, card)
-    return {"runtime": plan.runtime, "reason": plan.reason, "loaded": False}
+    planned: dict[str, Any] = {"runtime": plan.runtime, "reason": plan.reason, "loaded": False}
+    if plan.runtime == "onnx":
+        from .devices import device_plan
+
+        planned.update(device_plan(settings.embed_device))
+    return planned

@@ -89,7 +89,7 @@ def _opened_if_intact(settings: Settings, card: ModelCard, folder: Path) -> Onnx
     if manifest is None or not graph_unchanged(folder, manifest):
         return None
     try:
-        embedder = OnnxEmbedder(card, folder / GRAPH, settings.embed_threads)
+        embedder = OnnxEmbedder(card, folder / GRAPH, settings.embed_threads, settings.embed_device)
         got = embedder.encode(list(PROBES[:_OPEN_PROBES]))
         expected = np.asarray(manifest["probe_vectors"][:_OPEN_PROBES], dtype=np.float32)
     except Exception:  # onnxruntime refuses a torn or garbled file in many ways; a hand-edited manifest too
@@ -227,7 +227,7 @@ def _checked_against_torch(settings: Settings, card: ModelCard, graph: Path) -> 
     except KxError as exc:
         raise GraphUnavailable(f"the torch reference could not be computed ({exc.message})") from None
     try:
-        embedder = OnnxEmbedder(card, graph, settings.embed_threads)
+        embedder = OnnxEmbedder(card, graph, settings.embed_threads, settings.embed_device)
         got = embedder.encode(list(PROBES))
         # int8 scales activations per batch, so the open-time check must see the very same batch
         on_open = embedder.encode(list(PROBES[:_OPEN_PROBES]))

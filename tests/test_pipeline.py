@@ -247,3 +247,33 @@ def test_searchable_while_embedding_killed_then_resumed_by_two_racing_embeds(
     vectors = Dataset(resumed.settings, "sf").dense(384)
     assert len(vectors) == after_kill.passages
     np.testing.assert_equal(len(set(_vector_lengths(kx_home, "sf"))), 1)
+
+
+# -- the device seam (a GPU when there is one) -------------------------------------------------------
+
+
+def test_the_device_setting_picks_cuda_only_where_onnxruntime_has_it() -> None:
+    from engine.devices import CPU_PROVIDER, CUDA_PROVIDER, choose_providers
+
+    assert choose_providers("cpu", [CUDA_PROVIDER, CPU_PROVIDER]) == ([CPU_PROVIDER], "CPU (KX_EMBED_DEVICE=cpu)")
+    for device in ("auto", "cuda"):
+        providers, reason = choose_providers(device, [CUDA_PROVIDER, CPU_PROVIDER])
+        assert providers[0][0] == CUDA_PROVIDER and providers[-1] == CPU_PROVIDER and "CUDA GPU" in reason
+        providers, reason = choose_providers(device, [CPU_PROVIDER])
+        assert providers == [CPU_PROVIDER] and "pip install onnxruntime-gpu" in reason
+
+
+def test_a_cuda_request_on_this_machine_falls_back_to_cpu_and_says_why(real_embedder, model_cache: Path,
+                                                                         kx_home: Path) -> None:
+    from engine.embed_onnx import OnnxEmbedder
+
+    inner = real_embedder.prepare()
+    gpu_asked = OnnxEmbedder(inner.card, inner.graph, 2, "cuda")
+    assert gpu_asked.device in ("cpu", "cuda")
+    if gpu_asked.device == "cpu":  # no onnxruntime-gpu here (or no GPU): CPU, with the reason in kx info
+        assert gpu_asked.device_reason.startswith("CPU: KX_EMBED_DEVICE=cuda")
+    vectors = gpu_asked.encode(["paid leave", "refund for a damaged logger"])
+    assert np.allclose(vectors, inner.encode(["paid leave", "refund for a damaged logger"]), atol=1e-4)
+    info = run_cli("--set", "embed_device=cuda", "info", "--json")
+    runtime = json.loads(info.stdout)["embed_model"]["runtime"]
+    assert runtime["device"] in ("cpu", "cuda") and runtime["device_reason"]
