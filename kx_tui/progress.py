@@ -80,9 +80,13 @@ class PipelineProgress:
         self._state[stage] = (event.done, event.total, getattr(event, "passages", 0))
         if self.live:
             self._draw(stage)
-        elif self.clock() - self._last_line >= self.line_seconds:
+        elif self.clock() - self._last_line >= self.line_seconds and self._under_way():
             self._last_line = self.clock()
             self.console.print(self.line(), markup=False, highlight=False, soft_wrap=True)
+
+    def _under_way(self) -> bool:
+        """Some stage still has work left: a line about finished work says nothing the result will not."""
+        return any(done < total for done, total, _ in self._state.values())
 
     def line(self) -> str:
         """The plain status line: "reading 40/105 documents (512 passages committed); embedding 320/949 ..."."""

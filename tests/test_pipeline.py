@@ -146,15 +146,15 @@ def test_off_a_terminal_progress_is_one_plain_line_every_five_seconds() -> None:
     buffer = io.StringIO()
     clock = _Clock()
     progress = PipelineProgress(Console(file=buffer, force_terminal=False, width=200), clock=clock)
-    progress.update(Progress("reading", 3, 10, unit="documents", passages=40))
+    progress.update(Progress("reading", 10, 10, unit="documents", passages=300))
     assert buffer.getvalue() == ""  # short work stays silent
     for second in range(1, 31):
         clock.now = float(second)
         progress.update(Progress("embedding", second * 10, 300))
     lines = buffer.getvalue().splitlines()
-    assert len(lines) == 6  # seconds 5, 10, ..., 30
-    assert lines[0].startswith("kx: reading 3/10 documents (40 passages committed); embedding 50/300 passages")
-    assert "passages/s" in lines[-1] and "ETA 0:00:00" in lines[-1]
+    assert len(lines) == 5  # seconds 5, 10, ..., 25; at 30 s the work is done and the result says the rest
+    assert lines[0].startswith("kx: reading 10/10 documents (300 passages committed); embedding 50/300 passages")
+    assert "10.0 passages/s, ETA 0:00:05 (25 s)" in lines[-1]
 
 
 def test_on_a_terminal_both_stages_draw_bars() -> None:
