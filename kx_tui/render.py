@@ -159,7 +159,8 @@ def print_info(console: _RichConsole, data: dict[str, Any]) -> None:
             state = "in use" if runtime.get("loaded") else "when first used"
             console.print(f"runtime      {escape(str(runtime['runtime']))} ({state}): {escape(str(runtime['reason']))}")
             if runtime.get("device_reason"):
-                console.print(f"device       {escape(str(runtime.get('device')))}: {escape(str(runtime['device_reason']))}")
+                device, why = escape(str(runtime.get("device"))), escape(str(runtime["device_reason"]))
+                console.print(f"device       {device}: {why}")
     for advisory in data["advisories"]:
         console.print(f"[yellow]advisory[/]: {escape(advisory)}")
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")

@@ -277,3 +277,42 @@ def test_a_cuda_request_on_this_machine_falls_back_to_cpu_and_says_why(real_embe
     info = run_cli("--set", "embed_device=cuda", "info", "--json")
     runtime = json.loads(info.stdout)["embed_model"]["runtime"]
     assert runtime["device"] in ("cpu", "cuda") and runtime["device_reason"]
+
+
+# -- everyone who writes finishes the backlog by themselves ----------------------------------------------
+
+
+def test_the_watcher_finishes_a_backlog_at_start_even_with_an_empty_folder(hash_engine: Engine,
+                                                                          tmp_path: Path) -> None:
+    from engine.watch import FolderWatcher
+
+    _stopped_ingest(hash_engine, "hb", HANDBOOK)
+    folder = tmp_path / "inbox"
+    folder.mkdir()
+    watcher = FolderWatcher(hash_engine, "hb", folder, settle_seconds=0.1)
+    watcher.start()
+    try:
+        _wait_for(lambda: hash_engine.dataset_summary("hb").backlog == 0, 30, "the watcher to embed the backlog")
+    finally:
+        assert watcher.stop(timeout=10)
+    assert hash_engine.query("hb", "annual leave", mode="dense").dense_coverage == 1.0
+
+
+@pytest.mark.slow
+def test_kx_serve_finishes_backlogs_at_start(tmp_path: Path, kx_home: Path) -> None:
+    # stage 1 only, with the real model's fingerprint, stopped before embedding
+    from engine.embedders import load_embedder
+    from engine.models import model_card_for
+
+    real = Engine(load_settings(), embedder=load_embedder(model_card_for("default"), load_settings()))
+    real.ingest("hb", [from_text(t) for t in HANDBOOK], should_stop=lambda: True)
+    real.close()
+    assert Engine(load_settings()).dataset_summary("hb").backlog == 4
+    server = kx_process("serve", "--port", "0", "--dev-allow-local", "--quiet")
+    try:
+        _wait_for(lambda: Engine(load_settings()).dataset_summary("hb").backlog == 0, 180,
+                  "kx serve to embed the backlog")
+    finally:
+        server.send_signal(signal.SIGTERM)
+        _out, err = server.communicate(timeout=60)
+    assert "hb: embedding the 4 passages an earlier ingest left" in err and "hb: 4 passages embedded" in err
