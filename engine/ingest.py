@@ -32,7 +32,7 @@ from .config import Settings
 from .dataset import Dataset, validate_name
 from .documents import DocumentInput
 from .embedders import no_embedder_error
-from .errors import KxError, invalid
+from .errors import KxError, Status, invalid
 from .extract import Extracted, extract_many, page_span, section_path
 from .fingerprint import Fingerprint, check_compatible, current_fingerprint
 from .models import ModelCard
@@ -124,6 +124,9 @@ def run_ingest(
 
     dataset = Dataset(engine.settings, name) if dataset is None else dataset
     created = not dataset.exists()
+    unusable_model = False
+    # the model loads (a first use exports it) while stage 1 reads and commits: no wait before the first answer
+    model = _ModelLoader(engine, emit, start=given is None and bool(getattr(dataset, "defers_embedding", False)))
     totals = (0, 0)
     results: list[DocumentResult | None] = [None] * len(docs)
     try:
@@ -138,14 +141,21 @@ def run_ingest(
             committer.flush()
             totals = catalogue.counts()
             if defers and given is None:
-                embed_backlog(engine, dataset, catalogue, emit, should_stop)
+                try:
+                    model.ready()
+                    embed_backlog(engine, dataset, catalogue, emit, should_stop)
+                except KxError as exc:
+                    # the model cannot embed: a dataset this command created would be pinned to it for
+                    # good (its fingerprint), so it goes; an existing one keeps its commits as a backlog
+                    unusable_model = exc.status is Status.FAILED_PRECONDITION
+                    raise
             elif defers:  # the caller's vectors: no model was checked against the dataset's, so embed nothing
                 dataset.sync_dense(catalogue)
             else:
                 dataset.sync_indexes(catalogue, on_stage=lambda stage: emit(Progress(f"indexing {stage}", 0, 1)))
     finally:
-        if created and totals[0] == 0 and not any(r is not None and r.status == DocumentStatus.ADDED
-                                                  for r in results):
+        if created and (unusable_model or totals[0] == 0 and not any(
+                r is not None and r.status == DocumentStatus.ADDED for r in results)):
             # nothing went in (all refused, or a failure before the first commit): leave no empty
             # dataset behind. A failure or a stop AFTER a commit keeps the dataset: its documents are in.
             dataset.discard()
@@ -241,6 +251,39 @@ def _new_document(doc: DocumentInput, ref: str, extracted: Extracted, spans) -> 
     return NewDocument(ref, doc.name, doc.source_path, doc.media_type, doc.data, len(extracted.text), passages,
                        text=extracted.text, title=extracted.title, page_count=extracted.page_count,
                        extractor=extracted.extractor or None, notes=extracted.notes)
+
+class _ModelLoader:
+    """Loads the embedding model on a thread of its own, beside stage 1; `ready()` waits and re-raises."""
+
+    def __init__(self, engine: IngestEngine, emit: EventFn, start: bool) -> None:
+        import threading
+
+        self.engine, self.emit = engine, emit
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._load, name="kx-model-load", daemon=True) if start else None
+        if self.thread is not None:
+            self.thread.start()
+
+    def _load(self) -> None:
+        try:
+            embedder = self.engine.embedder()
+            prepare = getattr(embedder, "prepare", None)
+            if callable(prepare):  # a first use exports the ONNX graph: say so, it takes seconds
+                prepare(lambda line: self.emit(Notice("preparing", line)))
+            if embedder is not None:
+                embedder.encode(["warm up"])  # loads the weights: a broken model is known before stage 2
+        except BaseException as exc:  # handed to the main thread by ready()
+            self.error = exc
+
+    def ready(self) -> None:
+        self.join()
+        if self.error is not None:
+            raise self.error
+
+    def join(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+
 
 class _Committer:
     """Groups cut documents and commits each group: to the backlog (two stages) or with its vectors."""
