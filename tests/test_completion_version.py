@@ -52,7 +52,9 @@ def test_the_completion_answers_commands_options_and_choices() -> None:
 def test_bash_sources_the_script_and_completes() -> None:
     """What a user's shell does: source the script, then ask its function for `kx datasets q<TAB>`."""
     script = run_cli("completion", "bash").stdout
-    probe = script + '\nCOMP_WORDS=(kx datasets q); COMP_CWORD=2; _kx_completion kx q datasets; printf "%s\\n" "${COMPREPLY[@]}"\n'
+    # bash calls the function with the command, the word being completed and the one before it
+    probe = script + ('\nCOMP_WORDS=(kx datasets q); COMP_CWORD=2; _kx_completion kx q datasets; '
+                      'printf "%s\\n" "${COMPREPLY[@]}"\n')
     out = subprocess.run(["bash", "--norc", "--noprofile", "-c", probe], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO)
     assert out.stdout.split() == ["query"], out.stderr
