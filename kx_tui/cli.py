@@ -20,8 +20,10 @@ from engine.errors import KxError, Status
 from engine.records import DocumentStatus, RetrievalMode
 
 from .agent_cmd import agent as agent_group
+from .completion_cmd import completion as completion_command
 from .context import CONTEXT_SETTINGS, backend_of, local_engine, parse_sets, settings_of
 from .documents_cmd import documents as documents_command
+from .mcp_cmd import mcp as mcp_command
 from .models_cmd import models as models_group
 from .render import (
     Console,
@@ -51,7 +53,7 @@ _INGEST_GIVE_UP_SECONDS = 9.0  # after Ctrl-C / SIGTERM, an ingest that found no
                    "in-process (overrides KX_GATEWAY).")
 @click.option("--token", envvar="KX_GATEWAY_TOKEN", default=None, metavar="TOKEN",
               help="The gateway's bearer token (default: KX_GATEWAY_TOKEN, else $KX_HOME/gateway.token).")
-@click.version_option(package_name="kx", prog_name="kx")
+@click.version_option(package_name="kx", prog_name="kx", message="%(prog)s %(version)s")
 @click.pass_context
 def cli(ctx: click.Context, home: Path | None, sets: tuple[str, ...], gateway: str | None,
         token: str | None) -> None:
@@ -287,6 +289,8 @@ datasets.add_command(watch_command)
 cli.add_command(serve_command)
 cli.add_command(models_group)
 cli.add_command(agent_group)
+cli.add_command(mcp_command)
+cli.add_command(completion_command)
 
 
 def _fail(status_name: str, message: str, code: int) -> None:
