@@ -61,6 +61,7 @@ class RoundResult:
     abandoned: int | None      # the batch the process said it gave up, if any
     problems: list[str] = field(default_factory=list)
     pre_handler: bool = False  # ended by SIGTERM's default action before kx's code ran (start-up moment only)
+    guard: bool = False        # left through the stop guard (the batch found no safe point in time)
 
     @property
     def ok(self) -> bool:
@@ -203,7 +204,9 @@ def run_round(work: Path, model_cache: Path, moment: str, rng: random.Random, *,
     if code not in (0, None) and not pre_handler:
         problems.append(f"exit code {code}; stderr: {lines.stderr[-600:]}")
     stopped = lines.of("stopped")
-    if code == 0 and not stopped:
+    # The last resort (kx_tui/stopping.py's guard) leaves with exit 0 and one line on stderr, no 'stopped' line.
+    guard = code == 0 and not stopped and "did not stop in time; leaving now" in lines.stderr
+    if code == 0 and not stopped and not guard:
         problems.append(f"exit 0 without a 'stopped' line; stderr: {lines.stderr[-300:]}")
     reported = {Path(e["path"]).stem for e in lines.of("ingested")}
     catalogue = home / "datasets" / DATASET / "catalog.sqlite"
@@ -214,7 +217,7 @@ def run_round(work: Path, model_cache: Path, moment: str, rng: random.Random, *,
         _restart(work, model_cache, args, env, texts, problems)
     return RoundResult(moment, round(delay, 3), round(stop_seconds, 3), code, len(reported), len(committed_names),
                        len(lines.of("batch_done")), stopped[-1].get("abandoned_batch") if stopped else None,
-                       problems, pre_handler)
+                       problems, pre_handler, guard)
 
 
 def _committed(catalogue: Path, problems: list[str]) -> set[str]:
