@@ -21,7 +21,7 @@ from threadpoolctl import ThreadpoolController
 
 from engine.errors import invalid
 
-__all__ = ["Ranked", "Fused", "Diversified", "rank_list", "rrf", "mmr", "DUPLICATE_THRESHOLD"]
+__all__ = ["Ranked", "Fused", "Diversified", "rank_list", "rrf", "mmr", "strengths", "DUPLICATE_THRESHOLD"]
 
 # Cosine similarities are rounded to this many decimals before MMR uses them.
 # Float32 embeddings carry about 7 significant digits, so digits past the 6th
@@ -39,6 +39,13 @@ _SCORE_DECIMALS = 12
 # (cosine 0.6-0.8) almost unpenalised. Chosen from the figures in BENCHMARKS.md.
 DUPLICATE_THRESHOLD = 0.92
 SHARPNESS = 16
+# The floor under a near-duplicate's demotion (see mmr): it passes at least
+# MIN and at most MAX distinct candidates, and between the two only those
+# whose strength is at least BAND times its own. Chosen from the figures in
+# BENCHMARKS.md (issue 24).
+DUPLICATE_MIN_PASSES = 2
+DUPLICATE_MAX_PASSES = 4
+DUPLICATE_BAND = 0.5
 
 
 @dataclass(frozen=True)
@@ -134,6 +141,25 @@ def rrf(lists: Mapping[str, Sequence[Ranked]], k: int = 60) -> list[Fused]:
     ]
 
 
+def strengths(fused: Sequence[Fused], lists: Mapping[str, Sequence[Ranked]]) -> list[float]:
+    """Each fused candidate's absolute relevance on one scale: its raw score in a retriever's list over that
+    list's best score (negative scores count as 0), the highest across the lists; 0 where no list scored it.
+
+    RRF keeps only ranks, so the fifth of five noise passages and the fifth of five relevant ones fuse to
+    the same score; this is what MMR's duplicate floor reads to tell them apart.
+    """
+    tops = {name: hits[0].score for name, hits in lists.items() if hits and hits[0].score > 0}
+    out = []
+    for f in fused:
+        best = 0.0
+        for name, top in tops.items():
+            raw = f.raw.get(name)
+            if raw is not None and raw > 0:
+                best = max(best, raw / top)
+        out.append(best)
+    return out
+
+
 @dataclass(frozen=True)
 class Diversified:
     """MMR's picks, and for each pick the pick it nearly repeats.
@@ -154,6 +180,7 @@ def mmr(
     k: int,
     lam: float,
     duplicate_threshold: float = DUPLICATE_THRESHOLD,
+    strength: Sequence[float] | None = None,
 ) -> Diversified:
     """Maximal Marginal Relevance with a redundancy term that tells near-duplicates from neighbours.
 
@@ -163,9 +190,17 @@ def mmr(
 
     where rel_norm is relevance min-max normalised over the candidates and s
     is the candidate's highest cosine to an already picked one; the first
-    pick is the most relevant. A candidate with s >= duplicate_threshold is a
-    near-duplicate: it loses to every candidate that is not one, and among
-    near-duplicates the same score decides. Ties go to the ascending ref.
+    pick is the most relevant. Ties go to the ascending ref.
+
+    A candidate with s >= duplicate_threshold is a near-duplicate. It is
+    demoted with a floor: it gives up its slot to at least
+    DUPLICATE_MIN_PASSES distinct candidates, then only to distinct
+    candidates that are themselves relevant (their `strength` at least
+    DUPLICATE_BAND times its own), and never to more than
+    DUPLICATE_MAX_PASSES of them. `strength` is an absolute relevance on one
+    scale for the whole pool (query.py: each retriever's raw score over its
+    best one), because rank-based relevance (RRF) cannot tell a relevant
+    runner-up from noise; without it, rel_norm stands in.
 
     Why this shape (figures in BENCHMARKS.md): with the plain linear penalty
     (1 - lam) * s, a copy that leads the fused list keeps its slot (its
@@ -173,8 +208,10 @@ def mmr(
     of one document (cosine 0.6-0.8) are penalised nearly as much, so
     unrelated passages jump ahead of them. The power leaves neighbours almost
     alone (0.7 ** 16 = 0.003, 0.8 ** 16 = 0.03, 0.9 ** 16 = 0.19) and still
-    spreads out very close passages; the threshold makes what a user calls a
-    duplicate lose its slot outright, whatever its relevance lead.
+    spreads out very close passages. Sending every near-duplicate behind the
+    whole pool buried it below noise (a copy that was the only other relevant
+    passage fell out of the top 10); the floor demotes it past what is worth
+    reading and no further.
     lam = 1 is the plain relevance order (no similarity, nothing marked).
     """
     n = len(refs)
@@ -187,6 +224,8 @@ def mmr(
         raise invalid(f"mmr k must be an integer >= 0, got {k!r}")
     if len(relevance) != n:
         raise invalid(f"mmr got {n} refs but {len(relevance)} relevance scores; pass one score per ref")
+    if strength is not None and len(strength) != n:
+        raise invalid(f"mmr got {n} refs but {len(strength)} strengths; pass one per ref")
     vecs = np.asarray(vectors)
     if vecs.ndim != 2 or vecs.shape[0] != n:
         raise invalid(f"mmr vectors must have shape ({n}, d), got {vecs.shape}; pass one row per ref")
@@ -217,6 +256,14 @@ def mmr(
         by_relevance = np.lexsort((np.arange(n), -rel_norm))
         return Diversified([order[int(i)] for i in by_relevance[:take]], [None] * take)
 
+    if strength is None:
+        floor = rel_norm
+    else:
+        floor = np.asarray(strength, dtype=np.float64)[order]
+        if not np.all(np.isfinite(floor)):
+            raise invalid("mmr strengths must be finite numbers")
+        floor = np.round(floor, _SIM_DECIMALS)
+
     with _blas_controller().limit(limits=1, user_api="blas"):
         sims = _cosine_matrix(vecs[order])
 
@@ -227,6 +274,8 @@ def mmr(
     max_sim = np.full(n, -np.inf)
     # which pick each candidate is most similar to (the first such pick on ties)
     nearest = np.full(n, -1)
+    # distinct picks made since each candidate became a near-duplicate
+    passes = np.zeros(n, dtype=np.int64)
     for step in range(take):
         if step == 0:
             # nothing to be redundant with: the most relevant goes first, even at lam = 0
@@ -234,17 +283,23 @@ def mmr(
         else:
             penalty = np.maximum(max_sim, 0.0) ** SHARPNESS
             scores = np.round(lam * rel_norm - (1.0 - lam) * penalty, _SCORE_DECIMALS)
-        # Scores lie in [-1, 1]: moving near-duplicates down by 4 puts them
-        # after every other candidate and keeps their order among themselves.
-        duplicate = max_sim >= duplicate_threshold
-        scores[duplicate] -= 4.0
         scores[~available] = -np.inf
+        duplicate = max_sim >= duplicate_threshold
         # argmax returns the first maximum, i.e. the smallest ref among ties,
         # because positions are in ascending-ref order.
-        best = int(np.argmax(scores))
+        best = int(np.argmax(np.where(duplicate, -np.inf, scores)))
+        copy = int(np.argmax(np.where(duplicate, scores, -np.inf)))
+        if not available[best] or duplicate[best]:  # only near-duplicates are left
+            best = copy
+        elif available[copy] and duplicate[copy] and (
+                passes[copy] >= DUPLICATE_MAX_PASSES
+                or (passes[copy] >= DUPLICATE_MIN_PASSES and floor[best] < DUPLICATE_BAND * floor[copy])):
+            best = copy
         picked.append(best)
         duplicate_of.append(int(nearest[best]) if duplicate[best] else None)
         available[best] = False
+        if not duplicate[best]:
+            passes[duplicate] += 1
         closer = sims[best] > max_sim
         nearest[closer] = best
         np.maximum(max_sim, sims[best], out=max_sim)

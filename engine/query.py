@@ -17,7 +17,7 @@ from .dataset import validate_name
 from .embedders import no_embedder_error
 from .errors import KxError, invalid
 from .fingerprint import Fingerprint, check_compatible, current_fingerprint
-from .fusion import mmr, rrf
+from .fusion import mmr, rrf, strengths
 from .models import ModelCard
 from .records import Hit, QueryResult, RetrievalMode
 from .search import MAX_QUERY_TERMS, Searcher
@@ -167,7 +167,7 @@ def _search(settings: Settings, searcher: Searcher, text: str | None, query_vect
         head = fused[:depth]
         vectors = searcher.vectors([seq_of[f.ref] for f in head])
         picks = mmr([f.ref for f in head], relevance[:depth], vectors, depth, settings.mmr_lambda,
-                    settings.mmr_duplicate_threshold)
+                    settings.mmr_duplicate_threshold, strengths(head, {n: c.hits for n, c in lists.items()}))
         duplicate_of = {i: d for i, d in zip(picks.order, picks.duplicate_of) if d is not None}
         order = picks.order + order[depth:]
         timings["mmr"] = _ms(t)

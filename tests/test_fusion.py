@@ -17,7 +17,17 @@ from threadpoolctl import threadpool_info
 
 import engine.fusion as fusion
 from engine.errors import KxError, Status
-from engine.fusion import Fused, Ranked, mmr, rank_list, rrf
+from engine.fusion import (
+    DUPLICATE_BAND,
+    DUPLICATE_MAX_PASSES,
+    DUPLICATE_MIN_PASSES,
+    Fused,
+    Ranked,
+    mmr,
+    rank_list,
+    rrf,
+    strengths,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -310,14 +320,52 @@ def test_mmr_near_duplicates_are_spread_out() -> None:
     refs = ["d1", "d2", "d3", "u1", "u2", "u3"]
     relevance = [1.0, 0.99, 0.98, 0.9, 0.85, 0.8]
     vectors = np.stack([*dup, base[1], base[2], base[3]])
-    # d2 and d3 are near-copies of d1 (cosine ~0.9999): they go after every distinct
-    # passage however high their relevance, and say whose copies they are.
+    # d2 and d3 are near-copies of d1 (cosine ~0.9999). Without strengths the floor reads
+    # rel_norm = (r - 0.8) / 0.2: d2 0.95, d3 0.9, u1 0.5, u2 0.25, u3 0.
+    # The copies pass DUPLICATE_MIN_PASSES (2) distinct picks whatever their relevance (u1, u2);
+    # then u3 (0 < 0.5 * 0.95) is not relevant enough to pass them: d2, d3, then u3.
     picks = mmr(refs, relevance, vectors, k=6, lam=0.7)
-    assert [refs[i] for i in picks.order] == ["d1", "u1", "u2", "u3", "d2", "d3"]
-    assert [None if i is None else refs[i] for i in picks.duplicate_of] == [None] * 4 + ["d1", "d1"]
+    assert [refs[i] for i in picks.order] == ["d1", "u1", "u2", "d2", "d3", "u3"]
+    assert [None if i is None else refs[i] for i in picks.duplicate_of] == [None] * 3 + ["d1", "d1", None]
     # lam = 1 ignores similarity: pure relevance order, nothing marked.
     assert order_of(refs, relevance, vectors, k=6, lam=1.0) == [0, 1, 2, 3, 4, 5]
     assert mmr(refs, relevance, vectors, k=6, lam=1.0).duplicate_of == [None] * 6
+
+
+def copies_and_others(others: int) -> tuple[list[str], list[float], np.ndarray]:
+    """c1 and its near-copy c2 lead the relevance; o1..oN are distinct from them and from each other."""
+    d = others + 2
+    base = np.eye(d, dtype=np.float32)
+    refs = ["c1", "c2"] + [f"o{i}" for i in range(1, others + 1)]
+    relevance = [1.0, 0.99] + [0.9 - 0.01 * i for i in range(others)]
+    vectors = np.stack([base[0], base[0] + 0.001 * base[1]] + [base[i + 2] for i in range(others)])
+    return refs, relevance, vectors
+
+
+def test_mmr_a_near_duplicate_yields_to_relevant_passages_and_not_to_noise() -> None:
+    assert (DUPLICATE_MIN_PASSES, DUPLICATE_MAX_PASSES, DUPLICATE_BAND) == (2, 4, 0.5)
+    refs, relevance, vectors = copies_and_others(6)
+    # strengths (each retriever's score over its best): c1 and c2 0.8; o1, o2, o3 relevant
+    # (0.6, 0.5, 0.41 >= 0.5 * 0.8), o4..o6 noise (0.03)
+    strength = [0.8, 0.8, 0.6, 0.5, 0.41, 0.03, 0.03, 0.03]
+    picks = mmr(refs, relevance, vectors, k=8, lam=0.7, strength=strength)
+    assert [refs[i] for i in picks.order] == ["c1", "o1", "o2", "o3", "c2", "o4", "o5", "o6"]
+    assert picks.duplicate_of[4] == 0 and picks.duplicate_of.count(None) == 7
+    # all noise after c1: the copy still passes the minimum of 2 (o1, o2), then stops
+    noise = [0.8, 0.8] + [0.03] * 6
+    picks = mmr(refs, relevance, vectors, k=8, lam=0.7, strength=noise)
+    assert [refs[i] for i in picks.order][:4] == ["c1", "o1", "o2", "c2"]
+
+
+def test_mmr_a_near_duplicate_passes_a_bounded_number_of_relevant_passages() -> None:
+    refs, relevance, vectors = copies_and_others(6)
+    # every other passage is as strong as the copy: it passes DUPLICATE_MAX_PASSES (4) and no more
+    picks = mmr(refs, relevance, vectors, k=8, lam=0.7, strength=[0.8] * 8)
+    assert [refs[i] for i in picks.order] == ["c1", "o1", "o2", "o3", "o4", "c2", "o5", "o6"]
+    with pytest.raises(KxError, match="strengths"):
+        mmr(refs, relevance, vectors, k=8, lam=0.7, strength=[0.8] * 7)
+    with pytest.raises(KxError, match="strengths must be finite"):
+        mmr(refs, relevance, vectors, k=8, lam=0.7, strength=[float("nan")] * 8)
 
 
 def test_mmr_duplicate_of_names_the_most_similar_pick() -> None:
@@ -495,3 +543,14 @@ def test_import_does_not_pull_in_torch() -> None:
         text=True,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_strengths_put_each_retrievers_scores_on_one_scale() -> None:
+    lists = {"dense": [Ranked("a", 0.8), Ranked("b", 0.4), Ranked("n", -0.1)],
+             "sparse": [Ranked("b", 12.0), Ranked("c", 3.0)]}
+    fused = rrf(lists)
+    got = dict(zip([f.ref for f in fused], strengths(fused, lists)))
+    # a: 0.8 / 0.8; b: max(0.4 / 0.8, 12 / 12); c: 3 / 12; n: a negative cosine counts as 0
+    assert got == {"a": 1.0, "b": 1.0, "c": 0.25, "n": 0.0}
+    # a list whose best score is not positive says nothing
+    assert strengths(rrf({"sparse": [Ranked("x", -2.0)]}), {"sparse": [Ranked("x", -2.0)]}) == [0.0]

@@ -75,6 +75,18 @@ def test_near_identical_notes_give_up_their_slots_and_say_whose_copies_they_are(
     assert all(hit["duplicate_of"] is None for hit in others)
 
 
+def test_at_k_10_the_copies_are_demoted_but_stay_in_sight(home: Path) -> None:
+    # the issue-24 case: k 10, MMR on. A copy gives up its slot (<= 1 note in the top 3) to relevant
+    # distinct passages, never to noise, and a bounded number of places: all three notes in the top 10.
+    diverse = ask(home, "shipping", PARCELS, "--k", "10")
+    top = names(diverse)
+    assert len(NOTES & set(top[:3])) == 1 and top[0] in NOTES
+    assert NOTES <= set(top)
+    marked = [hit for hit in diverse["hits"] if hit["duplicate_of"] is not None]
+    assert len(marked) == 2 and all(hit["document_name"] in NOTES for hit in marked)
+    assert all(hit["duplicate_of"] == diverse["hits"][0]["passage_ref"] for hit in marked)
+
+
 def test_the_human_output_marks_a_demoted_copy(home: Path) -> None:
     result = run_cli("--home", str(home), "datasets", "query", "shipping", "--text", PARCELS, "--k", "30")
     assert result.code == 0, result.stderr
