@@ -357,7 +357,7 @@ def _serve(home: Path) -> tuple[subprocess.Popen, str, str]:
     import httpx
 
     port = _free_port()
-    proc = _kx(home, "serve", "--port", str(port))
+    proc = _kx(home, "serve", "--quiet", "--port", str(port))  # its stderr is an undrained pipe
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

@@ -60,8 +60,9 @@ def main() -> None:
         port = sock.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith("KX_")}
     env.update({"KX_HOME": str(home), "PYTHONPATH": str(REPO)})
-    server = subprocess.Popen([sys.executable, "-m", "kx_tui", "serve", "--port", str(port)], cwd=REPO, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # --quiet: stderr is a pipe read only at the end; a line per request would fill it and stall the server
+    server = subprocess.Popen([sys.executable, "-m", "kx_tui", "serve", "--quiet", "--port", str(port)], cwd=REPO,
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120

@@ -575,6 +575,16 @@ def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
     return app
 
 
+def guard(app: Any, token: str | None, *, max_bytes: int, bind_host: str | None = None,
+          allowed_hosts: Sequence[str] = (), allowed_origins: Sequence[str] = (), allow_local: bool = False) -> Any:
+    """Any ASGI app behind the gateway's Host, Origin, token and size checks (`kx mcp --http` serves through it).
+
+    Unlike `create_app`, every path needs the token: there is no health route to leave open.
+    """
+    return _Guard(app, token=token, max_bytes=max_bytes, allow_local=allow_local, health_needs_token=True,
+                  policy=HostPolicy(bind_host, allowed_hosts, allowed_origins))
+
+
 def _documents(body: IngestIn, max_bytes: int) -> tuple[list[DocumentInput], list[list[float]] | None]:
     """The request's documents as engine inputs, every one decoded and checked first."""
     with_vector = [d.vector is not None for d in body.documents]

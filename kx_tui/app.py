@@ -26,6 +26,7 @@ from textual.screen import Screen
 from engine.backend import Backend
 from engine.config import Settings
 
+from .screens.keys import KeysScreen
 from .screens.main import SAMPLE_DATASET, MainScreen  # noqa: F401 - SAMPLE_DATASET is re-exported
 from .warmup import ModelWarmup
 
@@ -72,6 +73,12 @@ class KxApp(App):
         yield from (b for b in self.BINDINGS if isinstance(b, Binding) and b.description)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        """Textual's own commands, with our "Keys" (this screen's keys, from its bindings) in place of its panel."""
+        for command in super().get_system_commands(screen):
+            if command.title == "Keys":
+                if isinstance(screen, KeysScreen):
+                    yield SystemCommand("Keys", "Show this screen's keys", screen.action_show_keys)
+                continue
+            yield command
         if isinstance(screen, MainScreen):
             yield from screen.system_commands()

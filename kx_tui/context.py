@@ -7,6 +7,7 @@ command module imports cli.py or another command module.
 
 from __future__ import annotations
 
+import socket
 from typing import TYPE_CHECKING, Any, Sequence
 
 import click
@@ -64,3 +65,29 @@ def backend_of(ctx: click.Context, settings: Settings) -> Backend:
 
     token = ctx.obj.get("token") or read_token(settings.home)
     return KxClient(settings.gateway, token=token)
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port, bound before the server starts: a taken port is one error line
+    (UNAVAILABLE), not a uvicorn traceback. `kx serve` and `kx mcp --http` use it."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise KxError(Status.INVALID_ARGUMENT, f"--host {host} is not an address here ({exc.strerror})") from None
+    family, kind, proto, _name, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise KxError(Status.UNAVAILABLE, f"cannot listen on {host}:{port} ({exc.strerror}); "
+                                          "pick another --port or stop what holds it") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def show_host(host: str) -> str:
+    """An address as it goes in a URL ([::1] for IPv6)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host

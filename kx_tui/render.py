@@ -30,18 +30,53 @@ def _when(stamp: float) -> str:
     return _dt.datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M") if stamp else "-"
 
 
+Column = tuple[str, str]   # (heading, justify)
+
+
+def print_table(console: _RichConsole, columns: Sequence[Column], rows: Sequence[Sequence[str]],
+                priority: Sequence[str] | None = None) -> list[str]:
+    """A table of plain-text cells whose every value is printed whole; returns the headings left out.
+
+    On a terminal the table fits its width by leaving out whole columns, least
+    important last in `priority` first (default: the order given), never by
+    cutting values. Off a terminal (a pipe, a file) every column is printed at
+    its full width whatever the width the console assumes.
+    """
+    headings = [heading for heading, _j in columns]
+    widths = {h: max([len(h), *(Text(row[i]).cell_len for row in rows)]) for i, h in enumerate(headings)}
+    shown = (fit_columns(widths, priority or headings, console.width, gap=2) if console.is_terminal
+             else headings)
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold", padding=(0, 2, 0, 0))
+    for heading, justify in columns:
+        if heading in shown:
+            table.add_column(heading, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for row in rows:
+        table.add_row(*(Text(cell) for cell, heading in zip(row, headings) if heading in shown))
+    if console.is_terminal:
+        console.print(table)
+    else:   # a pipe: the console assumes 80 columns; print at the table's own width instead
+        assumed = console.width
+        console.width = sum(widths[h] + 2 for h in shown)
+        try:
+            console.print(table, crop=False)
+        finally:
+            console.width = assumed
+    left_out = [h for h in headings if h not in shown]
+    if left_out:
+        console.print(f"[dim]({', '.join(left_out)}: left out to fit {console.width} columns; "
+                      "--json or a wider terminal shows them)[/]")
+    return left_out
+
+
 def print_datasets(console: _RichConsole, summaries: list[DatasetSummary]) -> None:
     if not summaries:
         console.print("No datasets yet. Add one with: kx datasets ingest NAME --file FILE")
         return
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for column, justify in (("name", "left"), ("documents", "right"), ("passages", "right"),
-                            ("embedding model", "left"), ("created", "left")):
-        table.add_column(column, justify=justify)
-    for s in summaries:
-        table.add_row(escape(s.name), f"{s.documents:,}", f"{s.passages:,}", escape(s.embed_model or "-"),
-                      _when(s.created_at))
-    console.print(table)
+    print_table(console, [("name", "left"), ("documents", "right"), ("passages", "right"),
+                          ("embedding model", "left"), ("created", "left")],
+                [[s.name, f"{s.documents:,}", f"{s.passages:,}", s.embed_model or "-", _when(s.created_at)]
+                 for s in summaries],
+                ["name", "documents", "passages", "created", "embedding model"])
 
 
 def size_text(size: int) -> str:
@@ -55,6 +90,26 @@ def size_text(size: int) -> str:
     return f"{size:.0f} GB"
 
 
+def fit_columns(widths: dict[str, int], priority: Sequence[str], available: int, gap: int) -> list[str]:
+    """The columns (keys of `widths`, in its order) that fit `available` cells whole, `gap` cells apart.
+
+    Columns are taken in `priority` order (the first always) while the next one
+    still fits; a column that does not fit is left out, never cut, so a table
+    narrower than its content loses its least important columns, not the ends
+    of its names.
+    """
+    chosen: set[str] = set()
+    used = -gap
+    for key in priority:
+        if key not in widths:
+            continue
+        if chosen and used + gap + widths[key] > available:
+            continue   # a narrower column further down the list may still fit
+        chosen.add(key)
+        used += gap + widths[key]
+    return [key for key in widths if key in chosen]
+
+
 def print_documents(console: _RichConsole, dataset: str, documents: list[DocumentSummary], offset: int,
                     total: int) -> None:
     if not documents:
@@ -62,22 +117,13 @@ def print_documents(console: _RichConsole, dataset: str, documents: list[Documen
                                                                         if total else " yet"))
         return
     titled = any(d.title for d in documents)
-    wide = console.width >= 120  # below that the paths would squeeze the names; --json has everything
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    table.add_column("name", no_wrap=True, overflow="ellipsis", max_width=36)
-    if titled:
-        table.add_column("title", no_wrap=True, overflow="ellipsis", max_width=36)
-    for column in ("pages", "passages", "size"):
-        table.add_column(column, justify="right", no_wrap=True)
-    table.add_column("type", no_wrap=True, overflow="ellipsis", max_width=24)
-    table.add_column("ingested", no_wrap=True)
-    if wide:
-        table.add_column("source", no_wrap=True, overflow="ellipsis", max_width=60)
-    for d in documents:
-        table.add_row(escape(d.name), *((escape(d.title or "-"),) if titled else ()),
-                      "-" if d.pages is None else str(d.pages), f"{d.passages:,}", size_text(d.size),
-                      escape(d.media_type), _when(d.ingested_at), *((escape(d.source_path or "-"),) if wide else ()))
-    console.print(table)
+    columns: list[Column] = [("name", "left"), *([("title", "left")] if titled else []), ("pages", "right"),
+                             ("passages", "right"), ("size", "right"), ("type", "left"), ("ingested", "left"),
+                             ("source", "left")]
+    rows = [[d.name, *([d.title or "-"] if titled else []), "-" if d.pages is None else str(d.pages),
+             f"{d.passages:,}", size_text(d.size), d.media_type, _when(d.ingested_at), d.source_path or "-"]
+            for d in documents]
+    print_table(console, columns, rows, ["name", "passages", "pages", "title", "size", "source", "ingested", "type"])
     last = offset + len(documents)
     more = f"; --offset {last} for the next ones" if last < total else ""
     console.print(f"[dim]{escape(dataset)}: documents {offset + 1}–{last} of {total:,}{more}[/]")
@@ -95,6 +141,13 @@ def print_ingest_line(console: _RichConsole, result: DocumentResult) -> None:
     else:
         plural = "" if result.passages == 1 else "s"
         console.print(f"{label} {name} ({result.passages} passage{plural})")
+
+
+def print_ingest_notes(console: _RichConsole, report: IngestReport, notes: dict[str, list[str]]) -> None:
+    """One `note:` line per thing an extractor could not do, naming the document."""
+    for result in report.results:
+        for note in notes.get(result.ref or "", []):
+            console.print(f"[yellow]note[/]: {escape(result.name)}: {escape(note)}")
 
 
 def print_ingest_summary(console: _RichConsole, report: IngestReport) -> None:
@@ -135,13 +188,9 @@ def print_info(console: _RichConsole, data: dict[str, Any]) -> None:
             console.print(f"runtime      {escape(str(runtime['runtime']))} ({state}): {escape(str(runtime['reason']))}")
     for advisory in data["advisories"]:
         console.print(f"[yellow]advisory[/]: {escape(advisory)}")
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for column in ("setting", "value", "source", "environment"):
-        table.add_column(column)
-    for row in data["settings"]:
-        table.add_row(row["name"], escape(str(row["value"])), escape(row["source"]), row["env"])
     console.print()
-    console.print(table)
+    print_table(console, [("setting", "left"), ("value", "left"), ("source", "left"), ("environment", "left")],
+                [[row["name"], str(row["value"]), row["source"], row["env"]] for row in data["settings"]])
 
 
 class IngestProgress:
@@ -261,6 +310,20 @@ def shown_title(name: str, title: str | None) -> str | None:
 def chunk_and_place(hit: Hit) -> str:
     """"[chunk 3/12] p. 6–7 · 3 Model › 3.1 LRS model": the chunk label, then pages and section when known."""
     return f"{hit.label} {hit.provenance}" if hit.provenance else hit.label
+
+
+def citation(hit: Hit, dataset: str) -> str:
+    """One line that finds the passage again: document (and title), pages and section, chunk, characters, dataset.
+
+    e.g. `refunds.md — Refunds and returns, p. 2 · 2 Refunds, [chunk 2/6], chars 440–1218 (handbook)`
+    """
+    title = shown_title(hit.document_name, hit.document_title)
+    parts = [hit.document_name + (f" — {title}" if title else "")]
+    if hit.provenance:
+        parts.append(hit.provenance)
+    parts += [hit.label, f"chars {hit.char_start}–{hit.char_end}"]
+    where = f"{dataset}, {hit.source_path}" if hit.source_path else dataset
+    return ", ".join(parts) + f" ({where})"
 
 
 def print_query(console: _RichConsole, result: QueryResult, spans_of: Callable[[str], list[tuple[int, int]]]) -> None:

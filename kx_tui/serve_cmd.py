@@ -17,7 +17,7 @@ import click
 
 from engine.errors import KxError, Status
 
-from .context import CONTEXT_SETTINGS, settings_of
+from .context import CONTEXT_SETTINGS, bind_socket, settings_of, show_host
 from .stopping import StopSignals
 
 DEFAULT_PORT = 50151
@@ -32,13 +32,19 @@ _DRAIN_SECONDS = 30  # how long a stop waits for in-flight requests
               help="TCP port to listen on.")
 @click.option("--dev-allow-local", is_flag=True,
               help="Let clients on this machine in without the token (development only; loopback hosts only).")
+@click.option("--quiet", "-q", is_flag=True, help="No line per request on stderr.")
+@click.option("--log-json", is_flag=True, help="Log each request as one JSON object per line.")
 @click.pass_context
-def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool) -> None:
+def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool, quiet: bool, log_json: bool) -> None:
     """Serve the engine over HTTP (JSON API under /v1, description at /openapi.json).
 
     Every request but /v1/health needs 'Authorization: Bearer TOKEN'; the
     token is made at first start and kept in $KX_HOME/gateway.token (mode
     600). Point the CLI at it with `kx --gateway http://HOST:PORT ...`.
+
+    Each request is logged on stderr as one line (time, method, path,
+    status, ms, client; never the token, the query string or a body):
+    --log-json for JSON lines, --quiet for none.
     """
     from engine.backends import open_backend
     from engine.gateway import ensure_token, is_loopback, token_path
@@ -49,7 +55,7 @@ def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool) -> No
                       "drop --dev-allow-local (clients then need the token) or use --host 127.0.0.1")
     settings = settings_of(ctx)
     token = ensure_token(settings.home)
-    sock = _bind(host, port)
+    sock = bind_socket(host, port)
     limit_malloc_arenas()
     # A stop asked for while the engine opens is kept (the handler only counts) and honoured once
     # uvicorn starts; the guard bounds the whole stop, draining included (kx_tui/stopping.py).
@@ -58,13 +64,14 @@ def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool) -> No
         engine = open_backend(settings, on_notice=lambda line: click.echo(line, err=True))  # a first-use export
         try:
             bound = sock.getsockname()[1]
-            click.echo(f"kx gateway on http://{_show_host(host)}:{bound} (KX_HOME {settings.home})")
+            click.echo(f"kx gateway on http://{show_host(host)}:{bound} (KX_HOME {settings.home})")
             click.echo(f"token: {token_path(settings.home)} (send 'Authorization: Bearer <token>')")
             if dev_allow_local:
                 click.echo("--dev-allow-local: clients on this machine need no token")
             click.echo("Ctrl-C or SIGTERM stops it after the requests in flight.")
             warming = _warm_up(engine)
-            _run(engine, token, settings.max_request_bytes, dev_allow_local, sock, host, stop)
+            _run(engine, token, settings.max_request_bytes, dev_allow_local, sock, host, stop,
+                 None if quiet else ("json" if log_json else "text"))
         finally:
             engine.close()
             sock.close()
@@ -93,12 +100,16 @@ def _warm_up(engine: Any) -> threading.Thread:
 
 
 def _run(engine: Any, token: str, max_bytes: int, allow_local: bool, sock: socket.socket, host: str,
-         stop: StopSignals) -> None:
+         stop: StopSignals, log: str | None = None) -> None:
+    """Serve until stopped; `log` "text" or "json" writes a line per request on stderr, None none."""
     import uvicorn
 
     from engine.gateway import create_app
+    from engine.request_log import RequestLog
 
-    app = create_app(engine, token, allow_local=allow_local, max_request_bytes=max_bytes, bind_host=host)
+    app: Any = create_app(engine, token, allow_local=allow_local, max_request_bytes=max_bytes, bind_host=host)
+    if log is not None:  # outermost: requests the guard refuses are logged too
+        app = RequestLog(app, json_lines=log == "json")
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                             timeout_graceful_shutdown=_DRAIN_SECONDS)
     server = uvicorn.Server(config)
@@ -108,29 +119,6 @@ def _run(engine: Any, token: str, max_bytes: int, allow_local: bool, sock: socke
     stop.also_flag = lambda: setattr(server, "should_exit", True)
     server.should_exit = bool(stop.count)  # asked to stop while opening: start, then stop at once
     server.run(sockets=[sock])
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        raise KxError(Status.INVALID_ARGUMENT, f"--host {host} is not an address here ({exc.strerror})") from None
-    family, kind, proto, _name, address = infos[0]
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(address)
-    except OSError as exc:
-        sock.close()
-        raise KxError(Status.UNAVAILABLE, f"cannot listen on {host}:{port} ({exc.strerror}); "
-                                          "pick another --port or stop what holds it") from None
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock
-
-
-def _show_host(host: str) -> str:
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 MALLOC_ARENAS = 2

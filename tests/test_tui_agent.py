@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from textual.widgets import Input, Log, OptionList, Static
+from textual.widgets import Input, OptionList, Static
 
 from engine import Engine, load_settings
 from kx_tui.app import KxApp
@@ -43,7 +43,7 @@ async def test_ask_the_agent_shows_steps_and_an_answer_whose_citations_open(engi
         await pilot.press(*"summarise our refund policy", "enter")
         await _settle(app, pilot)
 
-        lines = screen.query_one(Log).lines
+        lines = screen.steps
         assert lines and lines[0].startswith("step 1: searched 'summarise our refund policy'")
         assert len(lines) == len(screen.run_result.steps)  # one line per step, as they came
         answer = str(screen.query_one("#agent-answer", Static).render())
@@ -77,4 +77,4 @@ async def test_an_empty_goal_is_a_warning_not_a_run(engine: Engine) -> None:
         await _settle(app, pilot)
         screen = app.screen
         assert isinstance(screen, AgentScreen) and screen.run_result is None
-        assert screen.query_one(Log).lines == []
+        assert screen.steps == []

@@ -1,5 +1,8 @@
 """SVG snapshots of the TUI's main screens (pytest-textual-snapshot's `snap_compare`).
 
+Every screen (main, compare, documents, document, detail, agent, help) at
+three terminal sizes: 80x24, 120x36 and 200x50.
+
 Regenerate after an intended UI change with
     python -m pytest tests/test_tui_snapshots.py --snapshot-update
 and review the SVGs under tests/__snapshots__/test_tui_snapshots/.
@@ -33,6 +36,7 @@ from kx_tui.widgets import datasets as datasets_module
 from .helpers import HashEmbedder, inject_extraction
 
 SIZE = (100, 30)
+SIZES = {"80x24": (80, 24), "120x36": (120, 36), "200x50": (200, 50)}
 QUERY = "refund days"
 
 TEXTS = {
@@ -89,6 +93,18 @@ def _deterministic(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(ModelWarmup, "describe", pinned)
     monkeypatch.setattr(document_module, "datetime", _FixedClock)
+    from engine.agent.records import AgentRun
+
+    summary = AgentRun.summary
+
+    def pinned_run(self: AgentRun) -> str:
+        elapsed, self.elapsed_ms = self.elapsed_ms, 100.0
+        try:
+            return summary(self)
+        finally:
+            self.elapsed_ms = elapsed
+
+    monkeypatch.setattr(AgentRun, "summary", pinned_run)
 
 
 class _FixedClock:
@@ -136,70 +152,28 @@ def test_first_run_panel(snap_compare, kx_home: Path) -> None:
         engine.close()
 
 
-def test_query_results(snap_compare, small_engine: Engine) -> None:
-    async def run_before(pilot) -> None:
-        await _ask(pilot)
-        await pilot.press("escape")   # focus leaves the box: the highlighted first hit shows
-        await pilot.pause()
-
-    assert snap_compare(_app(small_engine), terminal_size=SIZE, run_before=run_before)
-
-
-def test_passage_detail(snap_compare, small_engine: Engine) -> None:
-    async def run_before(pilot) -> None:
-        await _ask(pilot)
-        await pilot.press("escape", "down", "enter")  # the second hit: a passage of the paged report
-        await _settle(pilot)
-
-    assert snap_compare(_app(small_engine), terminal_size=SIZE, run_before=run_before)
+# what leads to each screen, after the datasets are listed (keys as Pilot presses them; "ask" runs QUERY)
+SCREENS = {
+    "main": ["ask", "escape"],                              # the answer, the first hit highlighted
+    "detail": ["ask", "escape", "down", "enter"],           # the second hit: a passage of the paged report
+    "compare": ["ask", "escape", "c"],
+    "documents": ["escape", "d", *"re"],                    # filter as you type: "re" in refunds, reports
+    "document": ["escape", "d", *"payments", "enter"],      # the paged report, its passages marked
+    "agent": ["ask", "escape", "a", "enter"],               # a run of the offline brain, its citations
+    "help": ["ask", "escape", "question_mark"],
+}
 
 
-def test_compare_view(snap_compare, small_engine: Engine) -> None:
-    async def run_before(pilot) -> None:
-        await _ask(pilot)
-        await pilot.press("escape", "c")
-        await _settle(pilot)
-
-    assert snap_compare(_app(small_engine), terminal_size=SIZE, run_before=run_before)
-
-
-def test_help_screen(snap_compare, small_engine: Engine) -> None:
+@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("screen", list(SCREENS))
+def test_screen(snap_compare, small_engine: Engine, screen: str, size: str) -> None:
     async def run_before(pilot) -> None:
         await _settle(pilot)
-        await pilot.press("escape", "question_mark")
-        await pilot.pause()
+        for key in SCREENS[screen]:
+            if key == "ask":
+                await pilot.press(*QUERY, "enter")
+            else:
+                await pilot.press(key)
+            await _settle(pilot)
 
-    assert snap_compare(_app(small_engine), terminal_size=SIZE, run_before=run_before)
-
-
-@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 48)], ids=["80x24", "100x30", "160x48"])
-def test_main_screen_sizes(snap_compare, small_engine: Engine, size: tuple[int, int]) -> None:
-    """The answer at a small, a middling and a large terminal: nothing cut that a user needs."""
-    async def run_before(pilot) -> None:
-        await _ask(pilot)
-        await pilot.press("escape")
-        await pilot.pause()
-
-    assert snap_compare(_app(small_engine), terminal_size=size, run_before=run_before)
-
-
-def test_document_browser(snap_compare, small_engine: Engine) -> None:
-    async def run_before(pilot) -> None:
-        await _settle(pilot)
-        await pilot.press("escape", "d")
-        await _settle(pilot)
-        await pilot.press(*"re")       # filter as you type: only refunds.md has "re" in its name
-        await pilot.pause()
-
-    assert snap_compare(_app(small_engine), terminal_size=SIZE, run_before=run_before)
-
-
-def test_one_document_with_its_passages(snap_compare, small_engine: Engine) -> None:
-    async def run_before(pilot) -> None:
-        await _settle(pilot)
-        await pilot.press("escape", "d")
-        await _settle(pilot)
-        await pilot.press(*"refunds", "enter")
-        await _settle(pilot)
-
-    assert snap_compare(_app(small_engine), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(_app(small_engine), terminal_size=SIZES[size], run_before=run_before)

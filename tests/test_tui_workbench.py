@@ -21,7 +21,7 @@ from engine import Engine, load_settings
 from engine.documents import from_file, from_text
 from kx_tui.app import SAMPLES, KxApp
 from kx_tui.screens.compare import CompareScreen
-from kx_tui.screens.document import DocumentScreen, blocks
+from kx_tui.screens.document import DocumentScreen, blocks, shared_starts
 from kx_tui.screens.documents import DocumentsScreen
 from kx_tui.screens.help import HelpScreen
 from kx_tui.screens.main import MainScreen
@@ -292,12 +292,16 @@ async def test_a_document_shows_every_passage_where_it_lies(kx_home) -> None:
         spans = engine.document_passages("handbook", summary.ref)
         assert len(spans) == summary.passages > 2
         headings = [_plain(w.content) for w in screen.query(".passage-heading")]
-        assert headings == [f"{s.label} chars {s.char_start}–{s.char_end}" + (f" § {s.section}" if s.section else "")
+        shared = shared_starts(spans)
+        assert shared[spans[0].chunk_index] == 0 and shared[spans[1].chunk_index] > 0  # chunk_overlap 40
+        assert headings == [f"{s.label} chars {s.char_start}–{s.char_end}"
+                            + (f" (first {shared[s.chunk_index]} shared)" if shared[s.chunk_index] else "")
+                            + (f" § {s.section}" if s.section else "")
                             for s in spans]  # a Markdown file has no pages, but its headings are sections
         body = screen.query_one("#document-body")
         await pilot.press("n", "n")
         await pilot.pause()
-        assert screen.current == 1 and body.scroll_y > 0
+        assert screen.current == 2 and body.scroll_y > 0  # the first n moves on from the first passage
 
 
 def test_passage_blocks_cover_the_text_once_and_mark_the_overlap() -> None:

@@ -9,27 +9,29 @@ from __future__ import annotations
 
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import Screen
-from textual.widgets import Footer, Input, Log, OptionList, Static
+from textual.widget import Widget
+from textual.widgets import Input, OptionList, RichLog, Static
 
 from engine.errors import KxError
 from engine.records import Hit
 
 from ..messages import AgentFailed, AgentFinished, AgentStepped
+from ..widgets.footer import KeysFooter
+from .keys import HELP, KeysScreen, back_keys
 
 
-class AgentScreen(Screen):
+class AgentScreen(KeysScreen):
     """A bounded research run over `dataset`; Escape goes back."""
 
-    BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
+    BINDINGS = [*back_keys(q_shown=False), HELP]
+    HELP_TITLE = "agent"
     DEFAULT_CSS = """
     AgentScreen #agent-title { padding: 0 1; background: $primary-darken-2; text-style: bold; }
-    AgentScreen #agent-steps { height: 10; border: round $primary-darken-2; }
+    AgentScreen #agent-steps { height: 10; border: round $primary-darken-2; scrollbar-gutter: stable; }
     AgentScreen #agent-answer-box { height: 1fr; }
     AgentScreen #agent-answer { padding: 0 1; }
-    AgentScreen #agent-status { height: 1; padding: 0 1; color: $text-muted; }
+    AgentScreen #agent-status { height: auto; padding: 0 1; color: $text-muted; }
     AgentScreen #agent-citations { height: auto; max-height: 10; }
     """
 
@@ -40,17 +42,19 @@ class AgentScreen(Screen):
         self.goal = goal
         self.run_result = None
         self.steps: list[str] = []
+        self._focus_at_start: Widget | None = None   # where focus was when the run started
 
     def compose(self) -> ComposeResult:
         yield Static(f"Ask the agent · dataset {self.dataset}", id="agent-title")
         yield Input(value=self.goal, placeholder="A goal, e.g. summarise our refund policy (Enter starts the run)",
                     id="agent-goal")
         yield Static("", id="agent-status")
-        yield Log(id="agent-steps", highlight=False)
+        # wrapped at the log's own width (RichLog's default minimum is 78 cells, wider than a small terminal's)
+        yield RichLog(id="agent-steps", wrap=True, markup=False, highlight=False, min_width=1)
         with VerticalScroll(id="agent-answer-box"):
             yield Static("", id="agent-answer", markup=False)
         yield OptionList(id="agent-citations")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#agent-citations").display = False
@@ -65,7 +69,8 @@ class AgentScreen(Screen):
         self.goal = goal
         self.run_result = None
         self.steps = []
-        self.query_one(Log).clear()
+        self.query_one(RichLog).clear()
+        self._focus_at_start = self.focused
         self.query_one("#agent-answer", Static).update("")
         self.query_one("#agent-citations", OptionList).clear_options()
         self.query_one("#agent-citations").display = False
@@ -86,7 +91,14 @@ class AgentScreen(Screen):
     def on_agent_stepped(self, message: AgentStepped) -> None:
         line = message.step.summary()
         self.steps.append(line)
-        self.query_one(Log).write_line(line)
+        self.query_one(RichLog).write(line)
+
+    def on_resize(self) -> None:
+        """Wrap the steps again for the new width."""
+        log = self.query_one(RichLog)
+        log.clear()
+        for line in self.steps:
+            log.write(line)
 
     def on_agent_finished(self, message: AgentFinished) -> None:
         run = message.run
@@ -100,7 +112,8 @@ class AgentScreen(Screen):
         citations.display = bool(run.citations)
         if run.citations:
             citations.highlighted = 0
-            citations.focus()
+            if self.focused is self._focus_at_start:   # the user stayed put: take them to the citations
+                citations.focus()                      # (one who moved meanwhile keeps their place)
 
     def on_agent_failed(self, message: AgentFailed) -> None:
         self.query_one("#agent-status", Static).update("the run failed")

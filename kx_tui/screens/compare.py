@@ -8,14 +8,15 @@ from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from engine.backend import Backend
 from engine.errors import KxError
 from engine.records import Hit, QueryResult, RetrievalMode
 
 from ..warmup import ModelWarmup
+from ..widgets.footer import KeysFooter
+from .keys import HELP, KeysScreen, back_keys
 
 
 def movement(rank: int, other: int | None, absent: str) -> str:
@@ -57,7 +58,7 @@ def passage_card(ref: str, results: dict[str, QueryResult]) -> Group:
     return Group(head, Text(""), Text(hit.text))
 
 
-class CompareScreen(Screen):
+class CompareScreen(KeysScreen):
     """Runs the query as hybrid and as dense in a worker; the lower half shows the highlighted row's passage."""
 
     DEFAULT_CSS = """
@@ -67,7 +68,8 @@ class CompareScreen(Screen):
     CompareScreen .compare-head { padding: 0 1; text-style: bold; }
     CompareScreen > #compare-passage { height: 1fr; padding: 0 1; border-top: solid $primary-darken-2; }
     """
-    BINDINGS = [Binding("escape,c", "app.pop_screen", "Back")]
+    BINDINGS = [*back_keys(), Binding("c", "close", "Back", show=False, tooltip="back (c again)"), HELP]
+    HELP_TITLE = "compare"
 
     def __init__(self, backend: Backend, warmup: ModelWarmup, dataset: str, query: str, k: int,
                  rerank: bool) -> None:
@@ -93,11 +95,9 @@ class CompareScreen(Screen):
                 yield DataTable(id="compare-dense", cursor_type="row")
         with VerticalScroll(id="compare-passage"):
             yield Static("loading…", id="compare-passage-text")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
-        for table_id in ("#compare-hybrid", "#compare-dense"):
-            self.query_one(table_id, DataTable).add_columns("#", "other", "", "document", "chunk")
         self.load()
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
@@ -114,18 +114,46 @@ class CompareScreen(Screen):
     def show(self, results: dict[str, QueryResult]) -> None:
         self.results = results
         hybrid, dense = results["hybrid"], results["dense"]
-        for table_id, rows in (("#compare-hybrid", compare_rows(hybrid, dense, "new")),
-                               ("#compare-dense", compare_rows(dense, hybrid, "missing"))):
-            table = self.query_one(table_id, DataTable)
-            table.clear()
-            for ref, cells in rows:
-                table.add_row(*cells, key=ref)
+        self._fill()
         first = hybrid[0] if len(hybrid) else (dense[0] if len(dense) else None)
         if first is None:
             self.query_one("#compare-passage-text", Static).update("no passage matches in either mode")
         else:
             self.show_passage(first.passage_ref)
         self.query_one("#compare-hybrid", DataTable).focus()
+
+    def _fill(self) -> None:
+        """Both tables, laid out for their width: the chunk label whole, the document name cut to what is left
+        (and left out when less than 6 cells are), never the other way round."""
+        hybrid, dense = self.results["hybrid"], self.results["dense"]
+        for table_id, rows in (("#compare-hybrid", compare_rows(hybrid, dense, "new")),
+                               ("#compare-dense", compare_rows(dense, hybrid, "missing"))):
+            table = self.query_one(table_id, DataTable)
+            row = table.cursor_row if table.row_count else 0
+            table.clear(columns=True)
+            widths = [max([len(heading), *(len(str(cells[i])) for _r, cells in rows)])
+                      for i, heading in ((0, "#"), (1, "other"), (2, ""), (4, "chunk"))]
+            spare = (table.size.width or self.app.size.width // 2) - 2 - sum(w + 2 for w in widths) - 2
+            names = max([len("document"), *(len(str(cells[3])) for _r, cells in rows)])
+            shown_name = min(names, spare) if spare >= 6 else 0
+            for heading, width in zip(("#", "other", "", "chunk"), widths):
+                table.add_column(heading, width=width)
+            if shown_name:
+                table.add_column("document", width=shown_name)
+            for ref, (rank, there, marker, name, label) in rows:
+                cells: list[str | Text] = [rank, there, marker, label]
+                if shown_name:
+                    cut = Text(str(name), no_wrap=True, overflow="ellipsis")
+                    cut.truncate(shown_name, overflow="ellipsis")
+                    cells.append(cut)
+                table.add_row(*cells, key=ref)
+            if table.row_count:
+                table.move_cursor(row=min(row, table.row_count - 1), animate=False)
+        self._filled_for = self.size.width
+
+    def on_resize(self) -> None:
+        if self.results and self.size.width != getattr(self, "_filled_for", 0):
+            self.call_after_refresh(self._fill)
 
     @on(DataTable.RowHighlighted)
     def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:

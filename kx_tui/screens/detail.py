@@ -7,23 +7,29 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from engine.errors import KxError
 from engine.records import Hit
 
-from ..widgets.results import document_heading, place
+from ..render import shown_title
+from ..widgets.footer import KeysFooter
+from .hits import copy_citation, open_source
+from .keys import HELP, KeysScreen, back_keys
 
 
-class PassageDetailScreen(Screen):
+class PassageDetailScreen(KeysScreen):
     """The parent document of `hit`, loaded in a worker; Escape goes back."""
 
     DEFAULT_CSS = """
     PassageDetailScreen > #detail-title { padding: 0 1; background: $primary-darken-2; text-style: bold; }
     PassageDetailScreen > #detail-body { padding: 0 1; }
     """
-    BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
+    BINDINGS = [*back_keys(),
+                Binding("y", "copy_citation", "Cite", tooltip="copy the passage's citation"),
+                Binding("o", "open_source", "Open file", tooltip="open the source file with the desktop's opener"),
+                HELP]
+    HELP_TITLE = "passage view"
 
     def __init__(self, backend, dataset: str, hit: Hit) -> None:
         super().__init__()
@@ -34,13 +40,18 @@ class PassageDetailScreen(Screen):
 
     def compose(self) -> ComposeResult:
         hit = self.hit
-        yield Static(Text.assemble(document_heading(hit, title_chars=80), "  ", place(hit), "  ",
-                                   (f"chars {hit.char_start}–{hit.char_end}", "dim")), id="detail-title")
+        first = Text.assemble((hit.document_name, "bold cyan"), f"  {hit.label}  ",
+                              (f"chars {hit.char_start}–{hit.char_end}", "dim"))
+        title = shown_title(hit.document_name, hit.document_title)
+        second = Text(" · ").join(Text(p, style=s) for p, s in ((title, "cyan"), (hit.provenance, "green")) if p)
+        for line in (first, second):
+            line.no_wrap, line.overflow = True, "ellipsis"   # cut at the end, never wrapped mid-field
+        yield Static(Text("\n").join([first, second]) if second.plain else first, id="detail-title")
         with VerticalScroll(id="detail-body"):
             yield Static("loading…", id="detail-before")
             yield Static("", id="detail-hit")
             yield Static("", id="detail-after")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.load()
@@ -66,6 +77,12 @@ class PassageDetailScreen(Screen):
 
     def _scroll_to_hit(self) -> None:
         self.query_one("#detail-body").scroll_to_widget(self.query_one("#detail-hit"), top=True, animate=False)
+
+    def action_copy_citation(self) -> None:
+        copy_citation(self.app, self.dataset, self.hit)
+
+    def action_open_source(self) -> None:
+        open_source(self.app, self.hit)
 
     @property
     def highlighted_range(self) -> tuple[int, int] | None:

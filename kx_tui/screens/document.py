@@ -15,8 +15,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from engine.backend import Backend
 from engine.errors import KxError
@@ -24,6 +23,8 @@ from engine.records import DocumentSummary, PassageSpan
 
 from ..messages import DocumentLoaded
 from ..render import size_text
+from ..widgets.footer import KeysFooter
+from .keys import HELP, KeysScreen, back_keys
 
 _SHADES = ("on #1d2b3a", "on #2e2338")  # alternate passages, so a boundary shows without a label
 
@@ -44,16 +45,30 @@ def provenance_table(document: DocumentSummary) -> Table:
     return table
 
 
-def passage_heading(span: PassageSpan) -> Text:
+def passage_heading(span: PassageSpan, shared: int = 0) -> Text:
+    """[chunk i/N], its characters, pages and section; and how much of its start the passage before covers too."""
     line = Text(span.label, style="bold magenta")
     line.append(f"  chars {span.char_start}–{span.char_end}", style="dim")
+    if shared > 0:
+        line.append(f" (first {shared} shared)", style="dim")  # with the passage before; underlined below
     if span.page_start is not None:
         pages = (f"p. {span.page_start}" if span.page_end in (None, span.page_start)
                  else f"pp. {span.page_start}–{span.page_end}")
         line.append(f"  {pages}", style="dim")
     if span.section:
         line.append(f"  § {span.section}", style="dim")
+    line.no_wrap, line.overflow = True, "ellipsis"   # a narrow view cuts the section's end, never wraps the label
     return line
+
+
+def shared_starts(passages: list[PassageSpan]) -> dict[int, int]:
+    """chunk index -> how many characters at the passage's start an earlier passage also covers (chunk_overlap)."""
+    out: dict[int, int] = {}
+    covered = 0
+    for span in sorted(passages, key=lambda p: (p.char_start, p.chunk_index)):
+        out[span.chunk_index] = max(0, min(covered, span.char_end) - span.char_start)
+        covered = max(covered, span.char_end)
+    return out
 
 
 def blocks(text: str, passages: list[PassageSpan]) -> list[tuple[PassageSpan | None, Text]]:
@@ -77,7 +92,7 @@ def blocks(text: str, passages: list[PassageSpan]) -> list[tuple[PassageSpan | N
     return out
 
 
-class DocumentScreen(Screen):
+class DocumentScreen(KeysScreen):
     DEFAULT_CSS = """
     DocumentScreen > #document-title { padding: 0 1; background: $primary-darken-2; text-style: bold; }
     DocumentScreen > #document-provenance { height: auto; padding: 0 1; border-bottom: solid $primary-darken-2; }
@@ -85,10 +100,12 @@ class DocumentScreen(Screen):
     DocumentScreen .passage-heading { margin-top: 1; }
     """
     BINDINGS = [
-        Binding("escape", "app.pop_screen", "Back", tooltip="back to the documents"),
+        *back_keys(),
         Binding("n", "next_passage", "Next passage", tooltip="scroll to the next passage"),
         Binding("p", "previous_passage", "Previous passage", tooltip="scroll to the previous passage"),
+        HELP,
     ]
+    HELP_TITLE = "document"
 
     def __init__(self, backend: Backend, dataset: str, document: DocumentSummary) -> None:
         super().__init__()
@@ -98,13 +115,14 @@ class DocumentScreen(Screen):
         self.text: str | None = None
         self.passages: list[PassageSpan] = []
         self.current = -1   # the passage scrolled to with n / p
+        self._left_at = 0.0  # the scroll position n / p left the view at
 
     def compose(self) -> ComposeResult:
         yield Static(Text.assemble((self.document.name, "bold cyan"), f"  · {self.dataset}"), id="document-title")
         yield Static(provenance_table(self.document), id="document-provenance")
         with VerticalScroll(id="document-body"):
             yield Static("loading…", id="document-loading")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.load()
@@ -124,9 +142,10 @@ class DocumentScreen(Screen):
         body = self.query_one("#document-body", VerticalScroll)
         await body.remove_children()
         widgets = []
+        shared = shared_starts(message.passages)
         for span, block in blocks(message.text, message.passages):
             if span is not None:
-                widgets.append(Static(passage_heading(span), classes="passage-heading",
+                widgets.append(Static(passage_heading(span, shared[span.chunk_index]), classes="passage-heading",
                                       id=f"passage-{span.chunk_index}"))
             widgets.append(Static(block))
         await body.mount_all(widgets)
@@ -136,10 +155,35 @@ class DocumentScreen(Screen):
             return
         self.current = max(0, min(len(self.passages) - 1, index))
         target = self.query_one(f"#passage-{self.passages[self.current].chunk_index}")
-        self.query_one("#document-body").scroll_to_widget(target, top=True, animate=False)
+        body = self.query_one("#document-body")
+        body.scroll_to_widget(target, top=True, animate=False, immediate=True)
+        self._left_at = body.scroll_y
+
+    def _heading_rows(self) -> list[int]:
+        return [self.query_one(f"#passage-{p.chunk_index}").virtual_region.y for p in self.passages]
+
+    def _where_left(self) -> bool:
+        """True while the view is where n / p last put it (the user has not scrolled since)."""
+        return self.current >= 0 and self.query_one("#document-body").scroll_y == self._left_at
 
     def action_next_passage(self) -> None:
-        self._scroll_to(self.current + 1)
+        """The next passage: after the one n / p went to, or else the first whose heading is below the view's top
+        line (a heading at the top is the passage being read, so the first n moves on from the first passage)."""
+        if not self.passages:
+            return
+        if self._where_left():
+            self._scroll_to(self.current + 1)
+            return
+        top = self.query_one("#document-body").scroll_y
+        below = [i for i, row in enumerate(self._heading_rows()) if row > top + 1]
+        self._scroll_to(below[0] if below else len(self.passages) - 1)
 
     def action_previous_passage(self) -> None:
-        self._scroll_to(self.current - 1)
+        if not self.passages:
+            return
+        if self._where_left():
+            self._scroll_to(self.current - 1)
+            return
+        top = self.query_one("#document-body").scroll_y
+        above = [i for i, row in enumerate(self._heading_rows()) if row < top]
+        self._scroll_to(above[-1] if above else 0)

@@ -9,15 +9,16 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from engine.backend import Backend
 from engine.records import DocumentSummary
 
 from ..messages import DocumentsLoaded
-from ..render import size_text
+from ..render import fit_columns, size_text
+from ..widgets.footer import KeysFooter
 from .document import DocumentScreen
+from .keys import HELP, KeysScreen, back_keys
 
 PAGE = 1000  # documents per backend call while loading the whole list
 
@@ -33,6 +34,8 @@ COLUMNS: list[tuple[str, str, Callable[[DocumentSummary], Any], Callable[[Docume
     ("source", "source", lambda d: Text(d.source_path or "—"), lambda d: d.source_path),
 ]
 _SORT_KEYS = {key: sort for key, _h, _c, sort in COLUMNS}
+# what a narrow terminal keeps, most important first (the name always, and whole)
+PRIORITY = ("name", "passages", "pages", "title", "size", "ingested", "type", "source")
 
 
 def _when(stamp: float) -> str:
@@ -56,19 +59,21 @@ def ordered(documents: list[DocumentSummary], key: str | None, reverse: bool) ->
     return sorted(known, key=sort, reverse=reverse) + unknown
 
 
-class DocumentsScreen(Screen):
+class DocumentsScreen(KeysScreen):
     DEFAULT_CSS = """
     DocumentsScreen > #documents-title { padding: 0 1; background: $primary-darken-2; text-style: bold; }
     DocumentsScreen > #documents-table { height: 1fr; }
     DocumentsScreen > #documents-count { height: 1; padding: 0 1; color: $text-muted; }
     """
     BINDINGS = [
-        Binding("escape", "app.pop_screen", "Back", tooltip="back to the workbench"),
+        *back_keys(q_shown=False),
         Binding("slash", "focus_filter", "Filter", key_display="/", tooltip="type to filter the documents"),
         Binding("ctrl+s", "cycle_sort", "Sort", tooltip="sort by the next column"),
         Binding("ctrl+r", "reverse_sort", "Reverse", tooltip="reverse the order"),
         Binding("down", "focus_table", "Table", show=False, tooltip="from the filter: into the table"),
+        HELP,
     ]
+    HELP_TITLE = "documents"
 
     def __init__(self, backend: Backend, dataset: str) -> None:
         super().__init__()
@@ -85,12 +90,10 @@ class DocumentsScreen(Screen):
                     id="documents-filter")
         yield DataTable(id="documents-table", cursor_type="row", zebra_stripes=True)
         yield Static("loading…", id="documents-count")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        for key, heading, _cell, _sort in COLUMNS:
-            table.add_column(heading, key=key)
+        self.columns: list[str] = []
         self.query_one(Input).focus()
         self.load()
 
@@ -115,14 +118,32 @@ class DocumentsScreen(Screen):
         words = self.query_one(Input).value.lower().split()
         self.shown = ordered([d for d in self.documents if matches(d, words)], self.sort_key, self.reverse)
         table = self.query_one(DataTable)
-        table.clear()
+        cells = {key: [cell(d) for d in self.documents] for key, _h, cell, _s in COLUMNS}
+        widths = {key: max([len(heading), *(len(str(getattr(c, "plain", c))) for c in cells[key])])
+                  for key, heading, _c, _s in COLUMNS}
+        available = (table.size.width or self.app.size.width) - 2   # less the scrollbar
+        columns = fit_columns(widths, PRIORITY, available, gap=2)   # DataTable pads each cell by 1 a side
+        if columns != self.columns:
+            table.clear(columns=True)
+            for key, heading, _cell, _sort in COLUMNS:
+                if key in columns:
+                    table.add_column(heading, key=key)
+            self.columns = columns
+        else:
+            table.clear()
         for document in self.shown:
-            table.add_row(*(cell(document) for _key, _h, cell, _sort in COLUMNS), key=document.ref)
+            table.add_row(*(cell(document) for key, _h, cell, _sort in COLUMNS if key in columns), key=document.ref)
         order = "ingest order" if self.sort_key is None else f"sorted by {self.sort_key}"
         arrow = " ↓" if self.reverse else " ↑"
+        hidden = len(COLUMNS) - len(columns)
         self.query_one("#documents-count", Static).update(
-            f"{len(self.shown):,} of {len(self.documents):,} documents · {order}{arrow} · "
-            "click a heading or Ctrl+S to sort · Enter opens")
+            f"{len(self.shown):,} of {len(self.documents):,} documents · {order}{arrow} · Enter opens"
+            + (f" · {hidden} column{'s' if hidden > 1 else ''} hidden: too narrow" if hidden else ""))
+        self._filled_for = table.size.width
+
+    def on_resize(self) -> None:
+        if self.documents is not None and self.query_one(DataTable).size.width != getattr(self, "_filled_for", 0):
+            self.call_after_refresh(self.refresh_rows)
 
     @on(Input.Changed, "#documents-filter")
     def _filter_changed(self, _event: Input.Changed) -> None:
@@ -152,7 +173,7 @@ class DocumentsScreen(Screen):
             return False  # "/" is typed into the filter
         if action == "focus_table" and not isinstance(self.focused, Input):
             return False
-        return True
+        return super().check_action(action, parameters)
 
     def action_focus_filter(self) -> None:
         self.query_one(Input).focus()

@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -16,6 +16,7 @@ from textual.widgets import Static
 class HelpScreen(ModalScreen):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
+    HelpScreen .help-title { text-align: center; }
     HelpScreen > #help-box {
         width: 84; max-width: 100%; height: auto; max-height: 100%;
         padding: 1 2; border: round $primary; background: $surface;
@@ -40,15 +41,17 @@ class HelpScreen(ModalScreen):
         return rows
 
     def compose(self) -> ComposeResult:
-        table = Table(title="kx — keys", show_header=False, expand=True, box=None, padding=(0, 2))
-        table.add_column(style="bold cyan", no_wrap=True)
-        table.add_column()
-        last = None
-        for title, keys, what in self.rows():
-            if title != last:
-                table.add_row(Text(title, style="dim italic"), "")
-                last = title
-            table.add_row(keys, what)
-        with Vertical(id="help-box"):
-            yield Static(table)
-            yield Static("Esc closes", classes="dim")
+        rows = self.rows()
+        key_width = max((len(keys) for _t, keys, _w in rows), default=1)
+        with VerticalScroll(id="help-box"):   # a small terminal scrolls it
+            yield Static(Text("kx — keys", style="bold"), classes="help-title")
+            for section in dict.fromkeys(title for title, _k, _w in rows):
+                table = Table(show_header=False, expand=True, box=None, padding=(0, 2, 0, 0))
+                table.add_column(style="bold cyan", no_wrap=True, width=key_width)
+                table.add_column(ratio=1)   # the descriptions take the room and wrap; the keys never do
+                for title, keys, what in rows:
+                    if title == section:
+                        table.add_row(keys, what)
+                yield Static(Text(section, style="dim italic"))
+                yield Static(table)
+            yield Static("Esc, q or ? closes", classes="dim")

@@ -17,9 +17,8 @@ from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.keys import key_to_character
-from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Header, Input, OptionList, Static
+from textual.widgets import Header, Input, OptionList, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from engine.errors import KxError
@@ -38,14 +37,15 @@ from ..messages import (
 )
 from ..warmup import BuildProgress
 from ..widgets.datasets import DatasetDetails, DatasetList
+from ..widgets.footer import KeysFooter
 from ..widgets.query import QueryBox
 from ..widgets.results import ResultsList
 from ..widgets.watch import WatchPanel
-from ..workbench import Workbench
 from .compare import CompareScreen
 from .detail import PassageDetailScreen
 from .documents import DocumentsScreen
-from .help import HelpScreen
+from .hits import copy_citation, open_source
+from .keys import HELP, HELP_F1, KeysScreen
 
 if TYPE_CHECKING:
     from engine.sparse import SparseIndex
@@ -73,7 +73,7 @@ def _typed(key: str) -> bool:
     return character is not None and character.isprintable()
 
 
-class MainScreen(Screen):
+class MainScreen(KeysScreen):
     # Inline, not CSS_PATH: Textual 8 loads a screen's CSS_PATH when it is pushed, never for the default screen.
     DEFAULT_CSS = """
     #body {
@@ -131,9 +131,14 @@ class MainScreen(Screen):
         Binding("w", "toggle_watch", "Watch", tooltip="watch the dataset's inbox folder (start/stop)"),
         Binding("a", "ask_agent", "Agent",
                 tooltip="ask the agent: a bounded research run over the dataset, with citations"),
-        Binding("question_mark", "help", "Help", key_display="?", tooltip="this help"),
+        Binding("y", "copy_citation", "Cite", tooltip="on a hit: copy its citation (document, pages, chunk, chars)"),
+        Binding("o", "open_source", "Open file", tooltip="on a hit: open its source file with the desktop's opener"),
+        HELP,
         Binding("q", "app.quit", "Quit", tooltip="quit"),
     ]
+    # what the footer keeps when the terminal is narrow, most important first (Help and Quit always stay)
+    FOOTER_PRIORITY = ("ask_agent", "compare", "documents", "cycle_mode", "toggle_watch", "toggle_rerank",
+                       "copy_citation", "focus_query", "open_source", "more", "fewer")
     # The one-letter keys type into the query box while it has focus.
     _TYPED_ACTIONS = frozenset(b.action for b in BINDINGS if any(_typed(k) for k in b.key.split(",")))
 
@@ -147,10 +152,6 @@ class MainScreen(Screen):
         self.held: str | None = None        # a query submitted before there was a dataset to ask
         self._build_timer: Timer | None = None
         self._highlighters: dict[tuple[str, bool], SparseIndex] = {}
-
-    @property
-    def kx(self) -> Workbench:
-        return self.app  # type: ignore[return-value]  # KxApp, seen through the face screens may use
 
     # -- layout -------------------------------------------------------------------
 
@@ -169,7 +170,7 @@ class MainScreen(Screen):
                 yield Static(FIRST_RUN, id="first-run")
                 yield ResultsList(id="results")
                 yield WatchPanel(kx.backend, kx.settings, settle_seconds=kx.watch_settle_seconds, id="watch")
-        yield Footer()
+        yield KeysFooter(self.FOOTER_PRIORITY)
 
     def on_mount(self) -> None:
         self.query_one("#build-progress").display = False
@@ -479,7 +480,7 @@ class MainScreen(Screen):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in self._TYPED_ACTIONS and isinstance(self.focused, Input):
-            return False
+            return None   # shown dimmed in the footer; the key is typed into the box
         return True
 
     def action_focus_query(self) -> None:
@@ -540,14 +541,21 @@ class MainScreen(Screen):
 
         self.app.push_screen(AgentScreen(self.kx.backend, self.dataset, self.query_one("#query", Input).value))
 
-    def action_help(self) -> None:
-        self.app.push_screen(HelpScreen(self.help_sections()))
+    def _hit(self):
+        results = self.query_one(ResultsList)
+        return None if results.highlighted is None else results.hit_at(results.highlighted)
+
+    def action_copy_citation(self) -> None:
+        copy_citation(self.app, self.result.dataset if self.result else "", self._hit())
+
+    def action_open_source(self) -> None:
+        open_source(self.app, self._hit())
 
     def help_sections(self) -> list[tuple[str, list[Binding]]]:
         """The keys of this screen and of the widgets on it, from their bindings (the help shows these)."""
         return [("workbench", list(self.BINDINGS)),
                 ("query box and results", [*QueryBox.BINDINGS, *ResultsList.BINDINGS]),
-                ("anywhere", [*self.kx.help_bindings()])]
+                ("anywhere", [HELP_F1, *self.kx.help_bindings()])]
 
     def system_commands(self) -> Iterable[SystemCommand]:
         yield SystemCommand("Focus query", "Jump to the query box", self.action_focus_query)
@@ -558,7 +566,6 @@ class MainScreen(Screen):
         yield SystemCommand("Watch inbox", "Start/stop ingesting the dataset's inbox folder", self.action_toggle_watch)
         yield SystemCommand("Ask the agent", "A bounded research run over the dataset", self.action_ask_agent)
         yield SystemCommand("Reload datasets", "List KX_HOME's datasets again", lambda: self.load_datasets())
-        yield SystemCommand("Keys", "Show every key binding", self.action_help)
 
     # -- errors -------------------------------------------------------------------
 

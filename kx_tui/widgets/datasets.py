@@ -56,19 +56,19 @@ class DatasetDetails(Static):
             self.update("")
             return
         table = Table.grid(padding=(0, 1))
-        table.add_column(style="dim")
-        table.add_column()
+        table.add_column(style="dim", no_wrap=True, min_width=9)   # "documents", "tokenizer" whole
+        table.add_column(no_wrap=True, overflow="ellipsis")   # a narrow sidebar cuts a value's end, never wraps
         table.add_row("dataset", Text(summary.name, style="bold"))
         table.add_row("documents", str(summary.documents))
         table.add_row("passages", str(summary.passages))
         table.add_row("created", _when(summary.created_at))
         fingerprint = summary.fingerprint or {}
-        for key in ("chunk_size", "chunk_overlap"):
-            if key in fingerprint:
-                table.add_row(key.replace("_", " "), str(fingerprint[key]))
+        if "chunk_size" in fingerprint:
+            overlap = fingerprint.get("chunk_overlap")
+            table.add_row("chunks", f"{fingerprint['chunk_size']}" + (f" / {overlap} overlap" if overlap else ""))
         for key, value in fingerprint.items():
             if key not in ("chunk_size", "chunk_overlap"):
                 shown = ("on" if value else "off") if isinstance(value, bool) else str(value)
-                label = key.replace("_version", "").replace("_", " ")  # short enough not to wrap
+                label = key.replace("_version", "").replace("embed_", "").replace("_", " ")  # short: never wraps
                 table.add_row(label, Text(shown, overflow="ellipsis", no_wrap=True))
         self.update(table)

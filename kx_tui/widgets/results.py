@@ -22,23 +22,6 @@ def rank_or_dash(rank: int | None) -> str:
     return f"#{rank}" if rank is not None else "—"
 
 
-def document_heading(hit: Hit, title_chars: int = _TITLE_CHARS) -> Text:
-    """The document's name, and its title beside it when that says more (cut to `title_chars`)."""
-    text = Text(hit.document_name, style="bold cyan")
-    title = _title(hit, title_chars)
-    if title:
-        text.append(f" — {title}", style="cyan")
-    return text
-
-
-def place(hit: Hit) -> Text:
-    """[chunk i/N], then pages and section path when known (p. 6–7 · 3 Model › 3.1 LRS model)."""
-    text = Text(hit.label)
-    if hit.provenance:
-        text.append(f" {hit.provenance}", style="green")
-    return text
-
-
 def _title(hit: Hit, limit: int) -> str | None:
     title = shown_title(hit.document_name, hit.document_title)
     if title and len(title) > limit:
@@ -46,29 +29,68 @@ def _title(hit: Hit, limit: int) -> str | None:
     return title
 
 
-def hit_header(hit: Hit, hits: Sequence[Hit] = ()) -> Text:
+def hit_header(hit: Hit, hits: Sequence[Hit] = (), width: int = 0) -> Text:
     """rank, score, document, [chunk i/N], dense and sparse ranks, MMR marker; then, on a line of
-    its own (so neither pushes the ranks off the first), the document's title, pages and section."""
+    its own (so neither pushes the ranks off the first), the document's title, pages and section.
+
+    With a `width`, no field is ever cut or wrapped in its middle: the first line
+    keeps rank, document and chunk label (a name too long for it loses its
+    start: the file name at its end says more); the fields that do not fit after them
+    leave it least important first: the score is dropped, the MMR markers and
+    then the retrievers' ranks move to the second line, which is cut with an
+    ellipsis at its end, never wrapped.
+    """
+    lead = Text()
+    lead.append(f"{hit.rank:>2} ", style="bold")
+    name = hit.document_name
+    room = width - lead.cell_len - 2 - len(hit.label)
+    if width and len(name) > room:   # a name too long for the line loses its start, never the chunk label
+        name = "…" + name[len(name) - max(room - 1, 1):]
+    head = Text()
+    head.append(name, style="bold cyan")
+    head.append(f"  {hit.label}")
+    ranks = Text(f"dense {rank_or_dash(hit.dense_rank)} · sparse {rank_or_dash(hit.sparse_rank)}", style="dim")
+    markers = [Text(m, style="magenta") for m in (mmr_marker(hit.mmr_moved), duplicate_marker(hit, hits)) if m]
+    score = Text(f"{hit.score:.4f}")
+    # (field, importance): the least important leaves the first line first
+    optional = [(ranks, 3), *((m, 2) for m in markers), (score, 1)]
+    first_len = lead.cell_len + head.cell_len
+    kept: list[Text] = []
+    moved: list[Text] = []
+    for field, _importance in sorted(optional, key=lambda f: -f[1]):
+        if not moved and (not width or first_len + 2 + field.cell_len <= width):
+            kept.append(field)
+            first_len += 2 + field.cell_len
+        else:
+            moved.append(field)
     line = Text()
-    line.append(f"{hit.rank:>2} ", style="bold")
-    line.append(f"{hit.score:.4f}  ")
-    line.append(hit.document_name, style="bold cyan")
-    line.append(f"  {hit.label}  ")
-    line.append(f"dense {rank_or_dash(hit.dense_rank)} · sparse {rank_or_dash(hit.sparse_rank)}", style="dim")
-    marker = mmr_marker(hit.mmr_moved)
-    if marker:
-        line.append(f"  {marker}", style="magenta")
-    duplicate = duplicate_marker(hit, hits)
-    if duplicate:
-        line.append(f"  {duplicate}", style="magenta")
+    line.append_text(lead)
+    if score in kept:
+        line.append_text(score)
+        line.append("  ")
+    line.append_text(head)
+    for field in (ranks, *markers):
+        if field in kept:
+            line.append("  ")
+            line.append_text(field)
+    second = Text()
+    for field in (f for f in (ranks, *markers) if f in moved):  # the score is the one field simply dropped
+        second.append(" · " if second.plain else "")
+        second.append_text(field)
     title = _title(hit, _TITLE_CHARS)
-    if title or hit.provenance:
+    for piece, style in ((title, "italic cyan"), (hit.provenance, "green")):
+        if piece:
+            second.append(" · " if second.plain else "")
+            second.append(piece, style=style)
+    if second.plain:
         line.append("\n   ")
-        if title:
-            line.append(title, style="italic cyan")
-        if title and hit.provenance:
-            line.append(" · ")
-        line.append(hit.provenance, style="green")
+        line.append_text(second)
+    if width:
+        lines = line.split("\n")
+        for part in lines:
+            part.no_wrap, part.overflow = True, "ellipsis"
+            part.truncate(width, overflow="ellipsis")
+        line = Text("\n").join(lines)
     return line
 
 
@@ -83,15 +105,29 @@ class ResultsList(OptionList):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.result: QueryResult | None = None
+        self.spans: dict[str, list[tuple[int, int]]] = {}
+        self._shown_width = 0
 
-    def show(self, result: QueryResult, spans: dict[str, list[tuple[int, int]]]) -> None:
-        self.result = result
+    def show(self, result: QueryResult, spans: dict[str, list[tuple[int, int]]], keep_place: bool = False) -> None:
+        highlighted = self.highlighted if keep_place else None
+        self.result, self.spans = result, spans
+        self._shown_width = width = self._width()
         self.clear_options()
         for i, hit in enumerate(result.hits):
             preview = passage_preview(hit, spans.get(hit.passage_ref, []))
-            self.add_option(Option(Group(hit_header(hit, result.hits), Padding(preview, (0, 0, 1, 3))), id=f"hit-{i}"))
+            self.add_option(Option(Group(hit_header(hit, result.hits, width), Padding(preview, (0, 0, 1, 3))),
+                                   id=f"hit-{i}"))
         if result.hits:
-            self.highlighted = 0
+            self.highlighted = highlighted if highlighted is not None else 0
+
+    def _width(self) -> int:
+        """Cells a hit's line may take: the list's width less its border, padding and scrollbar (0: not laid out)."""
+        width = self.scrollable_content_region.width
+        return max(0, width - 2) if width else 0
+
+    def on_resize(self) -> None:
+        if self.result is not None and self._width() != self._shown_width:
+            self.show(self.result, self.spans, keep_place=True)
 
     def hit_at(self, index: int) -> Hit | None:
         if self.result is None or not 0 <= index < len(self.result.hits):

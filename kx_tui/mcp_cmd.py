@@ -1,0 +1,106 @@
+"""`kx mcp`: serve kx's tools to LLM clients over the Model Context Protocol (engine/mcp_server.py).
+
+stdio by default (what Claude Desktop, Claude Code and most clients start);
+`--http` serves streamable HTTP at /mcp with the same token, Host and Origin
+rules as `kx serve`. Its own command rather than a route inside `kx serve`:
+a desktop client starts it per session over stdio, it serves any backend
+(`kx --gateway URL mcp` fronts a remote gateway), and the MCP SDK stays out
+of the gateway's process. In stdio mode stdout is the protocol: everything
+for a person goes to stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from .context import CONTEXT_SETTINGS, backend_of, bind_socket, settings_of, show_host
+from .stopping import StopSignals
+
+if TYPE_CHECKING:
+    import socket
+
+    from mcp.server.mcpserver import MCPServer
+
+    from engine import Settings
+
+DEFAULT_PORT = 50152
+_DRAIN_SECONDS = 10       # how long an HTTP stop waits for calls in flight
+_WARM_WAIT_SECONDS = 30   # how long leaving waits for the model's load to end
+
+
+@click.command("mcp", context_settings=CONTEXT_SETTINGS)
+@click.option("--http", "use_http", is_flag=True, help="Serve streamable HTTP at /mcp instead of stdio.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="With --http: the address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True,
+              help="With --http: the TCP port.")
+@click.option("--allow-ingest", is_flag=True, help="Offer ingest_text (and ingest_file with --allow-path); "
+                                                   "read-only without it.")
+@click.option("--allow-path", "allow_paths", multiple=True, type=click.Path(path_type=Path), metavar="FOLDER",
+              help="A folder ingest_file may read from (repeatable; symlinks are resolved before the check).")
+@click.option("--quiet", "-q", is_flag=True, help="With --http: no line per request on stderr.")
+@click.option("--log-json", is_flag=True, help="With --http: log each request as one JSON line.")
+@click.pass_context
+def mcp(ctx: click.Context, use_http: bool, host: str, port: int, allow_ingest: bool, allow_paths: tuple[Path, ...],
+        quiet: bool, log_json: bool) -> None:
+    """Serve kx to LLM clients over MCP: list_datasets, search, read_document, list_documents.
+
+    Add it to Claude Code with `claude mcp add kx -- kx mcp`. Hits come with
+    citations ([document p. 6, chunk 3/12]). --allow-ingest adds ingest_text;
+    --allow-path FOLDER adds ingest_file, confined to FOLDER. With --http
+    every request needs 'Authorization: Bearer TOKEN' ($KX_HOME/gateway.token).
+    """
+    from engine.mcp_server import Policy, build_server, warm_in_background
+
+    settings = settings_of(ctx)
+    policy = Policy.of(allow_ingest, allow_paths, settings.max_document_bytes)
+    sock = bind_socket(host, port) if use_http else None
+    backend = backend_of(ctx, settings)
+    try:
+        server = build_server(backend, policy)
+        warming = warm_in_background(backend, lambda line: click.echo(line, err=True))
+        if sock is None:
+            server.run("stdio")  # until the client closes stdin
+        else:
+            _serve_http(server, settings, sock, host, None if quiet else ("json" if log_json else "text"))
+    finally:
+        backend.close()
+        if sock is not None:
+            sock.close()
+    # a client that leaves while the model still loads: let the load end (leaving the interpreter while a
+    # thread is inside ONNX Runtime aborts the process); past the wait, leave without finalising
+    warming.join(_WARM_WAIT_SECONDS)
+    if warming.is_alive():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def _serve_http(server: MCPServer, settings: Settings, sock: socket.socket, host: str, log: str | None) -> None:
+    import uvicorn
+
+    from engine.gateway import ensure_token, token_path
+    from engine.mcp_server import http_app
+    from engine.request_log import RequestLog
+
+    token = ensure_token(settings.home)
+    app = http_app(server, token, max_bytes=settings.max_request_bytes, bind_host=host,
+                   allowed_hosts=settings.gateway_allowed_hosts, allowed_origins=settings.gateway_allowed_origins)
+    if log is not None:  # outermost: requests the guard refuses are logged too
+        app = RequestLog(app, json_lines=log == "json")
+    click.echo(f"kx mcp on http://{show_host(host)}:{sock.getsockname()[1]}/mcp (KX_HOME {settings.home})")
+    click.echo(f"token: {token_path(settings.home)} (send 'Authorization: Bearer <token>')")
+    click.echo("Ctrl-C or SIGTERM stops it.")
+    uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                                       timeout_graceful_shutdown=_DRAIN_SECONDS))
+    # as in `kx serve`: the handlers only count a stop, which sets uvicorn's own flag; its re-raise of the
+    # signal once drained lands on them too, so the process exits 0 (kx_tui/stopping.py)
+    with StopSignals(give_up_after=_DRAIN_SECONDS + 5, exit_code=0,
+                     last_words="kx mcp: requests still in flight after the drain; leaving now") as stop:
+        stop.also_flag = lambda: setattr(uv, "should_exit", True)
+        uv.should_exit = bool(stop.count)
+        uv.run(sockets=[sock])

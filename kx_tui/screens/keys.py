@@ -1,0 +1,45 @@
+"""The keys every workbench screen shares: `?` shows this screen's keys, `q` closes it (quits from the main one).
+
+`KeysScreen` is the base of every full screen: its help is built from the
+screen's own bindings (and the app's), never from a hand-kept table. While a
+text box has focus Textual gives it the printable keys (`q`, `?` are typed);
+F1 still shows the keys there, and the footer says so.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from textual.binding import Binding
+from textual.screen import Screen
+
+from ..workbench import Workbench
+from .help import HelpScreen
+
+HELP = Binding("question_mark", "show_keys", "Help", key_display="?", tooltip="the keys of this screen")
+HELP_F1 = Binding("f1", "show_keys", "Help", show=False, tooltip="the keys of this screen (in a text box too)")
+
+
+def back_keys(q_shown: bool = True) -> list[Binding]:
+    """Esc and q both close a pushed screen; the footer shows one of them (q, unless a text box usually has focus)."""
+    return [Binding("escape", "app.pop_screen", "Back", show=not q_shown, tooltip="back to the previous screen"),
+            Binding("q", "close", "Back", show=q_shown, tooltip="close this screen (in a text box, q is typed)")]
+
+
+class KeysScreen(Screen):
+    BINDINGS = [HELP_F1]   # every screen's; Textual merges it with the subclass's own
+    HELP_TITLE = "this screen"
+
+    @property
+    def kx(self) -> Workbench:
+        return self.app  # type: ignore[return-value]  # KxApp, seen through the face screens may use
+
+    def help_sections(self) -> list[tuple[str, Sequence[Binding]]]:
+        return [(self.HELP_TITLE, [b for b in self.BINDINGS if isinstance(b, Binding)]),
+                ("anywhere", [HELP_F1, *self.kx.help_bindings()])]
+
+    def action_show_keys(self) -> None:
+        self.app.push_screen(HelpScreen(self.help_sections()))
+
+    def action_close(self) -> None:
+        self.app.pop_screen()
