@@ -47,6 +47,7 @@ class Engine:
         self._card: Any = _UNSET if embedder is _UNSET else (embedder.card if embedder else None)  # ModelCard | None
         self._searchers: dict[str, DatasetSearcher] = {}
         self._searchers_lock = threading.Lock()
+        self._model_lock = threading.Lock()
 
     # -- the model ----------------------------------------------------------------
 
@@ -58,9 +59,13 @@ class Engine:
 
     def embedder(self) -> Embedder | None:
         if self._embedder is _UNSET:
-            from .embedders import load_embedder
+            # one load even when a server's warm-up and its first request ask at once (two would share 2 cores)
+            with self._model_lock:
+                if self._embedder is _UNSET:
+                    from .embedders import load_embedder
 
-            self._embedder = load_embedder(self.model_card(), self.settings, lambda line: self._notice(line))
+                    self._embedder = load_embedder(self.model_card(), self.settings,
+                                                   lambda line: self._notice(line))
         return self._embedder
 
     def _notice(self, line: str) -> None:

@@ -320,6 +320,9 @@ class HitOut(BaseModel):
     mmr_moved: int
     duplicate_of: str | None = Field(
         default=None, description="MMR: the passage ref of a higher hit this one nearly repeats, else null.")
+    answer_span: tuple[int, int] | None = Field(
+        default=None, description="[start, end) in the document's text of the sentence or two of the passage "
+                                  "that best answer the query; null without query text.")
 
 
 class QueryOut(BaseModel):
