@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from .backend import check_page
 from .config import Settings, load_settings
-from .dataset import Dataset, list_dataset_names
+from .dataset import Dataset, list_dataset_names, validate_name
 from .documents import DocumentInput
 from .errors import KxError, Status, not_found
 from .models import ModelCard, model_card_for
 from .onnx_cache import runtime_status
 from .records import DatasetSummary, DocumentSummary, IngestReport, PassageSpan, QueryResult
-from .storage_errors import storage_errors
+from .storage_errors import check_catalogue_kept, check_home_writable, reads_still_work, storage_errors
 from .version import __version__
 
 if TYPE_CHECKING:
@@ -192,6 +192,9 @@ class Engine:
         """engine.ingest.run_ingest on this engine, its storage failures turned into KxErrors."""
         from .ingest import run_ingest
 
+        folder = self.settings.datasets_dir / validate_name(name)  # a bad name touches no file
+        check_home_writable(self.settings.home, self.settings.datasets_dir)
+        check_catalogue_kept(folder)
         with storage_errors(self.settings.datasets_dir / name):
             return run_ingest(self, name, documents, vectors, on_event)
 
@@ -231,9 +234,10 @@ class Engine:
                 with storage_errors(dataset.folder):
                     dataset.heal_if_behind()
             except KxError as exc:
-                if exc.status is not Status.RESOURCE_EXHAUSTED:
+                if exc.status is not Status.RESOURCE_EXHAUSTED and not reads_still_work(exc):
                     raise
-                # a full disk: answer from what the indexes hold, say so; the next query catches them up
+                # a full disk or a read-only home: answer from what the indexes hold, say so; a later
+                # query catches them up once they can be written
                 stale = f"the indexes could not catch up with the newest documents ({exc.message})"
             try:
                 searcher = DatasetSearcher(dataset, self.settings.bm25_k1, self.settings.bm25_b)

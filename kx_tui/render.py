@@ -256,18 +256,26 @@ def duplicate_marker(hit: Hit, hits: Sequence[Hit]) -> str:
 
 
 def passage_preview(hit: Hit, spans: list[tuple[int, int]], limit: int = _PREVIEW_CHARS) -> Text:
-    """The passage with the query's words highlighted, whitespace folded, cut to about `limit` characters.
+    """The passage with the query's words highlighted and its answer_span underlined, whitespace folded,
+    cut to about `limit` characters.
 
-    The window starts a little before the first matching word, so a match deep
-    in a long passage is still on screen.
+    The window starts a little before the answering sentence (else the first
+    matching word), so an answer deep in a long passage is still on screen.
     """
+    answer = None
+    if hit.answer_span is not None:
+        a, b = hit.answer_span[0] - hit.char_start, hit.answer_span[1] - hit.char_start
+        if 0 <= a < b <= len(hit.text):
+            answer = (a, b)
+    focus = answer[0] if answer else spans[0][0] if spans else 0
     start = 0
-    if spans and spans[0][0] > limit * 0.6:
-        start = hit.text.rfind(" ", 0, max(0, spans[0][0] - 60)) + 1
+    if focus > limit * 0.6:
+        start = hit.text.rfind(" ", 0, max(0, focus - 60)) + 1
     end = min(len(hit.text), start + limit)
     out = Text()
     if start > 0:
         out.append("… ", style="dim")
+    shift = len(out.plain) - start  # text offset -> offset in `out`
     last = start
     for a, b in spans:
         if b <= start:
@@ -279,6 +287,8 @@ def passage_preview(hit: Hit, spans: list[tuple[int, int]], limit: int = _PREVIE
         out.append(hit.text[a:min(b, end)], style="bold yellow")
         last = min(b, end)
     out.append(hit.text[last:end])
+    if answer and answer[0] < end and answer[1] > start:
+        out.stylize("underline", max(answer[0], start) + shift, min(answer[1], end) + shift)
     if end < len(hit.text):
         out.append(" …", style="dim")
     folded = Text()
