@@ -20,6 +20,7 @@ from engine.errors import KxError, Status
 from engine.records import DocumentStatus, RetrievalMode
 
 from .agent_cmd import agent as agent_group
+from .completion_cmd import completion as completion_command
 from .context import CONTEXT_SETTINGS, backend_of, local_engine, parse_sets, settings_of
 from .documents_cmd import documents as documents_command
 from .embed_cmd import embed as embed_command
@@ -31,6 +32,7 @@ from .render import (
     print_datasets,
     print_info,
     print_ingest_line,
+    print_ingest_notes,
     print_ingest_summary,
     print_query,
 )
@@ -52,7 +54,7 @@ _INGEST_GIVE_UP_SECONDS = 9.0  # after Ctrl-C / SIGTERM, an ingest that found no
                    "in-process (overrides KX_GATEWAY).")
 @click.option("--token", envvar="KX_GATEWAY_TOKEN", default=None, metavar="TOKEN",
               help="The gateway's bearer token (default: KX_GATEWAY_TOKEN, else $KX_HOME/gateway.token).")
-@click.version_option(package_name="kx", prog_name="kx")
+@click.version_option(package_name="kx", prog_name="kx", message="%(prog)s %(version)s")
 @click.pass_context
 def cli(ctx: click.Context, home: Path | None, sets: tuple[str, ...], gateway: str | None,
         token: str | None) -> None:
@@ -179,9 +181,16 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
                                   "run the same command again to add the rest (what is in comes back unchanged)")
 
         report = engine.ingest(name, docs, on_event=on_event)
+    from .documents_cmd import added_notes
+
+    notes = added_notes(engine, name, report)   # what the extractors noted, e.g. an HTML page without its body
     if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2))
+        data = report.to_dict()
+        for result in data["results"]:
+            result["notes"] = notes.get(result.get("ref") or "", [])
+        click.echo(json.dumps(data, indent=2))
     else:
+        print_ingest_notes(out, report, notes)
         print_ingest_summary(out, report)
     refused = [r for r in report.results if r.status == DocumentStatus.REFUSED]
     if refused:
@@ -192,7 +201,9 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
 
 @datasets.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("name")
-@click.option("--text", "-t", "text", required=True, help="The question or words to search for.")
+@click.argument("question", nargs=-1)
+@click.option("--text", "-t", "text", default=None,
+              help="The question or words to search for (or give them after NAME, quoted or not).")
 @click.option("--k", "-k", "k", type=int, default=None, help="How many passages to return (default KX_DEFAULT_K, "
               "clamped to KX_MAX_K).")
 @click.option("--mode", type=click.Choice(list(RetrievalMode), case_sensitive=False), default=None,
@@ -201,9 +212,19 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
               help="MMR pass that keeps near-duplicates apart (default KX_RERANK).")
 @click.option("--json", "as_json", is_flag=True, help="Print every field of every hit as JSON.")
 @click.pass_context
-def query(ctx: click.Context, name: str, text: str, k: int | None, mode: str | None, rerank: str | None,
-          as_json: bool) -> None:
-    """Ask dataset NAME a question; print the passages that answer it, with provenance."""
+def query(ctx: click.Context, name: str, question: tuple[str, ...], text: str | None, k: int | None,
+          mode: str | None, rerank: str | None, as_json: bool) -> None:
+    """Ask dataset NAME a QUESTION; print the passages that answer it, with provenance.
+
+    \b
+    kx datasets query handbook "how long do I have to return a logger?"
+    kx datasets query handbook --text "how long do I have to return a logger?"
+    """
+    if question and text is not None:
+        raise click.UsageError("give the question once: after NAME or with --text, not both")
+    text = " ".join(question) if question else text
+    if not text or not text.strip():
+        raise click.UsageError('missing the question: kx datasets query NAME "your question"')
     settings = settings_of(ctx)
     engine = backend_of(ctx, settings)
     result = engine.query(name, text, k=k, mode=mode, rerank=None if rerank is None else rerank.lower() == "on")
@@ -276,6 +297,7 @@ cli.add_command(serve_command)
 cli.add_command(models_group)
 cli.add_command(agent_group)
 cli.add_command(mcp_command)
+cli.add_command(completion_command)
 
 
 def _fail(status_name: str, message: str, code: int) -> None:

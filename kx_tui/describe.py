@@ -23,7 +23,8 @@ def describe_watch_event(event: WatchEvent, where: str) -> str | None:
     if isinstance(event, Refused):
         return f"[red]refused  [/] {shown}: {escape(event.reason)}"
     if isinstance(event, BatchDone):
-        return (f"[bold]batch {event.batch}[/]: {event.added} added ({event.passages_added:,} passages), "
+        plural = "" if event.passages_added == 1 else "s"
+        return (f"[bold]batch {event.batch}[/]: {event.added} added ({event.passages_added:,} passage{plural}), "
                 f"{event.unchanged} unchanged, {event.refused} refused in {event.seconds:.2f} s; "
                 f"the dataset holds {event.documents:,} documents, {event.passages:,} passages")
     if isinstance(event, WatchError) and not event.fatal:

@@ -11,9 +11,27 @@ import json
 
 import click
 
+from engine.backend import Backend
+from engine.records import DocumentStatus, IngestReport
+
 from .context import CONTEXT_SETTINGS, backend_of, settings_of
 
 PAGE = 100
+
+
+def added_notes(backend: Backend, name: str, report: IngestReport) -> dict[str, list[str]]:
+    """ref -> what the extractor noted (a page without a text layer, an HTML page without its body) for each
+    document this ingest added. The added documents are the dataset's last ones, read back a page at a time."""
+    refs = {r.ref for r in report.results if r.status == DocumentStatus.ADDED and r.ref}
+    notes: dict[str, list[str]] = {}
+    offset = report.documents - len(refs)
+    while refs and offset < report.documents:
+        page = backend.list_documents(name, offset=offset, limit=1000)
+        if not page:
+            break
+        notes.update({d.ref: list(d.notes) for d in page if d.ref in refs and d.notes})
+        offset += len(page)
+    return notes
 
 
 @click.command("documents", context_settings=CONTEXT_SETTINGS)

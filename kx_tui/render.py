@@ -29,21 +29,57 @@ def _when(stamp: float) -> str:
     return _dt.datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M") if stamp else "-"
 
 
+Column = tuple[str, str]   # (heading, justify)
+
+
+def print_table(console: _RichConsole, columns: Sequence[Column], rows: Sequence[Sequence[str]],
+                priority: Sequence[str] | None = None) -> list[str]:
+    """A table of plain-text cells whose every value is printed whole; returns the headings left out.
+
+    On a terminal the table fits its width by leaving out whole columns, least
+    important last in `priority` first (default: the order given), never by
+    cutting values. Off a terminal (a pipe, a file) every column is printed at
+    its full width whatever the width the console assumes.
+    """
+    headings = [heading for heading, _j in columns]
+    widths = {h: max([len(h), *(Text(row[i]).cell_len for row in rows)]) for i, h in enumerate(headings)}
+    shown = (fit_columns(widths, priority or headings, console.width, gap=2) if console.is_terminal
+             else headings)
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold", padding=(0, 2, 0, 0))
+    for heading, justify in columns:
+        if heading in shown:
+            table.add_column(heading, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for row in rows:
+        table.add_row(*(Text(cell) for cell, heading in zip(row, headings) if heading in shown))
+    if console.is_terminal:
+        console.print(table)
+    else:   # a pipe: the console assumes 80 columns; print at the table's own width instead
+        assumed = console.width
+        console.width = sum(widths[h] + 2 for h in shown)
+        try:
+            console.print(table, crop=False)
+        finally:
+            console.width = assumed
+    left_out = [h for h in headings if h not in shown]
+    if left_out:
+        console.print(f"[dim]({', '.join(left_out)}: left out to fit {console.width} columns; "
+                      "--json or a wider terminal shows them)[/]")
+    return left_out
+
+
 def print_datasets(console: _RichConsole, summaries: list[DatasetSummary]) -> None:
     if not summaries:
         console.print("No datasets yet. Add one with: kx datasets ingest NAME --file FILE")
         return
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
     waiting = any(s.backlog for s in summaries)  # the column only while some ingest's embedding is unfinished
-    for column, justify in (("name", "left"), ("documents", "right"), ("passages", "right"),
-                            *((("to embed", "right"),) if waiting else ()),
-                            ("embedding model", "left"), ("created", "left")):
-        table.add_column(column, justify=justify)
-    for s in summaries:
-        backlog = (f"{s.backlog:,}" if s.backlog else "-",) if waiting else ()
-        table.add_row(escape(s.name), f"{s.documents:,}", f"{s.passages:,}", *backlog, escape(s.embed_model or "-"),
-                      _when(s.created_at))
-    console.print(table)
+    print_table(console, [("name", "left"), ("documents", "right"), ("passages", "right"),
+                          *((("to embed", "right"),) if waiting else ()),
+                          ("embedding model", "left"), ("created", "left")],
+                [[s.name, f"{s.documents:,}", f"{s.passages:,}",
+                  *((f"{s.backlog:,}" if s.backlog else "-",) if waiting else ()),
+                  s.embed_model or "-", _when(s.created_at)]
+                 for s in summaries],
+                ["name", "documents", "passages", *(("to embed",) if waiting else ()), "created", "embedding model"])
     if waiting:
         console.print("[dim]to embed: passages keyword-searchable but not yet in dense search; "
                       "`kx datasets embed NAME` finishes them[/]")
@@ -87,22 +123,13 @@ def print_documents(console: _RichConsole, dataset: str, documents: list[Documen
                                                                         if total else " yet"))
         return
     titled = any(d.title for d in documents)
-    wide = console.width >= 120  # below that the paths would squeeze the names; --json has everything
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    table.add_column("name", no_wrap=True, overflow="ellipsis", max_width=36)
-    if titled:
-        table.add_column("title", no_wrap=True, overflow="ellipsis", max_width=36)
-    for column in ("pages", "passages", "size"):
-        table.add_column(column, justify="right", no_wrap=True)
-    table.add_column("type", no_wrap=True, overflow="ellipsis", max_width=24)
-    table.add_column("ingested", no_wrap=True)
-    if wide:
-        table.add_column("source", no_wrap=True, overflow="ellipsis", max_width=60)
-    for d in documents:
-        table.add_row(escape(d.name), *((escape(d.title or "-"),) if titled else ()),
-                      "-" if d.pages is None else str(d.pages), f"{d.passages:,}", size_text(d.size),
-                      escape(d.media_type), _when(d.ingested_at), *((escape(d.source_path or "-"),) if wide else ()))
-    console.print(table)
+    columns: list[Column] = [("name", "left"), *([("title", "left")] if titled else []), ("pages", "right"),
+                             ("passages", "right"), ("size", "right"), ("type", "left"), ("ingested", "left"),
+                             ("source", "left")]
+    rows = [[d.name, *([d.title or "-"] if titled else []), "-" if d.pages is None else str(d.pages),
+             f"{d.passages:,}", size_text(d.size), d.media_type, _when(d.ingested_at), d.source_path or "-"]
+            for d in documents]
+    print_table(console, columns, rows, ["name", "passages", "pages", "title", "size", "source", "ingested", "type"])
     last = offset + len(documents)
     more = f"; --offset {last} for the next ones" if last < total else ""
     console.print(f"[dim]{escape(dataset)}: documents {offset + 1}–{last} of {total:,}{more}[/]")
@@ -120,6 +147,13 @@ def print_ingest_line(console: _RichConsole, result: DocumentResult) -> None:
     else:
         plural = "" if result.passages == 1 else "s"
         console.print(f"{label} {name} ({result.passages} passage{plural})")
+
+
+def print_ingest_notes(console: _RichConsole, report: IngestReport, notes: dict[str, list[str]]) -> None:
+    """One `note:` line per thing an extractor could not do, naming the document."""
+    for result in report.results:
+        for note in notes.get(result.ref or "", []):
+            console.print(f"[yellow]note[/]: {escape(result.name)}: {escape(note)}")
 
 
 def print_ingest_summary(console: _RichConsole, report: IngestReport) -> None:
@@ -163,13 +197,9 @@ def print_info(console: _RichConsole, data: dict[str, Any]) -> None:
                 console.print(f"device       {device}: {why}")
     for advisory in data["advisories"]:
         console.print(f"[yellow]advisory[/]: {escape(advisory)}")
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for column in ("setting", "value", "source", "environment"):
-        table.add_column(column)
-    for row in data["settings"]:
-        table.add_row(row["name"], escape(str(row["value"])), escape(row["source"]), row["env"])
     console.print()
-    console.print(table)
+    print_table(console, [("setting", "left"), ("value", "left"), ("source", "left"), ("environment", "left")],
+                [[row["name"], str(row["value"]), row["source"], row["env"]] for row in data["settings"]])
 
 
 _PREVIEW_CHARS = 320
@@ -199,18 +229,26 @@ def duplicate_marker(hit: Hit, hits: Sequence[Hit]) -> str:
 
 
 def passage_preview(hit: Hit, spans: list[tuple[int, int]], limit: int = _PREVIEW_CHARS) -> Text:
-    """The passage with the query's words highlighted, whitespace folded, cut to about `limit` characters.
+    """The passage with the query's words highlighted and its answer_span underlined, whitespace folded,
+    cut to about `limit` characters.
 
-    The window starts a little before the first matching word, so a match deep
-    in a long passage is still on screen.
+    The window starts a little before the answering sentence (else the first
+    matching word), so an answer deep in a long passage is still on screen.
     """
+    answer = None
+    if hit.answer_span is not None:
+        a, b = hit.answer_span[0] - hit.char_start, hit.answer_span[1] - hit.char_start
+        if 0 <= a < b <= len(hit.text):
+            answer = (a, b)
+    focus = answer[0] if answer else spans[0][0] if spans else 0
     start = 0
-    if spans and spans[0][0] > limit * 0.6:
-        start = hit.text.rfind(" ", 0, max(0, spans[0][0] - 60)) + 1
+    if focus > limit * 0.6:
+        start = hit.text.rfind(" ", 0, max(0, focus - 60)) + 1
     end = min(len(hit.text), start + limit)
     out = Text()
     if start > 0:
         out.append("… ", style="dim")
+    shift = len(out.plain) - start  # text offset -> offset in `out`
     last = start
     for a, b in spans:
         if b <= start:
@@ -222,6 +260,8 @@ def passage_preview(hit: Hit, spans: list[tuple[int, int]], limit: int = _PREVIE
         out.append(hit.text[a:min(b, end)], style="bold yellow")
         last = min(b, end)
     out.append(hit.text[last:end])
+    if answer and answer[0] < end and answer[1] > start:
+        out.stylize("underline", max(answer[0], start) + shift, min(answer[1], end) + shift)
     if end < len(hit.text):
         out.append(" …", style="dim")
     folded = Text()

@@ -108,7 +108,8 @@ def test_the_outline_gives_nested_sections_at_their_headings() -> None:
     assert extracted.text[deep.start:deep.start + 19] == "A. Google DeepDream"
     assert section_path(extracted.sections, deep.start + 50) == "III Image Data › III-A Google DeepDream"
     assert [s.start for s in extracted.sections] == sorted(s.start for s in extracted.sections)
-    assert extracted.title == "Art in Machine Learning"  # what the PDF's metadata says (its LaTeX left it stale)
+    # its metadata says "Art in Machine Learning" (its LaTeX left it stale): the first page's heading wins
+    assert extracted.title == "Creativity in Machine Learning"
 
 
 @needs_docs
@@ -418,3 +419,18 @@ def test_an_abandoned_extraction_stops_its_workers() -> None:
     assert _our_workers()
     stream.close()
     assert _our_workers() == []
+
+
+def test_a_pdf_title_comes_from_metadata_only_when_the_first_page_agrees() -> None:
+    from engine.extract.pdf import pick_title
+
+    page = "1\nThe WiLI benchmark dataset for written\nlanguage identification\nMartin Thoma\nAbstract—This paper"
+    # nine of its ten words are at the top of the page: the metadata's fuller title is kept
+    assert pick_title("The WiLI benchmark dataset for written natural language identification", page) == \
+        "The WiLI benchmark dataset for written natural language identification"
+    creativity = "1\nCreativity in Machine Learning\nMartin Thoma\nE-Mail: info@martin-thoma.de\nAbstract—Recent"
+    assert pick_title("Art in Machine Learning", creativity) == "Creativity in Machine Learning"
+    assert pick_title("Microsoft Word - draft3.docx", "The Crazy Ones\nOctober 14, 1998\n") == "The Crazy Ones"
+    assert pick_title(None, "English:\nHello World\n") is None          # a label, not a heading
+    assert pick_title(None, "A PDF with a JPEG image.") is None          # a sentence, not a heading
+    assert pick_title(None, "") is None

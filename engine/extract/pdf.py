@@ -15,6 +15,11 @@ us join "experi-/ence" without guessing at every hyphen.
   with a capital or a digit ("Niger-Congo"): those keep their hyphen.
 - Outline entries become sections, placed at their heading's line when the
   title is found on its page, else at the page's start.
+- The title: the metadata's, only when it plausibly names this document (most
+  of its significant words are at the top of the first page: metadata is often
+  a template's or an earlier draft's, "Art in Machine Learning" on a paper
+  titled "Creativity in Machine Learning"); else the first page's first line
+  when it reads as a heading; else none.
 - Refusals: password-protected; damaged or truncated (PDFium's reason); no
   text layer at all (a scan: fewer than `_MIN_TEXT_CHARS` letters or digits
   in the whole file, suggesting OCR); more pages than `Limits.max_pages`,
@@ -94,7 +99,7 @@ def extract_pdf(data: bytes, label: str, limits: Limits) -> Extracted:
                 page.close()
             raw_pages.append(raw)
         outline = _outline(pdf)
-        title = (pdf.get_metadata_dict().get("Title") or "").strip() or None
+        metadata_title = (pdf.get_metadata_dict().get("Title") or "").strip() or None
     finally:
         pdf.close()
 
@@ -108,6 +113,7 @@ def extract_pdf(data: bytes, label: str, limits: Limits) -> Extracted:
         pieces.append(page)
         offset += len(page) + len(PAGE_SEPARATOR)
     text = PAGE_SEPARATOR.join(pieces)
+    title = pick_title(metadata_title, pages[0] if pages else "")
     notes = []
     if image_pages:
         which = _page_list(image_pages)
@@ -116,6 +122,43 @@ def extract_pdf(data: bytes, label: str, limits: Limits) -> Extracted:
     return Extracted(text=text, media_type="application/pdf", page_starts=tuple(starts),
                      sections=_sections(outline, text, starts), title=title, notes=tuple(notes),
                      extractor=extractor_id(), metadata={"pages": str(count)})
+
+
+_TITLE_STOPWORDS = frozenset("a an and as at by for from in into of on or the to with".split())
+_HEAD_CHARS = 600   # the top of the first page, where a title is printed
+
+
+def _significant(text: str) -> list[str]:
+    return [w for w in re.findall(r"\w+", text.casefold()) if len(w) > 1 and w not in _TITLE_STOPWORDS]
+
+
+def pick_title(metadata: str | None, first_page: str) -> str | None:
+    """The metadata title when at least 80% of its significant words are at the top of the first page;
+    else the first page's first line when it reads as a heading; else None."""
+    head = first_page[:_HEAD_CHARS]
+    if metadata:
+        wanted = _significant(metadata)
+        present = set(_significant(head))
+        if wanted and sum(w in present for w in wanted) >= 0.8 * len(wanted):
+            return " ".join(metadata.split())
+    return _first_heading(head)
+
+
+def _first_heading(head: str) -> str | None:
+    """The first line that is not a bare page number, if it looks like a title: 2-20 words, mostly letters,
+    not a sentence or a label (no final . : ; ,), no e-mail or link, not an arXiv stamp."""
+    for line in head.splitlines():
+        line = " ".join(line.split())
+        if not line or line.isdigit():
+            continue
+        words = line.split()
+        letters = sum(ch.isalpha() for ch in line)
+        if (2 <= len(words) <= 20 and len(line) <= 150 and letters >= 0.6 * len(line.replace(" ", ""))
+                and line[-1] not in ".:;," and "@" not in line and "://" not in line
+                and not line.casefold().startswith("arxiv")):
+            return line
+        return None
+    return None
 
 
 def _alnum(text: str) -> int:

@@ -102,8 +102,7 @@ class WatchPanel(Vertical):
         self.watcher = watcher
         self.set_class(True, "-watching")
         self.set_class(False, "-stopped")
-        self.log_line(f"[b]watching[/b] {escape(str(folder))} → {escape(dataset)}")
-        self._show_header(0)
+        self._show_header(0)   # the header says what is watched; the log has only what happens
 
     def stop(self) -> None:
         watcher, self.watcher = self.watcher, None
