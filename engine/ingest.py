@@ -126,7 +126,7 @@ def run_ingest(
     created = not dataset.exists()
     unusable_model = False
     # the model loads (a first use exports it) while stage 1 reads and commits: no wait before the first answer
-    model = _ModelLoader(engine, emit, start=given is None and bool(getattr(dataset, "defers_embedding", False)))
+    model = _ModelLoader(engine, emit, wanted=given is None and bool(getattr(dataset, "defers_embedding", False)))
     totals = (0, 0)
     results: list[DocumentResult | None] = [None] * len(docs)
     try:
@@ -136,13 +136,16 @@ def run_ingest(
                 _check_stored(name, stored, current, given is not None)
             fingerprint = stored or current
             defers = bool(getattr(dataset, "defers_embedding", False))
-            committer = _Committer(engine, dataset, catalogue, fingerprint, results, emit, defers, len(docs))
+            committer = _Committer(engine, dataset, catalogue, fingerprint, results, emit, defers, len(docs),
+                                   on_first_commit=model.start)
             _prepare(engine.settings, docs, given, catalogue, results, emit, committer)
             committer.flush()
             totals = catalogue.counts()
             if defers and given is None:
                 try:
-                    model.ready()
+                    if catalogue.backlog():
+                        model.ready()
+                    model.join()  # never leave with the loader inside ONNX Runtime: the process would abort
                     embed_backlog(engine, dataset, catalogue, emit, should_stop)
                 except KxError as exc:
                     # the model cannot embed: a dataset this command created would be pinned to it for
@@ -253,15 +256,22 @@ def _new_document(doc: DocumentInput, ref: str, extracted: Extracted, spans) -> 
                        extractor=extracted.extractor or None, notes=extracted.notes)
 
 class _ModelLoader:
-    """Loads the embedding model on a thread of its own, beside stage 1; `ready()` waits and re-raises."""
+    """Loads the embedding model on a thread of its own, beside stage 1; `ready()` waits and re-raises.
 
-    def __init__(self, engine: IngestEngine, emit: EventFn, start: bool) -> None:
+    Started by the first group stage 1 commits to the backlog: a command whose
+    documents all come back unchanged never loads the model for nothing.
+    """
+
+    def __init__(self, engine: IngestEngine, emit: EventFn, wanted: bool) -> None:
+        self.engine, self.emit, self.wanted = engine, emit, wanted
+        self.error: BaseException | None = None
+        self.thread: Any = None
+
+    def start(self) -> None:
         import threading
 
-        self.engine, self.emit = engine, emit
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._load, name="kx-model-load", daemon=True) if start else None
-        if self.thread is not None:
+        if self.wanted and self.thread is None:
+            self.thread = threading.Thread(target=self._load, name="kx-model-load", daemon=True)
             self.thread.start()
 
     def _load(self) -> None:
@@ -270,12 +280,11 @@ class _ModelLoader:
             prepare = getattr(embedder, "prepare", None)
             if callable(prepare):  # a first use exports the ONNX graph: say so, it takes seconds
                 prepare(lambda line: self.emit(Notice("preparing", line)))
-            if embedder is not None:
-                embedder.encode(["warm up"])  # loads the weights: a broken model is known before stage 2
         except BaseException as exc:  # handed to the main thread by ready()
             self.error = exc
 
     def ready(self) -> None:
+        self.start()
         self.join()
         if self.error is not None:
             raise self.error
@@ -289,8 +298,10 @@ class _Committer:
     """Groups cut documents and commits each group: to the backlog (two stages) or with its vectors."""
 
     def __init__(self, engine: IngestEngine, dataset: Any, catalogue: Any, fingerprint: Fingerprint,
-                 results: list[DocumentResult | None], emit: EventFn, defers: bool, documents: int) -> None:
+                 results: list[DocumentResult | None], emit: EventFn, defers: bool, documents: int,
+                 on_first_commit: Callable[[], None] = lambda: None) -> None:
         self.engine, self.dataset, self.catalogue, self.fingerprint = engine, dataset, catalogue, fingerprint
+        self.on_first_commit = on_first_commit
         self.results, self.emit, self.defers = results, emit, defers
         self.group: list[_Prepared] = []
         self.size = 0
@@ -317,6 +328,7 @@ class _Committer:
             own = group[0].vector is not None
             if self.defers and not own:
                 vectors = None  # stage 2 embeds them (engine/backlog.py)
+                self.on_first_commit()
             else:
                 vectors = _vectors_for(self.engine, group, self.embedded, self.embedded + size, self.emit)
                 self.embedded += size
