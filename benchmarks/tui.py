@@ -148,7 +148,7 @@ def _pane(session: str) -> str:
     return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
 
 
-def first_run_in_tmux(fresh_model: bool, model_cache: Path, query: str, timeout: float = 600) -> dict[str, float]:
+def first_run_in_tmux(fresh_model: bool, model_cache: Path, query: str, timeout: float = 600) -> dict:
     """`kx` on an empty KX_HOME in an 80x24 tmux pane; the query typed as soon as the box shows."""
     import os
     import shutil
@@ -164,6 +164,7 @@ def first_run_in_tmux(fresh_model: bool, model_cache: Path, query: str, timeout:
            "PYTHONPATH": str(REPO), "TERM": "xterm-256color"}
     command = " ".join(f"{k}={v}" for k, v in env.items()) + f" {sys.executable} -m kx_tui"
     seen: dict[str, float] = {}
+    lines: list[str] = []
     started = time.perf_counter()
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24", command], check=True,
                    env={**os.environ, "TMUX": ""})
@@ -176,6 +177,9 @@ def first_run_in_tmux(fresh_model: bool, model_cache: Path, query: str, timeout:
                 subprocess.run(["tmux", "send-keys", "-t", session, "-l", query], check=True)
                 subprocess.run(["tmux", "send-keys", "-t", session, "Enter"], check=True)
                 seen["query_sent_ms"] = (time.perf_counter() - started) * 1000
+            for line in pane.splitlines():
+                if "first run: building" in line or "/4 " in line:
+                    lines.append(line.strip())   # the progress line as the user saw it
             if "model_ready_ms" not in seen and "model ready in" in pane:
                 seen["model_ready_ms"] = now
             if "dataset_ready_ms" not in seen and "'handbook' is ready" in pane:
@@ -191,7 +195,9 @@ def first_run_in_tmux(fresh_model: bool, model_cache: Path, query: str, timeout:
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
         shutil.rmtree(home, ignore_errors=True)
-    return {k: round(v, 1) for k, v in seen.items()}
+    result: dict = {k: round(v, 1) for k, v in seen.items()}
+    result["progress_lines_seen"] = list(dict.fromkeys(lines))[:12]
+    return result
 
 
 def handbook_home() -> Path:
