@@ -32,7 +32,7 @@ import sys
 import unicodedata
 from pathlib import Path
 
-from common import BENCH_DIR, DATA, HOME, REPO
+from common import BENCH_DIR, DATA, HOME, REPO, percentile
 
 QUESTIONS = REPO / "benchmarks" / "qa_questions.jsonl"
 NAME = "qa"
@@ -242,10 +242,21 @@ def run(engine, questions: list[dict], modes: list[str], rerank: bool = True) ->
     results = {}
     for mode in modes:
         judged = []
+        total, span, again = [], [], []
         for q in questions:
-            hits = engine.query(NAME, q["question"], k=10, mode=mode, rerank=rerank).hits
-            judged.append({"id": q["id"], **judge(q, hits, engine)})
-        results[mode] = {"summary": summarise(judged), "questions": judged}
+            # first run: the passages' sentences are new to the process (unless an earlier question met them)
+            result = engine.query(NAME, q["question"], k=10, mode=mode, rerank=rerank)
+            total.append(result.timings_ms["total"] - result.timings_ms.get("answer_span", 0.0))
+            span.append(result.timings_ms.get("answer_span", 0.0))
+            repeat = engine.query(NAME, q["question"], k=10, mode=mode, rerank=rerank)
+            again.append(repeat.timings_ms.get("answer_span", 0.0))
+            judged.append({"id": q["id"], **judge(q, result.hits, engine)})
+        summary = summarise(judged)
+        # the budget is a share of the query without answer_span (the total holds it)
+        summary["query p50 ms"] = percentile(total, 50)
+        summary["answer_span p50 ms"] = percentile(span, 50)
+        summary["answer_span again p50 ms"] = percentile(again, 50)
+        results[mode] = {"summary": summary, "questions": judged}
     return results
 
 
@@ -269,6 +280,12 @@ def main() -> None:
     for mode, result in results.items():
         cells = [result["summary"][label] for label in labels]
         print(f"{mode:8}" + "".join(f"{c:>18.3f}" if c is not None else f"{'-':>18}" for c in cells))
+    for mode, result in results.items():
+        s = result["summary"]
+        print(f"{mode}: query p50 {s['query p50 ms']:.2f} ms without answer_span; answer_span p50 "
+              f"{s['answer_span p50 ms']:.2f} ms first time ({s['answer_span p50 ms'] / s['query p50 ms']:.1%} of the "
+              f"query), {s['answer_span again p50 ms']:.2f} ms for the same hits again "
+              f"({s['answer_span again p50 ms'] / s['query p50 ms']:.1%})")
     with open(args.json, "w") as fh:
         json.dump(results, fh, indent=1)
 

@@ -326,6 +326,9 @@ def _known(record: Any, data: dict[str, Any]) -> dict[str, Any]:
 
 def _query_result(data: dict[str, Any]) -> QueryResult:
     hits = [Hit(**_known(Hit, h)) for h in data["hits"]]
+    # JSON has no tuples: the span comes back as a two-item list
+    hits = [dataclasses.replace(h, answer_span=tuple(h.answer_span)) if isinstance(h.answer_span, list) else h
+            for h in hits]
     return QueryResult(data["dataset"], data["query"], RetrievalMode(data["mode"]), data["rerank"], data["k"],
                        data["requested_k"], hits, list(data.get("notes", [])), dict(data.get("timings_ms", {})))
 

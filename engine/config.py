@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .errors import invalid
+from .errors import KxError, Status, invalid
 from .records import RetrievalMode
 
 _TRUE = {"on", "true", "yes", "1"}
@@ -399,6 +399,10 @@ def _read_config_file(path: Path) -> dict[str, Any]:
         raw = path.read_bytes()
     except FileNotFoundError:
         return {}
+    except NotADirectoryError:
+        raise KxError(Status.FAILED_PRECONDITION,
+                      f"KX_HOME {path.parent} is not a folder (a file lies on that path); point KX_HOME "
+                      "(or --home) at a folder") from None
     except OSError as exc:
         raise invalid(f"cannot read config file {path}: {exc.strerror}; fix its permissions or remove it") from None
     try:

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from .backend import check_page
 from .config import Settings, load_settings
-from .dataset import Dataset, list_dataset_names
+from .dataset import Dataset, list_dataset_names, validate_name
 from .documents import DocumentInput
 from .errors import KxError, Status, not_found
 from .models import ModelCard, model_card_for
 from .onnx_cache import runtime_status
 from .records import DatasetSummary, DocumentSummary, IngestReport, PassageSpan, QueryResult
-from .storage_errors import storage_errors
+from .storage_errors import check_catalogue_kept, check_home_writable, reads_still_work, storage_errors
 from .version import __version__
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ class Engine:
         self._card: Any = _UNSET if embedder is _UNSET else (embedder.card if embedder else None)  # ModelCard | None
         self._searchers: dict[str, DatasetSearcher] = {}
         self._searchers_lock = threading.Lock()
+        self._model_lock = threading.Lock()
 
     # -- the model ----------------------------------------------------------------
 
@@ -58,9 +59,13 @@ class Engine:
 
     def embedder(self) -> Embedder | None:
         if self._embedder is _UNSET:
-            from .embedders import load_embedder
+            # one load even when a server's warm-up and its first request ask at once (two would share 2 cores)
+            with self._model_lock:
+                if self._embedder is _UNSET:
+                    from .embedders import load_embedder
 
-            self._embedder = load_embedder(self.model_card(), self.settings, lambda line: self._notice(line))
+                    self._embedder = load_embedder(self.model_card(), self.settings,
+                                                   lambda line: self._notice(line))
         return self._embedder
 
     def _notice(self, line: str) -> None:
@@ -187,6 +192,9 @@ class Engine:
         """engine.ingest.run_ingest on this engine, its storage failures turned into KxErrors."""
         from .ingest import run_ingest
 
+        folder = self.settings.datasets_dir / validate_name(name)  # a bad name touches no file
+        check_home_writable(self.settings.home, self.settings.datasets_dir)
+        check_catalogue_kept(folder)
         with storage_errors(self.settings.datasets_dir / name):
             return run_ingest(self, name, documents, vectors, on_event)
 
@@ -226,9 +234,10 @@ class Engine:
                 with storage_errors(dataset.folder):
                     dataset.heal_if_behind()
             except KxError as exc:
-                if exc.status is not Status.RESOURCE_EXHAUSTED:
+                if exc.status is not Status.RESOURCE_EXHAUSTED and not reads_still_work(exc):
                     raise
-                # a full disk: answer from what the indexes hold, say so; the next query catches them up
+                # a full disk or a read-only home: answer from what the indexes hold, say so; a later
+                # query catches them up once they can be written
                 stale = f"the indexes could not catch up with the newest documents ({exc.message})"
             try:
                 searcher = DatasetSearcher(dataset, self.settings.bm25_k1, self.settings.bm25_b)

@@ -24,7 +24,8 @@ if TYPE_CHECKING:  # the indexes import numpy; listing datasets never opens them
     from .dense import DenseIndex
     from .sparse import SparseIndex
 
-_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+NAME_PATTERN = r"[a-z0-9][a-z0-9_-]{0,63}"  # the gateway's OpenAPI schema states it too
+_NAME = re.compile(NAME_PATTERN)
 NAME_RULE = "1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit (e.g. 'handbook')"
 
 

@@ -26,10 +26,7 @@ answers to exactly what `kx serve` answers to.
 from __future__ import annotations
 
 import json
-import os
-import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Annotated, Any, Callable, Sequence
 
 from mcp.server.mcpserver import MCPServer
@@ -40,6 +37,7 @@ from pydantic import Field, ValidationError
 from .backend import MAX_DOCUMENTS_PAGE, Backend
 from .documents import from_file, from_text
 from .errors import KxError, Status, invalid, not_found
+from .mcp_policy import Policy
 from .records import DocumentSummary, PassageSpan, RetrievalMode, chunk_label, pages_label
 from .version import __version__
 
@@ -65,49 +63,6 @@ def citation(document: str, page_start: int | None, page_end: int | None, chunk_
     pages = pages_label(page_start, page_end)
     chunk = chunk_label(chunk_index, chunk_count)[1:-1]  # "chunk 3/12"
     return f"[{document}{' ' + pages if pages else ''}, {chunk}]"
-
-
-@dataclass(frozen=True)
-class Policy:
-    """What this server lets a client do beyond reading."""
-
-    allow_ingest: bool = False
-    allow_paths: tuple[Path, ...] = ()          # resolved folders ingest_file may read from
-    max_document_bytes: int = 64 * 1024 * 1024
-
-    @staticmethod
-    def of(allow_ingest: bool, allow_paths: Sequence[str | Path], max_document_bytes: int) -> Policy:
-        """Checked at start: each allowed folder must exist and be a folder (resolved, symlinks followed)."""
-        if allow_paths and not allow_ingest:
-            raise invalid("--allow-path only names folders for ingest_file; add --allow-ingest, or drop it")
-        roots = []
-        for given in allow_paths:
-            root = Path(os.path.realpath(Path(given).expanduser()))
-            if not root.is_dir():
-                raise invalid(f"--allow-path {given}: {root} is not a folder; name an existing folder")
-            roots.append(root)
-        return Policy(allow_ingest, tuple(roots), max_document_bytes)
-
-    def confine(self, given: str) -> Path:
-        """`given` resolved (symlinks followed, `..` collapsed) if it lies in an allowed folder; else PERMISSION_DENIED.
-
-        A relative path is taken inside the first allowed folder.
-        """
-        if not self.allow_paths:
-            raise KxError(Status.PERMISSION_DENIED, "this server reads no files: start it with --allow-ingest "
-                                                     "--allow-path FOLDER to let ingest_file read from FOLDER")
-        if "\x00" in given:
-            raise invalid("the path holds a NUL byte; no file has that name")
-        path = Path(given).expanduser()
-        if not path.is_absolute():
-            path = self.allow_paths[0] / path
-        resolved = Path(os.path.realpath(path))
-        if not any(resolved.is_relative_to(root) for root in self.allow_paths):
-            folders = ", ".join(str(r) for r in self.allow_paths)
-            raise KxError(Status.PERMISSION_DENIED,
-                          f"{given} resolves to {resolved}, outside the folders this server may read ({folders}); "
-                          "copy the file into one of them, or restart with --allow-path naming its folder")
-        return resolved
 
 
 def _error(exc: KxError) -> CallToolResult:
@@ -509,26 +464,6 @@ def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
                 f"Question: {question}")
 
     return server
-
-
-def warm_in_background(backend: Backend, notify: Callable[[str], None]) -> threading.Thread:
-    """Load the embedding model beside the server, so the first search does not pay for it (or its export).
-
-    The caller joins the thread before the interpreter exits: leaving while it is inside ONNX Runtime's
-    C++ aborts the process.
-    """
-
-    def warm() -> None:
-        try:
-            backend.warm_up(notify=notify)
-        except KxError as exc:  # the first call that needs the model reports it as a tool error
-            notify(f"embedding model not ready: {exc.message}")
-        except Exception as exc:  # noqa: BLE001 - a warm-up failure must not take the server down
-            notify(f"embedding model not ready: {type(exc).__name__}: {exc}")
-
-    thread = threading.Thread(target=warm, name="kx-mcp-warm-up", daemon=True)
-    thread.start()
-    return thread
 
 
 def http_app(server: MCPServer, token: str, *, max_bytes: int, bind_host: str,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, ContextManager, Protocol, Sequence
 
 import numpy as np
 
+from .answer_span import with_answer_spans
 from .config import Settings
 from .dataset import validate_name
 from .embedders import no_embedder_error
@@ -87,6 +88,7 @@ def run_query(
     notes.extend(searcher.notes)
     use_dense, use_sparse = chosen_mode in ("dense", "hybrid"), chosen_mode in ("sparse", "hybrid")
     embedder = None
+    card: ModelCard | None = None
     if query_vector is not None:
         if query_vector.shape[0] != fingerprint.dimension:
             raise invalid(
@@ -118,6 +120,9 @@ def run_query(
     with engine.reading(name) as searcher:
         hits = _search(engine.settings, searcher, text, query_vector, use_dense, use_sparse, pool, k_used, rerank,
                        notes, timings)
+    t = time.perf_counter()
+    hits = with_answer_spans(hits, text, card)
+    timings["answer_span"] = _ms(t)
     timings["total"] = _ms(started)
     return QueryResult(name, text, chosen_mode, rerank, k_used, requested, hits, notes, timings)
 

@@ -155,6 +155,9 @@ class Hit:
     section: str | None = None     # heading path at the passage's start; None when no heading precedes it
     document_title: str | None = None  # the document's own title (PDF metadata, front matter, <title>)
     source_path: str | None = None     # the file the document was read from, when it came from one
+    # the sentence or two of the passage that best answer the query: [start, end) in the document's text
+    # (engine/answer_span.py); None without query text
+    answer_span: tuple[int, int] | None = None
 
     @property
     def label(self) -> str:

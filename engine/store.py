@@ -20,6 +20,7 @@ the first time a writer opens it; a reader copes with an un-migrated file
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -203,6 +204,24 @@ class PassageRow:
                            page_end=self.page_end, section=self.section)
 
 
+def _open_readonly(path: Path) -> sqlite3.Connection:
+    """Open for reading; in a folder nobody can write (a read-only mount), as an immutable file.
+
+    A WAL database needs its -shm file to be read, and SQLite cannot create
+    one there: reads of a read-only KX_HOME would fail as a whole. Nothing
+    can write through a read-only folder either, so immutable is the truth.
+    """
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    try:
+        db.execute("SELECT 1 FROM sqlite_master LIMIT 1")  # connect() is lazy: open the file now
+        return db
+    except sqlite3.OperationalError:
+        db.close()
+        if os.access(path.parent, os.W_OK) or not path.exists():
+            raise
+        return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+
+
 class Catalogue:
     """A dataset's SQLite catalogue. Writers must hold the dataset's write lock."""
 
@@ -210,7 +229,7 @@ class Catalogue:
         self.path = path
         try:
             if readonly:
-                self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+                self._db = _open_readonly(path)
             else:
                 self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
                 self._db.execute("PRAGMA journal_mode=WAL")

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+
+from engine.errors import KxError
 
 from .context import CONTEXT_SETTINGS, backend_of, bind_socket, settings_of, show_host
 from .stopping import StopSignals
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
     from engine import Settings
+    from engine.backend import Backend
 
 DEFAULT_PORT = 50152
 _DRAIN_SECONDS = 10       # how long an HTTP stop waits for calls in flight
@@ -54,15 +58,19 @@ def mcp(ctx: click.Context, use_http: bool, host: str, port: int, allow_ingest: 
     --allow-path FOLDER adds ingest_file, confined to FOLDER. With --http
     every request needs 'Authorization: Bearer TOKEN' ($KX_HOME/gateway.token).
     """
-    from engine.mcp_server import Policy, build_server, warm_in_background
+    from engine.mcp_policy import Policy
 
     settings = settings_of(ctx)
-    policy = Policy.of(allow_ingest, allow_paths, settings.max_document_bytes)
+    policy = Policy.of(allow_ingest, allow_paths, settings.max_document_bytes)  # before anything starts
     sock = bind_socket(host, port) if use_http else None
     backend = backend_of(ctx, settings)
+    # the model loads while the MCP SDK imports (seconds each on a small machine), so the first search
+    # finds it ready; the engine loads it once even if that search comes first
+    warming = _warm_up(backend)
     try:
+        from engine.mcp_server import build_server
+
         server = build_server(backend, policy)
-        warming = warm_in_background(backend, lambda line: click.echo(line, err=True))
         if sock is None:
             server.run("stdio")  # until the client closes stdin
         else:
@@ -78,6 +86,22 @@ def mcp(ctx: click.Context, use_http: bool, host: str, port: int, allow_ingest: 
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
+
+
+def _warm_up(backend: Backend) -> threading.Thread:
+    """Load the embedding model beside the server; a failure is reported by the first call that needs it."""
+
+    def warm() -> None:
+        try:
+            backend.warm_up(notify=lambda line: click.echo(line, err=True))
+        except KxError as exc:
+            click.echo(f"embedding model not ready: {exc.message}", err=True)
+        except Exception as exc:  # noqa: BLE001 - a warm-up failure must not take the server down
+            click.echo(f"embedding model not ready: {type(exc).__name__}: {exc}", err=True)
+
+    thread = threading.Thread(target=warm, name="kx-mcp-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def _serve_http(server: MCPServer, settings: Settings, sock: socket.socket, host: str, log: str | None) -> None:

@@ -371,7 +371,8 @@ def styled_text(text: str, marks: Sequence[tuple[int, int, str]] = (), markdown:
     return out, where
 
 
-ANSWER_STYLE = "bold on dark_green"   # the best-answer span inside a passage
+ANSWER_STYLE = "underline"            # the best-answer span inside a passage preview (CLI and TUI alike)
+ANSWER_PASSAGE_STYLE = "bold white on dark_green"   # the same span inside the passage view's yellow range
 WORD_STYLE = "bold yellow"            # the query's words
 
 

@@ -105,13 +105,15 @@ def _run(engine: Any, token: str, max_bytes: int, allow_local: bool, sock: socke
     import uvicorn
 
     from engine.gateway import create_app
+    from engine.http_limits import guarded_protocol
     from engine.request_log import RequestLog
 
     app: Any = create_app(engine, token, allow_local=allow_local, max_request_bytes=max_bytes, bind_host=host)
     if log is not None:  # outermost: requests the guard refuses are logged too
         app = RequestLog(app, json_lines=log == "json")
+    # headers must arrive whole within 10 s, and one address holds at most 64 connections (engine/http_limits.py)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=_DRAIN_SECONDS)
+                            timeout_graceful_shutdown=_DRAIN_SECONDS, http=guarded_protocol())
     server = uvicorn.Server(config)
     # uvicorn installs its own flag-setting handlers while it runs. Before they are in (and after),
     # ours count the signal and set the same flag, so a stop in that window is not lost; uvicorn's

@@ -12,7 +12,7 @@ from textual.widgets import Static
 from engine.errors import KxError
 from engine.records import Hit
 
-from ..render import ANSWER_STYLE, answer_range, looks_like_markdown, shown_title, styled_text
+from ..render import ANSWER_PASSAGE_STYLE, answer_range, looks_like_markdown, shown_title, styled_text
 from ..widgets.footer import KeysFooter
 from .hits import copy_citation, open_source
 from .keys import HELP, KeysScreen, back_keys
@@ -72,7 +72,7 @@ class PassageDetailScreen(KeysScreen):
         marks = [(start, end, "bold black on yellow")]
         answer = answer_range(self.hit)
         if answer is not None:
-            marks.append((start + answer[0], start + answer[1], ANSWER_STYLE.replace("bold", "bold white")))
+            marks.append((start + answer[0], start + answer[1], ANSWER_PASSAGE_STYLE))
         full, where = styled_text(text, marks, looks_like_markdown(self.hit.source_path, text))
         shown_start, shown_end = where(start), where(end)
         before = self.query_one("#detail-before", Static)
