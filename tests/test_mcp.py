@@ -105,7 +105,7 @@ def test_search_hits_carry_text_citation_pages_section_and_ranks(engine: Engine)
 
 def test_search_passes_through_every_field_the_engine_records(engine: Engine) -> None:
     """Fields a hit gains later (answer spans, coverage) reach MCP clients: the record's own to_dict goes out."""
-    own = engine.query("notes", "return a logger", k=2, mode="sparse").to_dict()
+    own = json.loads(json.dumps(engine.query("notes", "return a logger", k=2, mode="sparse").to_dict()))  # as sent
     data = call(build_server(engine), "search", {"dataset": "notes", "query": "return a logger", "k": 2,
                                                  "mode": "sparse"}).structured_content
     assert set(own) <= set(data)

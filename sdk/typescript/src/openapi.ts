@@ -184,7 +184,7 @@ export interface components {
         DocumentIn: {
             /**
              * Data Base64
-             * @description The document's raw bytes, base64 (standard alphabet).
+             * @description The document's raw bytes, base64 (standard alphabet, padded).
              */
             data_base64?: string | null;
             /**
@@ -194,12 +194,12 @@ export interface components {
             media_type?: string | null;
             /**
              * Name
-             * @description Display name; default derived from the bytes.
+             * @description Display name; default derived from the bytes. No control characters, no '.' or '..' path segments.
              */
             name?: string | null;
             /**
              * Source Path
-             * @description Where the client read it from.
+             * @description Where the client read it from; no control characters. Stored marked as client-supplied (prefixed 'client:'), never taken for a path on the gateway's machine.
              */
             source_path?: string | null;
             /**
@@ -235,6 +235,14 @@ export interface components {
          * @description One passage of an answer: where it lies (chunk, characters, pages, section) and why it ranks where it does.
          */
         HitOut: {
+            /**
+             * Answer Span
+             * @description [start, end) in the document's text of the sentence or two of the passage that best answer the query; null without query text.
+             */
+            answer_span?: [
+                number,
+                number
+            ] | null;
             /** Char End */
             char_end: number;
             /**
@@ -588,6 +596,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description A dataset name: 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit (e.g. 'handbook'). */
                 name: string;
             };
             cookie?: never;
@@ -687,6 +696,7 @@ export interface operations {
             };
             header?: never;
             path: {
+                /** @description A dataset name: 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit (e.g. 'handbook'). */
                 name: string;
             };
             cookie?: never;
@@ -783,6 +793,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description A dataset name: 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit (e.g. 'handbook'). */
                 name: string;
             };
             cookie?: never;
@@ -883,6 +894,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description A dataset name: 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit (e.g. 'handbook'). */
                 name: string;
                 ref: string;
             };
@@ -978,6 +990,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description A dataset name: 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit (e.g. 'handbook'). */
                 name: string;
                 ref: string;
             };
@@ -1075,6 +1088,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description A dataset name: 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit (e.g. 'handbook'). */
                 name: string;
             };
             cookie?: never;
