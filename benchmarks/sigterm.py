@@ -63,7 +63,9 @@ def main() -> None:
             results.append(result)
             print(f"{i + 1:3d} {moment:17s} x{signals} delay {result.delay:5.2f} s  stop {result.stop_seconds:5.2f} s"
                   f"  exit {result.exit_code}  reported {result.reported:3d}  committed {result.committed:3d}"
-                  f"  abandoned {result.abandoned}  {'ok' if result.ok else 'FAIL ' + '; '.join(result.problems)}",
+                  f"  abandoned {result.abandoned}  {'pre-handler ' if result.pre_handler else ''}"
+                  f"{'guard ' if result.guard else ''}"
+                  f"{'ok' if result.ok else 'FAIL ' + '; '.join(result.problems)}",
                   flush=True)
             subprocess.run(["rm", "-rf", str(work)], check=False)
     stops = [r.stop_seconds for r in results]
@@ -74,7 +76,9 @@ def main() -> None:
     print(f"stop seconds: median {statistics.median(stops):.2f}, max {max(stops):.2f}; "
           f"by moment: " + ", ".join(f"{m} max {max(r.stop_seconds for r in results if r.moment == m):.2f}"
                                       for m in MOMENTS if any(r.moment == m for r in results)))
-    print("batches given up:", sum(r.abandoned is not None for r in results),
+    print("ended by the default action before kx's code ran (start-up):", sum(r.pre_handler for r in results),
+          "| left through the guard:", sum(r.guard for r in results),
+          "| batches given up:", sum(r.abandoned is not None for r in results),
           "| reported-then-lost:", sum(r.reported > r.committed for r in results),
           "| rounds by outcome:", dict(Counter('ok' if r.ok else 'fail' for r in results)))
     sys.exit(0 if ok == len(results) else 1)

@@ -11,16 +11,18 @@ from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkabl
 
 from .documents import DocumentInput
 from .errors import invalid
-from .records import DatasetSummary, DocumentSummary, IngestReport, PassageSpan, QueryResult
+from .records import DatasetSummary, DocumentSummary, EmbedReport, IngestReport, PassageSpan, QueryResult
 
 EventFn = Callable[[object], None]
 MAX_DOCUMENTS_PAGE = 1000  # documents per list_documents call; page with `offset` for more
+MAX_OFFSET = 2**63 - 1  # SQLite's largest INTEGER: a larger offset is refused here, never an OverflowError there
 
 
 def check_page(offset: int, limit: int) -> None:
-    """INVALID_ARGUMENT unless `offset` >= 0 and 1 <= `limit` <= MAX_DOCUMENTS_PAGE (whole numbers)."""
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise invalid(f"offset must be a whole number of at least 0, got {offset!r}")
+    """INVALID_ARGUMENT unless 0 <= `offset` <= MAX_OFFSET and 1 <= `limit` <= MAX_DOCUMENTS_PAGE (whole numbers)."""
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_OFFSET:
+        shown = repr(offset) if len(repr(offset)) <= 40 else f"{repr(offset)[:20]}... ({len(str(offset))} digits)"
+        raise invalid(f"offset must be a whole number from 0 to {MAX_OFFSET:,}, got {shown}")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_DOCUMENTS_PAGE:
         raise invalid(f"limit must be a whole number from 1 to {MAX_DOCUMENTS_PAGE}, got {limit!r}; "
                       "page through more with offset")
@@ -68,6 +70,11 @@ class Backend(Protocol):
         vectors: Sequence[Sequence[float]] | Any | None = None,
         on_event: EventFn | None = None,
     ) -> IngestReport: ...
+
+    def embed(self, name: str, on_event: EventFn | None = None) -> EmbedReport:
+        """Finish the dataset's embedding backlog (passages committed by an ingest that stopped before
+        embedding them); how many this call embedded. A no-op where the backend embeds before it commits."""
+        ...
 
     def query(
         self,

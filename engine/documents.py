@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import mimetypes
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -44,6 +45,39 @@ class DocumentInput:
     @property
     def ref(self) -> str:
         return hashlib.sha256(self.data).hexdigest()
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+CLIENT_PREFIX = "client:"  # marks a source path a network client sent: never a path on this machine
+
+
+def check_document_name(name: str, label: str = "the document name") -> str:
+    """INVALID_ARGUMENT for a name with control characters (NUL included) or a '.' / '..' path segment."""
+    if not name:
+        raise invalid(f"{label}: a document name cannot be empty")
+    bad = _CONTROL.search(name)
+    if bad:
+        raise invalid(f"{label}: the document name {name[:60]!r} holds the control character "
+                      f"{bad.group()!r}; names are printable text")
+    if any(part in (".", "..") for part in re.split(r"[/\\]", name)):
+        raise invalid(f"{label}: the document name {name[:60]!r} has a '.' or '..' segment; a name may hold "
+                      "folders (guide/index) but never climbs out of them")
+    return name
+
+
+def check_source_path(path: str, label: str = "source_path") -> str:
+    """INVALID_ARGUMENT for a source path with control characters (NUL included)."""
+    bad = _CONTROL.search(path)
+    if bad:
+        raise invalid(f"{label}: the source path {path[:60]!r} holds the control character {bad.group()!r}")
+    return path
+
+
+def client_supplied(path: str | None) -> str | None:
+    """A source path sent over the network, kept but marked: 'client:' + what the client said."""
+    if path is None or path.startswith(CLIENT_PREFIX):
+        return path
+    return CLIENT_PREFIX + path
 
 
 def from_text(text: str, name: str | None = None) -> DocumentInput:
@@ -108,6 +142,7 @@ def from_jsonl(path: Path | str, max_bytes: int) -> Iterator[DocumentInput]:
             f"the path {str(path)!r} holds a NUL byte; no file has that name"))
         return
     source = str(path.resolve())
+    first_line: dict[str, int] = {}  # id -> the line that first used it
     with handle:
         for number, raw in enumerate(handle, start=1):
             where = f"{path.name}:{number}"
@@ -129,6 +164,17 @@ def from_jsonl(path: Path | str, max_bytes: int) -> Iterator[DocumentInput]:
                 yield DocumentInput(where, source_path=source, error=invalid(
                     f"{where} needs an \"_id\" (or \"id\") and a string \"text\" (\"title\" optional)"))
                 continue
+            try:
+                check_document_name(str(doc_id), where)
+            except KxError as exc:
+                yield DocumentInput(where, source_path=source, error=invalid(f"{exc.message} (its \"_id\")"))
+                continue
+            if str(doc_id) in first_line:
+                yield DocumentInput(str(doc_id), source_path=source, error=invalid(
+                    f"record {str(doc_id)[:60]!r} on line {number} repeats the id of line {first_line[str(doc_id)]} "
+                    f"of {path.name}; ids are unique within a file (the first one is kept)"))
+                continue
+            first_line[str(doc_id)] = number
             canonical = {"id": str(doc_id), "title": title, "text": text}
             data = json.dumps(canonical, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8")
             if len(data) > max_bytes:

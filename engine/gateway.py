@@ -37,18 +37,20 @@ import logging
 import os
 import secrets
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Annotated, Any, Sequence
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .backend import MAX_DOCUMENTS_PAGE, MAX_OFFSET
 from .client import TOKEN_FILE, read_token, token_path
 from .core import Engine
-from .dataset import validate_name
-from .documents import RECORD_MEDIA_TYPE, DocumentInput
+from .dataset import NAME_PATTERN, NAME_RULE, validate_name
+from .documents import RECORD_MEDIA_TYPE, DocumentInput, check_document_name, check_source_path, client_supplied
 from .errors import KxError, Status, invalid, precondition
 from .records import RetrievalMode
 from .version import __version__
@@ -215,6 +217,16 @@ _CORS_PREFLIGHT = [(b"access-control-allow-methods", b"GET, POST"),
 
 # -- request and response bodies --------------------------------------------------------
 
+# What the server enforces, stated in the OpenAPI schema too (a schema-valid request is never refused for
+# its shape). Patterns use JSON Schema's search semantics, hence the anchors.
+_NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
+_SEGMENT_CHAR, _NOT_DOT = r"[^/\\\x00-\x1f\x7f]", r"[^/\\\x00-\x1f\x7f.]"
+_SEGMENT = rf"(?:{_NOT_DOT}{_SEGMENT_CHAR}*|\.{_NOT_DOT}{_SEGMENT_CHAR}*|\.\.{_SEGMENT_CHAR}+)?"  # never . or ..
+_DOCUMENT_NAME = rf"^{_SEGMENT}(?:[/\\]{_SEGMENT})*$"
+_BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+Name = Annotated[str, PathParam(pattern=f"^{NAME_PATTERN}$", description=f"A dataset name: {NAME_RULE}.")]
+
+
 class _Body(BaseModel):
     """Unknown fields and loose types are refused (400), not guessed at."""
 
@@ -236,11 +248,17 @@ class DocumentIn(_Body):
     """One document: exactly one of `text` or `data_base64`; `vector` for all documents or none."""
 
     text: str | None = Field(None, description="The document as a string (stored as its UTF-8 bytes).")
-    data_base64: str | None = Field(None, description="The document's raw bytes, base64 (standard alphabet).")
-    name: str | None = Field(None, max_length=1024, description="Display name; default derived from the bytes.")
+    data_base64: str | None = Field(None, pattern=_BASE64, description="The document's raw bytes, base64 "
+                                                                       "(standard alphabet, padded).")
+    name: str | None = Field(None, min_length=1, max_length=1024, pattern=_DOCUMENT_NAME,
+                             description="Display name; default derived from the bytes. No control characters, "
+                                         "no '.' or '..' path segments.")
     media_type: str | None = Field(None, max_length=200, description="How to read the bytes (application/pdf, "
                                    "text/markdown, ...); default text/plain.")
-    source_path: str | None = Field(None, max_length=4096, description="Where the client read it from.")
+    source_path: str | None = Field(None, max_length=4096, pattern=_NO_CONTROL,
+                                    description="Where the client read it from; no control characters. Stored "
+                                                "marked as client-supplied (prefixed 'client:'), never taken for "
+                                                "a path on the gateway's machine.")
     vector: list[float] | None = Field(None, description="A pre-computed embedding: the document becomes one "
                                                          "passage with this vector (no model needed).")
 
@@ -252,7 +270,7 @@ class IngestIn(_Body):
 class QueryIn(_Body):
     text: str | None = Field(None, description="The question or words to search for.")
     vector: list[float] | None = Field(None, description="A pre-computed query embedding (searches dense).")
-    k: int | None = Field(None, description="Hits wanted (clamped to the operator's KX_MAX_K).")
+    k: int | None = Field(None, ge=1, le=MAX_OFFSET, description="Hits wanted (clamped to the operator's KX_MAX_K).")
     mode: RetrievalMode | None = Field(None, strict=False,  # strict bodies would want an enum object, not "dense"
                                        description="hybrid, dense or sparse (default KX_DEFAULT_MODE).")
     rerank: bool | None = Field(None, description="Apply the MMR pass (default KX_RERANK).")
@@ -260,10 +278,11 @@ class QueryIn(_Body):
 
 class AgentRunIn(_Body):
     goal: str = Field(..., min_length=1, max_length=4000, description="What the agent should find out.")
-    dataset: str | None = Field(None, description="The dataset to research; none: a plain chat agent, if the "
-                                                  "gateway has a chat model (KX_AGENT_CHAT_URL).")
-    max_steps: int | None = Field(None, ge=1, description="Most searches (never above the gateway's "
-                                                          "KX_AGENT_MAX_STEPS).")
+    dataset: str | None = Field(None, pattern=f"^{NAME_PATTERN}$",
+                                description="The dataset to research; none: a plain chat agent, if the "
+                                            "gateway has a chat model (KX_AGENT_CHAT_URL).")
+    max_steps: int | None = Field(None, ge=1, le=MAX_OFFSET,
+                                  description="Most searches (never above the gateway's KX_AGENT_MAX_STEPS).")
 
 
 class ErrorOut(BaseModel):
@@ -316,6 +335,10 @@ class QueryOut(BaseModel):
     clamped: bool
     notes: list[str]
     timings_ms: dict[str, float]
+    dense_coverage: float = Field(
+        default=1.0, ge=0.0, le=1.0,
+        description="Share of the dataset's passages dense search covered: below 1 while an ingest's embedding "
+                    "stage is still working through its backlog (sparse covers every committed passage).")
     hits: list[HitOut]
 
 
@@ -354,7 +377,8 @@ class _Guard:
             return
         server = scope.get("server")
         port = int(server[1]) if server and server[1] else None
-        refusal = self.policy.check_host(_header(scope, b"host"), port)
+        refusal = _repeated_header(scope, (b"host", b"origin"))
+        refusal = refusal or self.policy.check_host(_header(scope, b"host"), port)
         origin = _header(scope, b"origin")
         refusal = refusal or self.policy.check_origin(origin, _header(scope, b"sec-fetch-site"), port)
         if refusal is not None:
@@ -447,6 +471,17 @@ class _Guard:
                        "(KX_MAX_REQUEST_BYTES); send fewer documents per request or ask the operator to raise it")
 
 
+def _repeated_header(scope: dict, names: Sequence[bytes]) -> KxError | None:
+    """PERMISSION_DENIED when one of `names` comes more than once: only one of them could be checked."""
+    for name in names:
+        if sum(1 for key, _value in scope.get("headers", []) if key.lower() == name) > 1:
+            shown = name.decode().capitalize()
+            return KxError(Status.PERMISSION_DENIED,
+                           f"the request carries more than one {shown} header; the gateway checks exactly one "
+                           f"(a second could name another site). Send a single {shown}")
+    return None
+
+
 def _header(scope: dict, name: bytes) -> str | None:
     for key, value in scope.get("headers", []):
         if key.lower() == name:
@@ -479,7 +514,10 @@ def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
     `allowed_hosts` / `allowed_origins` default to the engine's settings
     (KX_GATEWAY_ALLOWED_HOSTS / _ORIGINS); `bind_host` is what --host bound.
     """
-    app = FastAPI(title="kx gateway", version=__version__,
+    # No /docs or /redoc: FastAPI's pages load Swagger UI / ReDoc scripts from a public CDN into the
+    # gateway's own origin, where a compromised script could use every route (and they fail offline).
+    # /openapi.json stays; point any OpenAPI viewer at it.
+    app = FastAPI(title="kx gateway", version=__version__, docs_url=None, redoc_url=None,
                   description="kx's engine over HTTP: datasets, ingest and hybrid retrieval. Every request "
                               "except health needs 'Authorization: Bearer <token>'. Errors are {code, message}.")
     limit = max_request_bytes if max_request_bytes is not None else engine.settings.max_request_bytes
@@ -517,11 +555,12 @@ def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
         return {"datasets": [s.to_dict() for s in engine.list_datasets()]}
 
     @app.get(f"{API_PREFIX}/datasets/{{name}}", tags=["datasets"], responses=_ERRORS)
-    def dataset_summary(name: str) -> dict[str, Any]:
+    def dataset_summary(name: Name) -> dict[str, Any]:
         return engine.dataset_summary(validate_name(name)).to_dict()
 
     @app.get(f"{API_PREFIX}/datasets/{{name}}/documents", tags=["datasets"], responses=_ERRORS)
-    def list_documents(name: str, offset: int = 0, limit: int = 100) -> dict[str, Any]:
+    def list_documents(name: Name, offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+                       limit: Annotated[int, Query(ge=1, le=MAX_DOCUMENTS_PAGE)] = 100) -> dict[str, Any]:
         validate_name(name)
         documents = engine.list_documents(name, offset, limit)
         total = engine.dataset_summary(name).documents
@@ -529,25 +568,30 @@ def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
                 "documents": [d.to_dict() for d in documents]}
 
     @app.get(f"{API_PREFIX}/datasets/{{name}}/documents/{{ref}}/passages", tags=["datasets"], responses=_ERRORS)
-    def document_passages(name: str, ref: str) -> dict[str, Any]:
+    def document_passages(name: Name, ref: str) -> dict[str, Any]:
         validate_name(name)
         return {"dataset": name, "ref": ref, "passages": [p.to_dict() for p in engine.document_passages(name, ref)]}
 
     @app.get(f"{API_PREFIX}/datasets/{{name}}/documents/{{ref}}", tags=["datasets"],
              responses={200: {"model": DocumentTextOut}, **_ERRORS})
-    def document_text(name: str, ref: str) -> dict[str, Any]:
+    def document_text(name: Name, ref: str) -> dict[str, Any]:
         validate_name(name)
         return {"ref": ref, "text": engine.document_text(name, ref)}
 
     @app.post(f"{API_PREFIX}/datasets/{{name}}/documents", tags=["datasets"], responses=_ERRORS)
-    def ingest(name: str, body: IngestIn) -> dict[str, Any]:
+    def ingest(name: Name, body: IngestIn) -> dict[str, Any]:
         validate_name(name)
         docs, vectors = _documents(body, engine.settings.max_document_bytes)
         return engine.ingest(name, docs, vectors).to_dict()
 
+    @app.post(f"{API_PREFIX}/datasets/{{name}}/embed", tags=["datasets"], responses=_ERRORS)
+    def embed(name: str) -> dict[str, Any]:
+        """Finish the dataset's embedding backlog now (the gateway also does so by itself at start)."""
+        return engine.embed(validate_name(name)).to_dict()
+
     @app.post(f"{API_PREFIX}/datasets/{{name}}/query", tags=["datasets"],
               responses={200: {"model": QueryOut}, **_ERRORS}, response_class=JSONResponse)
-    def query(name: str, body: QueryIn) -> JSONResponse:
+    def query(name: Name, body: QueryIn) -> JSONResponse:
         validate_name(name)
         # the engine holds each dataset's readers under a lock of their own and
         # embeds outside it, so queries overlap where they can
@@ -605,12 +649,17 @@ def _documents(body: IngestIn, max_bytes: int) -> tuple[list[DocumentInput], lis
         media = item.media_type or "text/plain"
         if media == RECORD_MEDIA_TYPE:
             _check_record(label, data)
+        if item.name is not None:
+            check_document_name(item.name, label)
+        if item.source_path is not None:
+            check_source_path(item.source_path, label)
         name = item.name or f"{'text' if item.text is not None else 'bytes'}-{hashlib.sha256(data).hexdigest()[:12]}"
         error = None
         if len(data) > max_bytes:
             error = invalid(f"{name} is {len(data):,} bytes, over the {max_bytes:,}-byte limit "
                             "(KX_MAX_DOCUMENT_BYTES); split it or raise the limit")
-        docs.append(DocumentInput(name=name, data=data, source_path=item.source_path, media_type=media, error=error))
+        docs.append(DocumentInput(name=name, data=data, source_path=client_supplied(item.source_path),
+                                  media_type=media, error=error))
     vectors = [d.vector for d in body.documents] if all(with_vector) else None
     return docs, vectors  # type: ignore[return-value]
 

@@ -24,6 +24,7 @@ import numpy as np
 from .analysis import TOKENIZER_VERSION, build_analyzer
 from .atomic import fsync_dir, fsync_file, read_json, write_json_atomic
 from .checksums import file_crc32, matches
+from .errors import precondition
 
 if TYPE_CHECKING:
     from .store import Catalogue
@@ -65,6 +66,9 @@ class SparseIndex:
                 return index.open_dir(str(self.folder)), start
             except Exception:  # missing or damaged derived index: rebuild from the catalogue
                 pass
+        if self.folder.exists() and not self.folder.is_dir():
+            raise precondition(f"{self.folder} is a file where kx keeps the sparse index's folder; move that "
+                               "file away and the index is rebuilt from the catalogue")
         shutil.rmtree(self.folder, ignore_errors=True)
         self.folder.mkdir(parents=True)
         return index.create_in(str(self.folder), _schema(self.stopwords)), 0
@@ -140,6 +144,10 @@ class SparseIndex:
 
     def open_scorer(self, k1: float, b: float) -> Bm25Scorer:
         from whoosh import index
+
+        if self.folder.exists() and not self.folder.is_dir():
+            raise precondition(f"{self.folder} is a file where kx keeps the sparse index's folder; move that "
+                               "file away and the index is rebuilt from the catalogue")
 
         # A writer's commit in another thread or process deletes the previous
         # generation's TOC and merged segments; an open that lands in between

@@ -93,10 +93,29 @@ def _warm_up(engine: Any) -> threading.Thread:
             engine.prepare_model(lambda line: click.echo(line, err=True))
         except KxError as exc:  # the first request that needs the model reports it properly
             click.echo(f"embedding model not ready: {exc.message}", err=True)
+            return
+        _resume_backlogs(engine)
 
     thread = threading.Thread(target=warm, name="kx-warm-up", daemon=True)
     thread.start()
     return thread
+
+
+def _resume_backlogs(engine: Any) -> None:
+    """Finish every dataset's unfinished embedding (an ingest stopped in its second stage), one at a time."""
+    try:
+        waiting = [d for d in engine.list_datasets() if d.backlog]
+    except KxError:
+        return
+    for dataset in waiting:
+        click.echo(f"{dataset.name}: embedding the {dataset.backlog:,} passages an earlier ingest left "
+                   "(queries meanwhile say how much dense covers)", err=True)
+        try:
+            report = engine.embed(dataset.name)
+        except KxError as exc:
+            click.echo(f"{dataset.name}: the embedding did not finish: {exc.message}", err=True)
+            continue
+        click.echo(f"{dataset.name}: {report.embedded:,} passages embedded", err=True)
 
 
 def _run(engine: Any, token: str, max_bytes: int, allow_local: bool, sock: socket.socket, host: str,
@@ -105,13 +124,15 @@ def _run(engine: Any, token: str, max_bytes: int, allow_local: bool, sock: socke
     import uvicorn
 
     from engine.gateway import create_app
+    from engine.http_limits import guarded_protocol
     from engine.request_log import RequestLog
 
     app: Any = create_app(engine, token, allow_local=allow_local, max_request_bytes=max_bytes, bind_host=host)
     if log is not None:  # outermost: requests the guard refuses are logged too
         app = RequestLog(app, json_lines=log == "json")
+    # headers must arrive whole within 10 s, and one address holds at most 64 connections (engine/http_limits.py)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=_DRAIN_SECONDS)
+                            timeout_graceful_shutdown=_DRAIN_SECONDS, http=guarded_protocol())
     server = uvicorn.Server(config)
     # uvicorn installs its own flag-setting handlers while it runs. Before they are in (and after),
     # ours count the signal and set the same flag, so a stop in that window is not lost; uvicorn's

@@ -15,6 +15,7 @@ Used by `kx datasets watch`, `kx datasets ingest` and `kx serve`'s start-up.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import threading
 import time
@@ -97,7 +98,10 @@ class StopSignals:
                 words = self.last_words or "stopping now"
                 with_newline = f"{words} ({self.name} {self.give_up_after:g} s ago)\n"
                 try:
-                    os.write(2, with_newline.encode("utf-8", "replace"))  # no Python-level lock on the way
+                    # no Python-level lock on the way, and never blocking on a full pipe: a pipe that
+                    # select() calls writable takes PIPE_BUF (>= 512) bytes in one write
+                    if select.select([], [2], [], 0)[1]:
+                        os.write(2, with_newline.encode("utf-8", "replace")[:512])
                 finally:
                     os._exit(self.exit_code)
 

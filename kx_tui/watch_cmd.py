@@ -20,8 +20,8 @@ from .context import CONTEXT_SETTINGS, local_engine
 from .stopping import StopSignals
 
 _POLL_SECONDS = 0.1     # how often the main thread looks at the stop requests while it waits
-_FINISH_SECONDS = 4.0   # after a stop request, how long the batch in hand may take to finish before it is given up
-_GIVE_UP_SECONDS = 9.0  # after a stop request, the process leaves whatever it is blocked in
+_FINISH_SECONDS = 2.0   # after a stop request, how long the batch in hand may take to finish before it is given up
+_GIVE_UP_SECONDS = 9.5  # after a stop request, the process leaves whatever it is blocked in
 
 
 @click.command("watch", context_settings=CONTEXT_SETTINGS)

