@@ -73,6 +73,12 @@ class DenseIndex:
     def __len__(self) -> int:
         return len(self.load())
 
+    @property
+    def held(self) -> int:
+        """The highest passage seq the loaded graph holds (loads it)."""
+        self.load()
+        return self._held
+
     def catch_up(self, catalogue: Catalogue, upto: int) -> int:
         """Add the catalogue's passages above what the graph holds, save, and record `upto`.
 

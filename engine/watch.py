@@ -43,7 +43,7 @@ from .config import Settings
 from .dataset import validate_name
 from .documents import DocumentInput, from_file
 from .errors import KxError, Status, invalid, not_found, precondition
-from .records import DocumentStatus, IngestReport
+from .records import DocumentStatus, EmbedReport, IngestReport
 
 DEFAULT_SETTLE_SECONDS = 1.0  # an editor's save or a local copy is quiet well within a second
 DEFAULT_TICK_SECONDS = 0.05
@@ -188,6 +188,8 @@ class IngestBackend(Protocol):
 
     def ingest(self, name: str, documents: Iterable[DocumentInput], vectors: Any = None,
                on_event: Callable[[object], None] | None = None) -> IngestReport: ...
+
+    def embed(self, name: str, on_event: Callable[[object], None] | None = None) -> EmbedReport: ...
 
 
 # -- files waiting to settle -------------------------------------------------------
@@ -522,6 +524,7 @@ class FolderWatcher:
     def _run(self) -> None:
         try:
             self._scan(self._root)
+            self._resume_backlog()
             last_scan = time.monotonic()
             while True:
                 with self._cond:
@@ -631,6 +634,14 @@ class FolderWatcher:
             self._note(path)
             return None
         return doc
+
+    def _resume_backlog(self) -> None:
+        """Finish the embedding an earlier ingest of this dataset left (a stop, a crash) before new files."""
+        try:
+            self.engine.embed(self.dataset, on_event=self._abandon_point)
+        except KxError as exc:
+            if exc.status is not Status.NOT_FOUND:  # no dataset yet: nothing waits
+                raise
 
     def _abandon_point(self, _event: object) -> None:
         """The ingest's progress callback: a safe point to give the batch up at, when asked to."""

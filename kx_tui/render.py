@@ -9,7 +9,6 @@ from typing import Any, Callable, Sequence
 
 from rich.console import Console as _RichConsole
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -74,11 +73,18 @@ def print_datasets(console: _RichConsole, summaries: list[DatasetSummary]) -> No
     if not summaries:
         console.print("No datasets yet. Add one with: kx datasets ingest NAME --file FILE")
         return
+    waiting = any(s.backlog for s in summaries)  # the column only while some ingest's embedding is unfinished
     print_table(console, [("name", "left"), ("documents", "right"), ("passages", "right"),
+                          *((("to embed", "right"),) if waiting else ()),
                           ("embedding model", "left"), ("created", "left")],
-                [[s.name, f"{s.documents:,}", f"{s.passages:,}", s.embed_model or "-", _when(s.created_at)]
+                [[s.name, f"{s.documents:,}", f"{s.passages:,}",
+                  *((f"{s.backlog:,}" if s.backlog else "-",) if waiting else ()),
+                  s.embed_model or "-", _when(s.created_at)]
                  for s in summaries],
-                ["name", "documents", "passages", "created", "embedding model"])
+                ["name", "documents", "passages", *(("to embed",) if waiting else ()), "created", "embedding model"])
+    if waiting:
+        console.print("[dim]to embed: passages keyword-searchable but not yet in dense search; "
+                      "`kx datasets embed NAME` finishes them[/]")
 
 
 def size_text(size: int) -> str:
@@ -188,47 +194,14 @@ def print_info(console: _RichConsole, data: dict[str, Any]) -> None:
         if runtime:  # which runtime embeds, and why (an older gateway does not say)
             state = "in use" if runtime.get("loaded") else "when first used"
             console.print(f"runtime      {escape(str(runtime['runtime']))} ({state}): {escape(str(runtime['reason']))}")
+            if runtime.get("device_reason"):
+                device, why = escape(str(runtime.get("device"))), escape(str(runtime["device_reason"]))
+                console.print(f"device       {device}: {why}")
     for advisory in data["advisories"]:
         console.print(f"[yellow]advisory[/]: {escape(advisory)}")
     console.print()
     print_table(console, [("setting", "left"), ("value", "left"), ("source", "left"), ("environment", "left")],
                 [[row["name"], str(row["value"]), row["source"], row["env"]] for row in data["settings"]])
-
-
-class IngestProgress:
-    """A progress bar on stderr while embedding, only on a terminal and only for long work."""
-
-    _SHOW_FROM = 64  # passages; shorter work finishes before a bar would help
-
-    def __init__(self, console: _RichConsole, enabled: bool = True) -> None:
-        self.console = console
-        self.enabled = enabled and console.is_terminal
-        self._progress: Progress | None = None
-        self._task = None
-
-    def __enter__(self) -> IngestProgress:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-
-    def update(self, event: Any) -> None:
-        if not self.enabled or event.stage != "embedding" or event.total < self._SHOW_FROM:
-            return
-        if self._progress is None:
-            self._progress = Progress(TextColumn("embedding"), BarColumn(), MofNCompleteColumn(),
-                                      TextColumn("passages"), TimeRemainingColumn(), console=self.console,
-                                      transient=True)
-            self._progress.start()
-            self._task = self._progress.add_task("embedding", total=event.total)
-        self._progress.update(self._task, completed=event.done)
-
-    def print(self, message: str) -> None:
-        self.console.print(escape(message))
-
-    def call(self, fn: Callable[..., None], *args: Any) -> None:
-        fn(*args)
 
 
 _PREVIEW_CHARS = 320
@@ -440,6 +413,15 @@ def chunk_and_place(hit: Hit) -> str:
     return f"{hit.label} {hit.provenance}" if hit.provenance else hit.label
 
 
+def _no_hits_hint(mode: str) -> str:
+    """What to try after an empty answer, true for the mode that was asked."""
+    if mode == "sparse":
+        return "Try other words, or --mode dense (or hybrid) for paraphrases."
+    if mode == "dense":
+        return "Try other words, or --mode sparse for exact terms."
+    return "Try other words."
+
+
 def citation(hit: Hit, dataset: str) -> str:
     """One line that finds the passage again: document (and title), pages and section, chunk, characters, dataset.
 
@@ -461,7 +443,7 @@ def print_query(console: _RichConsole, result: QueryResult, spans_of: Callable[[
     for note in result.notes:
         console.print(f"[yellow]note[/]: {escape(note)}")
     if not result.hits:
-        console.print("No passage matches. Try other words, or --mode dense for paraphrases.")
+        console.print(f"No passage matches. {_no_hits_hint(result.mode)}")
         return
     for hit in result.hits:
         ranks = " · ".join(_where(r, s, n) for r, s, n in ((hit.dense_rank, hit.dense_score, "dense"),

@@ -104,8 +104,10 @@ class BuildProgress:
         self._enter(1)
 
     def progressed(self, stage: str, done: int, total: int) -> None:
-        """An ingest progress event: `stage` is "embedding" or "indexing ..."."""
-        if stage == "embedding":
+        """An ingest progress event: `stage` is "reading" (documents), "embedding" or "indexing ..."."""
+        if stage == "reading":
+            self._enter(1)
+        elif stage == "embedding":
             self._enter(2)
             if self._first is None or done < self._first[1]:
                 self._first = (self.clock(), done)
@@ -130,7 +132,7 @@ class BuildProgress:
         now = self.clock()
         parts = [f"first run: building '{self.dataset}' from {self.documents} samples",
                  f"{self.step + 1}/{len(self.STEPS)} {self.STEPS[self.step]}"]
-        if self.step == 2 and self.total:
+        if self.step in (1, 2) and self.total:
             parts[-1] += f" {self.done}/{self.total}"
         elif self.step == 3 and self.detail:
             parts[-1] += f" ({self.detail})"
