@@ -54,7 +54,7 @@ def embed_backlog(engine: ModelSource, dataset: Dataset, catalogue: Catalogue, e
     fingerprint = catalogue.fingerprint()
     if fingerprint is None:
         return 0
-    dense = dataset.dense(fingerprint.dimension)
+    dense = dataset.dense(fingerprint.dimension, catalogue.dataset_id)
     if not waiting:
         dataset.sync_dense(catalogue, dense=dense)
         return 0

@@ -107,23 +107,25 @@ class Dataset:
         lock.release()
         return False
 
-    def dense(self, dimension: int) -> DenseIndex:
+    def dense(self, dimension: int, dataset_id: str = "") -> DenseIndex:
+        """The dense index; with `dataset_id` (the catalogue's) it trusts only a graph made for this dataset."""
         from .dense import DenseIndex
 
-        return DenseIndex(self.folder, dimension)
+        return DenseIndex(self.folder, dimension, dataset_id)
 
-    def sparse(self, stopwords: bool) -> SparseIndex:
+    def sparse(self, stopwords: bool, dataset_id: str = "") -> SparseIndex:
         from .sparse import SparseIndex
 
-        return SparseIndex(self.folder, stopwords)
+        return SparseIndex(self.folder, stopwords, dataset_id)
 
     def indexes_behind(self, catalogue: Catalogue) -> bool:
         """Whether an index holds less than the catalogue could give it (the dense one: what is embedded)."""
         fingerprint = catalogue.fingerprint()
         if fingerprint is None:
             return False
-        return (self.dense(fingerprint.dimension).watermark < catalogue.embedded_prefix()
-                or self.sparse(fingerprint.stopwords).watermark < catalogue.max_passage_seq())
+        dense = self.dense(fingerprint.dimension, catalogue.dataset_id)
+        return (dense.watermark < catalogue.embedded_prefix() or not dense.consistent_with(catalogue)
+                or self.sparse(fingerprint.stopwords, catalogue.dataset_id).watermark < catalogue.max_passage_seq())
 
     def heal_if_behind(self) -> bool:
         """Catch the indexes up if a crash left them behind, unless a writer is busy.
@@ -172,7 +174,7 @@ class Dataset:
         if fingerprint is None:
             return
         top = catalogue.max_passage_seq()
-        sparse = self.sparse(fingerprint.stopwords)
+        sparse = self.sparse(fingerprint.stopwords, catalogue.dataset_id)
         if sparse.watermark < top:
             if on_stage:
                 on_stage("sparse")
@@ -188,7 +190,9 @@ class Dataset:
         if fingerprint is None:
             return
         upto = catalogue.embedded_prefix()
-        dense = dense or self.dense(fingerprint.dimension)
+        dense = dense or self.dense(fingerprint.dimension, catalogue.dataset_id)
+        if not dense.consistent_with(catalogue):  # an edited or foreign sidecar: rebuild, never trust it
+            dense.forget()
         if dense.watermark < upto:
             if on_stage:
                 on_stage("dense")

@@ -43,6 +43,7 @@ from .records import (
     Notice,
     Progress,
 )
+from .storage_errors import storage_errors
 from .store import NewDocument, NewPassage
 from .vectors import checked_vectors
 
@@ -124,13 +125,21 @@ def run_ingest(
 
     dataset = Dataset(engine.settings, name) if dataset is None else dataset
     created = not dataset.exists()
+    if created and docs and all(doc.error is not None for doc in docs):
+        # refused as a whole (nothing readable): no dataset is made and nothing stored is touched
+        refusals = [_refused(doc, doc.error) for doc in docs if doc.error is not None]
+        for result in refusals:
+            emit(result)
+        return IngestReport(name, refusals, False, 0, 0, [])
     unusable_model = False
     # the model loads (a first use exports it) while stage 1 reads and commits: no wait before the first answer
     model = _ModelLoader(engine, emit, wanted=given is None and bool(getattr(dataset, "defers_embedding", False)))
     totals = (0, 0)
     results: list[DocumentResult | None] = [None] * len(docs)
     try:
-        with dataset.writing(on_wait=lambda message: emit(Notice("waiting", message))) as catalogue:
+        # storage failures become KxErrors here already, so a full disk can be told with what went in first
+        with storage_errors(getattr(dataset, "folder", engine.settings.datasets_dir / name)), \
+                dataset.writing(on_wait=lambda message: emit(Notice("waiting", message))) as catalogue:
             stored = catalogue.fingerprint()
             if stored is not None:
                 _check_stored(name, stored, current, given is not None)
@@ -156,6 +165,13 @@ def run_ingest(
                 dataset.sync_dense(catalogue)
             else:
                 dataset.sync_indexes(catalogue, on_stage=lambda stage: emit(Progress(f"indexing {stage}", 0, 1)))
+    except KxError as exc:
+        added = sum(1 for r in results if r is not None and r.status == DocumentStatus.ADDED)
+        if exc.status is Status.RESOURCE_EXHAUSTED and added:
+            raise KxError(exc.status, f"{exc.message}. Before that, this command committed {added} document(s) "
+                                      "to the catalogue; they stay, and what their indexes lack is completed "
+                                      "from the catalogue by the next command on this dataset") from None
+        raise
     finally:
         if created and (unusable_model or totals[0] == 0 and not any(
                 r is not None and r.status == DocumentStatus.ADDED for r in results)):
