@@ -125,6 +125,12 @@ def run_ingest(
 
     dataset = Dataset(engine.settings, name) if dataset is None else dataset
     created = not dataset.exists()
+    if created and docs and all(doc.error is not None for doc in docs):
+        # refused as a whole (nothing readable): no dataset is made and nothing stored is touched
+        refusals = [_refused(doc, doc.error) for doc in docs if doc.error is not None]
+        for result in refusals:
+            emit(result)
+        return IngestReport(name, refusals, False, 0, 0, [])
     unusable_model = False
     # the model loads (a first use exports it) while stage 1 reads and commits: no wait before the first answer
     model = _ModelLoader(engine, emit, wanted=given is None and bool(getattr(dataset, "defers_embedding", False)))

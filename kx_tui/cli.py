@@ -114,7 +114,7 @@ def list_datasets(ctx: click.Context, as_json: bool) -> None:
 @click.argument("name")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--file", "-f", "files", multiple=True, type=click.Path(path_type=Path),
-              help="A UTF-8 text file to add as one document (repeatable).")
+              help="A file to add as one document, or a folder to add every file of (repeatable).")
 @click.option("--text", "-t", "texts", multiple=True, help="A string to add as one document (repeatable).")
 @click.option("--jsonl", "jsonls", multiple=True, type=click.Path(path_type=Path),
               help="A JSONL file, one {\"_id\", \"title\", \"text\"} object per line, each a document named by its id.")
@@ -125,7 +125,11 @@ def list_datasets(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[Path, ...], texts: tuple[str, ...],
            jsonls: tuple[Path, ...], chunk_size: int | None, chunk_overlap: int | None, as_json: bool) -> None:
-    """Add documents to dataset NAME, creating it on first use.
+    """Add documents (files, or folders of them) to dataset NAME, creating it on first use.
+
+    A folder is walked recursively with the folder watcher's rules (hidden,
+    temporary and lock files skipped); each file is named by its path in the
+    folder without extension, e.g. docs/guide/index.md -> guide/index.
 
     Two stages: each document is read, cut into passages, committed and made
     keyword-searchable within seconds; then the passages are embedded for
@@ -137,6 +141,7 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
     """
     from engine.dataset import validate_name
     from engine.documents import from_file, from_jsonl, from_text
+    from engine.folders import folder_documents
 
     validate_name(name)
     settings = settings_of(ctx, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
@@ -146,7 +151,10 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
                       "runs (KX_CHUNK_SIZE, KX_CHUNK_OVERLAP), or drop --gateway")
     engine = backend_of(ctx, settings)
     limit = settings.max_document_bytes
-    docs = [from_file(p, limit) for p in (*paths, *files)]
+    docs = []
+    for path in (*paths, *files):
+        # a folder: every file in it, recursively, named by its path in it (the watcher's rules)
+        docs.extend(folder_documents(path, limit) if path.is_dir() else [from_file(path, limit)])
     docs += [from_text(t) for t in texts]
     for path in jsonls:
         docs.extend(from_jsonl(path, limit))

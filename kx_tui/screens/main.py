@@ -474,8 +474,9 @@ class MainScreen(KeysScreen):
         elif self.result is not None:
             r = self.result
             parts.append((f"{len(r)} hit{'' if len(r) == 1 else 's'} in {r.timings_ms.get('total', 0):.0f} ms", "dim"))
-            if r.dense_coverage < 1.0 and r.mode != RetrievalMode.SPARSE:  # an ingest's embedding is under way
-                parts.append((f"dense covers {r.dense_coverage:.0%}", "yellow"))
+            coverage = r.dense_coverage   # below 1 while an ingest still embeds its backlog
+            if r.mode != "sparse" and coverage < 1.0:
+                parts.append((f"dense covers {coverage:.0%} of passages (still embedding)", "yellow"))
         line = Text()
         column = 0
         for i, (words, style) in enumerate(parts):

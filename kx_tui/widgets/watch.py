@@ -52,7 +52,7 @@ class _LocalIngest:
         return self.backend.ingest(name, documents, vectors, on_event)
 
     def embed(self, name: str, on_event: Callable[[object], None] | None = None) -> EmbedReport:
-        return self.backend.embed(name, on_event)
+        return self.backend.embed(name, on_event=on_event)   # the watcher embeds a batch's backlog behind it
 
 
 class WatchPanel(Vertical):
