@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import datetime as _dt
 import re
 from typing import Any, Callable, Sequence
@@ -259,23 +260,25 @@ def looks_like_markdown(source_path: str | None, text: str) -> bool:
 
 
 class _Markup:
-    """Which characters of a Markdown text are markup to leave out, and how the rest is styled."""
+    """Which characters of a Markdown text are markup to leave out (`cuts`), and how the rest is styled."""
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.drop = bytearray(len(text))
+        self.dropped = bytearray(len(text))
         self.locked = bytearray(len(text))   # code: kept verbatim, never read as emphasis or links
-        self.styles: dict[int, list[str]] = {}
+        self.cuts: list[tuple[int, int]] = []
+        self.styles: list[tuple[int, int, str]] = []
 
     def free(self, a: int, b: int) -> bool:
         return not any(self.locked[a:b])
 
     def cut(self, a: int, b: int) -> None:
-        self.drop[a:b] = b"\x01" * (b - a)
+        if b > a:
+            self.cuts.append((a, b))
+            self.dropped[a:b] = b"\x01" * (b - a)
 
     def style(self, a: int, b: int, style: str) -> None:
-        for i in range(a, b):
-            self.styles.setdefault(i, []).append(style)
+        self.styles.append((a, b, style))
 
     def lock(self, a: int, b: int) -> None:
         self.locked[a:b] = b"\x01" * (b - a)
@@ -310,7 +313,7 @@ def _markup(text: str) -> _Markup:
             m.style(*match.span(2), "underline")
     for pattern, style in ((_STRONG, "bold"), *((p, "italic") for p in _EMPHASIS)):
         for match in pattern.finditer(text):
-            if m.free(*match.span()) and not any(m.drop[match.start():match.end()]):
+            if m.free(*match.span()) and not any(m.dropped[match.start():match.end()]):
                 m.cut(match.start(), match.start(2))
                 m.cut(match.end(2), match.end())
                 m.style(*match.span(2), style)
@@ -328,26 +331,31 @@ def styled_text(text: str, marks: Sequence[tuple[int, int, str]] = (), markdown:
             out.stylize(style, max(0, a), min(len(text), b))
         return out, lambda i: i
     m = _markup(text)
-    shown: list[int] = []   # for each kept character, its index in `text`
-    kept_before = [0] * (len(text) + 1)
-    for i in range(len(text)):
-        kept_before[i + 1] = kept_before[i] + (not m.drop[i])
-        if not m.drop[i]:
-            shown.append(i)
-    out = Text("".join(text[i] for i in shown))
-    runs: dict[str, list[int]] = {}
-    for j, i in enumerate(shown):
-        for style in m.styles.get(i, ()):
-            runs.setdefault(style, []).append(j)
-    for style, positions in runs.items():
-        start = prev = positions[0]
-        for j in positions[1:] + [-2]:
-            if j != prev + 1:
-                out.stylize(style, start, prev + 1)
-                start = j
-            prev = j
-    where = lambda i: kept_before[max(0, min(len(text), i))]  # noqa: E731 - a small closure over the table
-    for a, b, style in marks:
+    merged: list[list[int]] = []
+    for a, b in sorted(m.cuts):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    starts = [a for a, _b in merged]
+    removed_before: list[int] = []   # characters cut before each cut starts
+    pieces, last, removed = [], 0, 0
+    for a, b in merged:
+        removed_before.append(removed)
+        pieces.append(text[last:a])
+        last, removed = b, removed + b - a
+    pieces.append(text[last:])
+
+    def where(i: int) -> int:
+        i = max(0, min(len(text), i))
+        k = bisect.bisect_right(starts, i) - 1
+        if k < 0:
+            return i
+        a, b = merged[k]
+        return i - removed_before[k] - (min(i, b) - a)
+
+    out = Text("".join(pieces))
+    for a, b, style in (*m.styles, *marks):
         out.stylize(style, where(a), where(b))
     return out, where
 

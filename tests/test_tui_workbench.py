@@ -474,3 +474,25 @@ async def test_a_burst_of_files_is_reported_file_by_file_and_counted_once(handbo
         await pilot.press("w")
         assert not panel.watching
     assert panel.watcher is None  # and nothing left running after the app closed
+
+
+async def test_the_status_line_says_when_dense_search_covers_only_part_of_the_dataset(handbook_home) -> None:
+    import dataclasses
+
+    from kx_tui.messages import QueryAnswered
+
+    engine = Engine(load_settings({}), embedder=HashEmbedder())
+    app = KxApp(engine, settings=engine.settings, samples=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        await _ask(app, pilot, "refund")
+        assert "covers" not in _status(app)          # a fully embedded dataset says nothing
+        partial = dataclasses.replace(_main(app).result, dense_coverage=0.42)
+        _main(app).post_message(QueryAnswered("refund", partial, {}))
+        await pilot.pause()
+        assert "dense covers 42% of passages (still embedding)" in _status(app)
+        sparse = dataclasses.replace(partial, mode="sparse")
+        _main(app).post_message(QueryAnswered("refund", sparse, {}))
+        await pilot.pause()
+        assert "covers" not in _status(app)          # sparse covers every committed passage
+    engine.close()
