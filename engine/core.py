@@ -209,6 +209,16 @@ class Engine:
                 raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
             return [row.span() for row in catalogue.passages_of(doc_ref)]
 
+    def rebuild(self, name: str, new: str, on_event: EventFn | None = None,
+                should_stop: Callable[[], bool] | None = None) -> IngestReport:
+        """Build dataset `new` from `name`'s stored originals under this engine's settings (engine/rebuild.py);
+        `name` is only read."""
+        from .rebuild import run_rebuild
+
+        check_home_writable(self.settings.home, self.settings.datasets_dir)
+        with storage_errors(self.settings.datasets_dir / validate_name(new)):
+            return run_rebuild(self, name, new, on_event, should_stop)
+
     def retire(self, name: str, lineages: Sequence[str]) -> list[str]:
         """Retire lineages (documents by name) whose source is gone: no version of them answers by default
         any more; a later ingest of the same name brings the lineage back. Returns those that were live."""

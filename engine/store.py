@@ -341,6 +341,17 @@ class Catalogue:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else row[0]
 
+    def meta(self, key: str) -> str | None:
+        """A free-form catalogue fact (e.g. `rebuilt_from`); None when not set."""
+        return self._meta(key)
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Record a free-form catalogue fact; the schema's own keys are not for this."""
+        if key in ("schema_version", "created_at", "dataset_id", "fingerprint"):
+            raise ValueError(f"{key} is the catalogue's own")
+        self._db.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                         (key, value))
+
     @property
     def created_at(self) -> float:
         return float(self._meta("created_at") or 0.0)

@@ -27,6 +27,7 @@ from .embed_cmd import embed as embed_command
 from .mcp_cmd import mcp as mcp_command
 from .models_cmd import models as models_group
 from .progress import PipelineProgress
+from .rebuild_cmd import rebuild as rebuild_command
 from .render import (
     Console,
     print_datasets,
@@ -309,6 +310,7 @@ def eval_command(ctx: click.Context, name: str, queries_path: Path, qrels_path: 
 # The commands that live in their own modules register here, once the groups exist.
 datasets.add_command(documents_command)
 datasets.add_command(embed_command)
+datasets.add_command(rebuild_command)
 datasets.add_command(watch_command)
 cli.add_command(serve_command)
 cli.add_command(models_group)
