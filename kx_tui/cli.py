@@ -189,8 +189,10 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
     refused = [r for r in report.results if r.status == DocumentStatus.REFUSED]
     if refused:
         first = Status[refused[0].code or "INVALID_ARGUMENT"]
-        raise KxError(first, f"{len(refused)} of {len(report.results)} document(s) refused; "
-                             "the others were ingested (see the reasons above)")
+        rest = ("nothing was ingested" if len(refused) == len(report.results)
+                else "the others were ingested")
+        raise KxError(first, f"{len(refused)} of {len(report.results)} document(s) refused; {rest} "
+                             "(see the reasons above)")
 
 
 @datasets.command(context_settings=CONTEXT_SETTINGS)
