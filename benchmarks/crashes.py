@@ -1,6 +1,6 @@
 """Crash campaign: SIGKILL kx at random moments and check nothing reported is lost, doubled or corrupt.
 
-    python benchmarks/crashes.py [--ingest 50] [--watch 20] [--gateway 20] [--docs 20] [--seed 13]
+    python benchmarks/crashes.py [--ingest 50] [--watch 20] [--gateway 20] [--embedding 20] [--docs 20] [--seed 13]
 
 By hand, not in CI (minutes per dozen kills). Three targets, each a real
 `kx` process on a SciFact slice (one abstract per file, KX_INGEST_COMMIT_PASSAGES
@@ -13,6 +13,12 @@ small so a command makes many commits for a kill to land between):
   dropped in, killed likewise; restarted until the dataset holds them all.
 - gateway: `kx serve` killed while a client uploads the round's documents
   (POST /v1/datasets/crash-gateway/documents); restarted, the upload repeated.
+- embedding: `kx datasets ingest` killed during stage 2, at a moment drawn
+  uniformly from the span in which the catalogue holds some vectors of the
+  round's passages and not all (the embedding backlog half done); then
+  `kx datasets embed` finishes it. Checked: the resumer embedded exactly the
+  backlog the kill left (0 embedded twice), every passage has one vector,
+  the dense graph holds every passage, each document is found by its text.
 
 After every kill, before anything else touches the dataset:
 `PRAGMA integrity_check` is ok and every document the killed process
@@ -66,8 +72,8 @@ def _env(home: Path) -> dict[str, str]:
     return env
 
 
-def _kx(home: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "kx_tui", *args], cwd=REPO, env=_env(home),
+def _kx(home: Path, *args: str, extra: dict[str, str] | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "kx_tui", *args], cwd=REPO, env={**_env(home), **(extra or {})},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -424,11 +430,74 @@ def campaign_gateway(root: Path, rounds: int, per: int, rng: random.Random, embe
         _finish(home, dataset, docs, reported, readded, good, tally, what, embedder)
 
 
+def _vector_state(home: Path, dataset: str) -> tuple[int, int]:
+    """(passages, passages still without a vector), read-only; (0, 0) before the catalogue exists."""
+    path = _catalogue(home, dataset)
+    if not path.exists():
+        return 0, 0
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return tuple(db.execute("SELECT COUNT(*), COALESCE(SUM(length(vector) = 0), 0) FROM passages"
+                                    ).fetchone())  # type: ignore[return-value]
+        finally:
+            db.close()
+    except sqlite3.DatabaseError:
+        return 0, 0
+
+
+def campaign_embedding(root: Path, rounds: int, per: int, rng: random.Random, embedder, tally: Tally) -> None:
+    number = 0
+    while tally.kills < rounds:
+        home, dataset = root / f"embedding-home-{number}", "crash-embedding"
+        docs = _slice(per * 3, 8000 + number * per * 3)  # enough passages for several embedding chunks
+        paths = _write(root / f"embedding-files-{number}", docs)
+        # embedding chunks of 8 x 8 passages: many vector commits for a kill to land between
+        proc = _kx(home, "datasets", "ingest", dataset, *map(str, paths), extra={"KX_EMBED_BATCH_SIZE": "8"})
+        reader = Reader(proc)
+        number += 1
+        # wait for stage 2 to be under way (some vectors in, some not), then kill at a random moment of it
+        deadline, state = time.monotonic() + 600, (0, 0)
+        while time.monotonic() < deadline and proc.poll() is None:
+            state = _vector_state(home, dataset)
+            if state[0] and 0 < state[1] < state[0]:
+                break
+            time.sleep(0.02)
+        killed = _kill_at(proc, rng.uniform(0, 3.0))
+        reader.join()
+        if not killed:
+            tally.finished_first += 1
+            continue
+        tally.kills += 1
+        what = f"embedding kill {tally.kills}"
+        passages, backlog = _vector_state(home, dataset)
+        good = check_after_kill(home, dataset, _added_lines(reader.lines), tally, what)
+        resume = _kx(home, "datasets", "embed", dataset, "--json")
+        out, err = resume.communicate(timeout=900)
+        if resume.returncode != 0:
+            tally.problems.append(f"{what}: kx datasets embed exited {resume.returncode}: {err.strip()[-300:]}")
+            _finish(home, dataset, docs, set(), set(), False, tally, what, embedder)
+            continue
+        embedded = json.loads(out)["embedded"]
+        after = _vector_state(home, dataset)
+        if embedded != backlog or after != (passages, 0):
+            tally.corrupt += 1
+            tally.problems.append(f"{what}: the kill left {backlog} of {passages} passages to embed; the resumer "
+                                  f"embedded {embedded}; afterwards {after[1]} of {after[0]} still without vectors")
+            good = False
+        print(f"  {what}: killed with {backlog} of {passages} passages left to embed; resumed: {embedded}", flush=True)
+        again = _kx(home, "datasets", "ingest", dataset, *map(str, paths))  # the documents all come back unchanged
+        out, _err = again.communicate(timeout=600)
+        _finish(home, dataset, docs, set(), _added_lines(out.splitlines()), good, tally, what, embedder)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ingest", type=int, default=50, help="kills of `kx datasets ingest`")
     parser.add_argument("--watch", type=int, default=20, help="kills of `kx datasets watch`")
     parser.add_argument("--gateway", type=int, default=20, help="kills of `kx serve` during an upload")
+    parser.add_argument("--embedding", type=int, default=20,
+                        help="kills of `kx datasets ingest` during its embedding stage, resumed by `kx datasets embed`")
     parser.add_argument("--docs", type=int, default=20, help="SciFact abstracts per round")
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
@@ -447,7 +516,8 @@ def main() -> None:
         raise SystemExit(f"kx models prepare failed: {prepare.stderr.strip()[-500:]}")
     results = {}
     for target, count, run in (("ingest", args.ingest, campaign_ingest), ("watch", args.watch, campaign_watch),
-                               ("gateway", args.gateway, campaign_gateway)):
+                               ("gateway", args.gateway, campaign_gateway),
+                               ("embedding", args.embedding, campaign_embedding)):
         if count <= 0:
             continue
         tally = Tally()

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkabl
 
 from .documents import DocumentInput
 from .errors import invalid
-from .records import DatasetSummary, DocumentSummary, IngestReport, PassageSpan, QueryResult
+from .records import DatasetSummary, DocumentSummary, EmbedReport, IngestReport, PassageSpan, QueryResult
 
 EventFn = Callable[[object], None]
 MAX_DOCUMENTS_PAGE = 1000  # documents per list_documents call; page with `offset` for more
@@ -73,6 +73,11 @@ class Backend(Protocol):
         vectors: Sequence[Sequence[float]] | Any | None = None,
         on_event: EventFn | None = None,
     ) -> IngestReport: ...
+
+    def embed(self, name: str, on_event: EventFn | None = None) -> EmbedReport:
+        """Finish the dataset's embedding backlog (passages committed by an ingest that stopped before
+        embedding them); how many this call embedded. A no-op where the backend embeds before it commits."""
+        ...
 
     def query(
         self,

@@ -23,6 +23,7 @@ from .records import (
     DocumentResult,
     DocumentStatus,
     DocumentSummary,
+    EmbedReport,
     Hit,
     IngestReport,
     Notice,
@@ -148,10 +149,15 @@ class KxClient:
         return [DatasetSummary(**d) for d in self._call("GET", "/v1/datasets")["datasets"]]
 
     def dataset_summary(self, name: str) -> DatasetSummary:
-        return DatasetSummary(**self._call("GET", f"/v1/datasets/{_segment(name)}"))
+        return DatasetSummary(**_known(DatasetSummary, self._call("GET", f"/v1/datasets/{_segment(name)}")))
 
     def info(self) -> dict[str, Any]:
         return self._call("GET", "/v1/info")
+
+    def embed(self, name: str, on_event: EventFn | None = None) -> EmbedReport:
+        """Have the gateway finish the dataset's embedding backlog; how many passages that embedded."""
+        data = self._call("POST", f"/v1/datasets/{_segment(name)}/embed")
+        return EmbedReport(DatasetSummary(**_known(DatasetSummary, data)), int(data.get("embedded", 0)))
 
     def document_text(self, name: str, doc_ref: str) -> str:
         """A document's text, as its passages' character ranges refer to it."""
@@ -330,7 +336,8 @@ def _query_result(data: dict[str, Any]) -> QueryResult:
     hits = [dataclasses.replace(h, answer_span=tuple(h.answer_span)) if isinstance(h.answer_span, list) else h
             for h in hits]
     return QueryResult(data["dataset"], data["query"], RetrievalMode(data["mode"]), data["rerank"], data["k"],
-                       data["requested_k"], hits, list(data.get("notes", [])), dict(data.get("timings_ms", {})))
+                       data["requested_k"], hits, list(data.get("notes", [])), dict(data.get("timings_ms", {})),
+                       float(data.get("dense_coverage", 1.0)))
 
 
 __all__ = ["DEFAULT_URL", "KxClient", "RetrievalMode", "read_token", "token_path"]

@@ -23,6 +23,7 @@ from .records import RetrievalMode
 _TRUE = {"on", "true", "yes", "1"}
 _FALSE = {"off", "false", "no", "0"}
 RUNTIMES = ("onnx", "torch")
+DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("embedded", "milvus")
 
 
@@ -79,6 +80,13 @@ def _runtime(text: str) -> str:
     low = text.strip().lower()
     if low not in RUNTIMES:
         raise ValueError("expected one of " + ", ".join(RUNTIMES))
+    return low
+
+
+def _device(text: str) -> str:
+    low = text.strip().lower()
+    if low not in DEVICES:
+        raise ValueError("expected one of " + ", ".join(DEVICES))
     return low
 
 
@@ -179,6 +187,9 @@ SPECS: tuple[SettingSpec, ...] = (
     SettingSpec("embed_runtime", "KX_EMBED_RUNTIME", _runtime, lambda: "onnx",
                 "how the model runs: 'onnx' (ONNX Runtime, exported once from the model and checked against "
                 "torch; torch is used when it does not validate) or 'torch' (sentence-transformers)"),
+    SettingSpec("embed_device", "KX_EMBED_DEVICE", _device, lambda: "auto",
+                "where ONNX Runtime embeds: 'cpu', 'cuda' (a GPU through onnxruntime-gpu's CUDA provider) or "
+                "'auto' (CUDA when that provider and a GPU are present, else CPU; `kx info` says which and why)"),
     SettingSpec("embed_threads", "KX_EMBED_THREADS", _int_in(0, 1024), lambda: 0,
                 "threads one ONNX Runtime encode uses; 0: one per CPU core"),
     SettingSpec("model_cache", "KX_MODEL_CACHE", _path_or_empty, lambda: None,
@@ -279,6 +290,7 @@ class Settings:
     home: Path
     embed_model: str
     embed_runtime: str
+    embed_device: str
     embed_threads: int
     model_cache: Path | None
     chunk_size: int

@@ -19,7 +19,7 @@ from .documents import DocumentInput
 from .errors import KxError, Status, not_found
 from .models import ModelCard, model_card_for
 from .onnx_cache import runtime_status
-from .records import DatasetSummary, DocumentSummary, IngestReport, PassageSpan, QueryResult
+from .records import DatasetSummary, DocumentSummary, EmbedReport, IngestReport, PassageSpan, QueryResult
 from .storage_errors import check_catalogue_kept, check_home_writable, reads_still_work, storage_errors
 from .version import __version__
 
@@ -119,6 +119,7 @@ class Engine:
             fingerprint = catalogue.fingerprint()
             created = catalogue.created_at
             folder = catalogue.path.parent
+            backlog = catalogue.backlog()
         return DatasetSummary(
             name=name,
             documents=docs,
@@ -127,6 +128,7 @@ class Engine:
             created_at=created,
             fingerprint=fingerprint.to_dict() if fingerprint else None,
             path=str(folder),
+            backlog=backlog,
         )
 
     def info(self) -> dict[str, Any]:
@@ -171,7 +173,9 @@ class Engine:
         """Documents of dataset `name` in ingest order, `limit` (1..1000) from `offset`."""
         check_page(offset, limit)
         with self._catalogue(name) as catalogue:
-            return [row.summary() for row in catalogue.documents(offset, limit)]
+            rows = catalogue.documents(offset, limit)
+            waiting = catalogue.backlog_by_document([row.ref for row in rows])
+            return [row.summary(backlog=waiting.get(row.ref, 0)) for row in rows]
 
     def document_passages(self, name: str, doc_ref: str) -> list[PassageSpan]:
         """Where each passage of one document lies in its text, in chunk order."""
@@ -188,6 +192,7 @@ class Engine:
         documents: Iterable[DocumentInput],
         vectors: Sequence[Sequence[float]] | np.ndarray | None = None,
         on_event: EventFn | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> IngestReport:
         """engine.ingest.run_ingest on this engine, its storage failures turned into KxErrors."""
         from .ingest import run_ingest
@@ -196,7 +201,38 @@ class Engine:
         check_home_writable(self.settings.home, self.settings.datasets_dir)
         check_catalogue_kept(folder)
         with storage_errors(self.settings.datasets_dir / name):
-            return run_ingest(self, name, documents, vectors, on_event)
+            return run_ingest(self, name, documents, vectors, on_event, should_stop=should_stop)
+
+    def embed(self, name: str, on_event: EventFn | None = None,
+              should_stop: Callable[[], bool] | None = None) -> EmbedReport:
+        """Finish dataset `name`'s embedding backlog (stage 2 of its ingests), holding its write lock.
+
+        A second writer waits for the lock (and then finds nothing left to do),
+        so no passage is ever embedded twice. Says how many this call embedded.
+        """
+        from .backlog import embed_backlog
+        from .records import Notice
+
+        emit = on_event or (lambda _event: None)
+        dataset = Dataset(self.settings, name)
+        dataset.require(self.settings)
+        check_home_writable(self.settings.home, self.settings.datasets_dir)
+        check_catalogue_kept(dataset.folder)
+        with storage_errors(dataset.folder):
+            with dataset.writing(on_wait=lambda message: emit(Notice("waiting", message))) as catalogue:
+                if catalogue.backlog():
+                    self._check_model_for(name, catalogue)
+                embedded = embed_backlog(self, dataset, catalogue, emit, should_stop)
+                dataset.sync_sparse(catalogue)
+        return EmbedReport(self.dataset_summary(name), embedded)
+
+    def _check_model_for(self, name: str, catalogue: Catalogue) -> None:
+        """Refuse to embed a backlog with a model other than the one the dataset was built with."""
+        from .fingerprint import check_compatible, current_fingerprint
+
+        stored = catalogue.fingerprint()
+        if stored is not None:
+            check_compatible(name, stored, current_fingerprint(self.settings, self.model_card(), stored.dimension))
 
     # -- query --------------------------------------------------------------------
 

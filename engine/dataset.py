@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 from .config import Settings
 from .errors import invalid, not_found
-from .store import Catalogue
+from .store import Catalogue, CatalogueEmpty
 
 if TYPE_CHECKING:  # the indexes import numpy; listing datasets never opens them
     from .dense import DenseIndex
@@ -37,6 +37,9 @@ def validate_name(name: str) -> str:
 
 
 class Dataset:
+    # Passages may be committed before their vectors (the embedding backlog, engine/backlog.py).
+    defers_embedding = True
+
     def __init__(self, settings: Settings, name: str) -> None:
         self.name = validate_name(name)
         self.folder = settings.datasets_dir / self.name
@@ -83,25 +86,46 @@ class Dataset:
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def reading(self) -> Catalogue:
-        return Catalogue(self.catalogue_path, readonly=True)
+        try:
+            return Catalogue(self.catalogue_path, readonly=True)
+        except CatalogueEmpty:
+            if self._writer_busy():  # an ingest is creating it this instant: not damage, just nothing yet
+                raise not_found(f"dataset '{self.name}' is being created by an ingest and holds no documents "
+                                "yet; ask again in a moment") from None
+            raise
 
-    def dense(self, dimension: int) -> DenseIndex:
+    def _writer_busy(self) -> bool:
+        from filelock import FileLock, Timeout
+
+        lock = FileLock(str(self.folder / "write.lock"))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            return True
+        except OSError:  # a read-only folder: nobody can be writing there
+            return False
+        lock.release()
+        return False
+
+    def dense(self, dimension: int, dataset_id: str = "") -> DenseIndex:
+        """The dense index; with `dataset_id` (the catalogue's) it trusts only a graph made for this dataset."""
         from .dense import DenseIndex
 
-        return DenseIndex(self.folder, dimension)
+        return DenseIndex(self.folder, dimension, dataset_id)
 
-    def sparse(self, stopwords: bool) -> SparseIndex:
+    def sparse(self, stopwords: bool, dataset_id: str = "") -> SparseIndex:
         from .sparse import SparseIndex
 
-        return SparseIndex(self.folder, stopwords)
+        return SparseIndex(self.folder, stopwords, dataset_id)
 
     def indexes_behind(self, catalogue: Catalogue) -> bool:
+        """Whether an index holds less than the catalogue could give it (the dense one: what is embedded)."""
         fingerprint = catalogue.fingerprint()
         if fingerprint is None:
             return False
-        top = catalogue.max_passage_seq()
-        return (self.dense(fingerprint.dimension).watermark < top
-                or self.sparse(fingerprint.stopwords).watermark < top)
+        dense = self.dense(fingerprint.dimension, catalogue.dataset_id)
+        return (dense.watermark < catalogue.embedded_prefix() or not dense.consistent_with(catalogue)
+                or self.sparse(fingerprint.stopwords, catalogue.dataset_id).watermark < catalogue.max_passage_seq())
 
     def heal_if_behind(self) -> bool:
         """Catch the indexes up if a crash left them behind, unless a writer is busy.
@@ -133,21 +157,46 @@ class Dataset:
         return True
 
     def sync_indexes(self, catalogue: Catalogue, on_stage: Callable[[str], None] | None = None) -> None:
-        """Bring both derived indexes up to the catalogue. Caller holds the write lock."""
+        """Bring both derived indexes up to the catalogue. Caller holds the write lock.
+
+        The dense index takes the embedded passages only (up to the catalogue's
+        embedded prefix); the backlog's passages join it as they are embedded.
+        """
+        fingerprint = catalogue.fingerprint()
+        if fingerprint is None:
+            return
+        self.sync_sparse(catalogue, on_stage)
+        self.sync_dense(catalogue, on_stage)
+
+    def sync_sparse(self, catalogue: Catalogue, on_stage: Callable[[str], None] | None = None) -> None:
+        """Index every committed passage for keyword search. Caller holds the write lock."""
         fingerprint = catalogue.fingerprint()
         if fingerprint is None:
             return
         top = catalogue.max_passage_seq()
-        dense = self.dense(fingerprint.dimension)
-        if dense.watermark < top:
-            if on_stage:
-                on_stage("dense")
-            dense.catch_up(catalogue, top)
-        sparse = self.sparse(fingerprint.stopwords)
+        sparse = self.sparse(fingerprint.stopwords, catalogue.dataset_id)
         if sparse.watermark < top:
             if on_stage:
                 on_stage("sparse")
             sparse.catch_up(catalogue, top)
+
+    def sync_dense(self, catalogue: Catalogue, on_stage: Callable[[str], None] | None = None,
+                   dense: DenseIndex | None = None) -> None:
+        """Add the embedded passages the dense graph lacks. Caller holds the write lock.
+
+        `dense`: an index already loaded by the caller (the embedding stage keeps one across saves).
+        """
+        fingerprint = catalogue.fingerprint()
+        if fingerprint is None:
+            return
+        upto = catalogue.embedded_prefix()
+        dense = dense or self.dense(fingerprint.dimension, catalogue.dataset_id)
+        if not dense.consistent_with(catalogue):  # an edited or foreign sidecar: rebuild, never trust it
+            dense.forget()
+        if dense.watermark < upto:
+            if on_stage:
+                on_stage("dense")
+            dense.catch_up(catalogue, upto)
 
 
 def list_dataset_names(settings: Settings) -> list[str]:

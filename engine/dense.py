@@ -2,14 +2,19 @@
 
 Derived from the catalogue: ids are passage seqs, and a small sidecar records
 the highest seq the saved graph holds (its watermark), its passage count and
-the graph file's size and CRC-32. The graph file is replaced atomically; if
-it is missing, unreadable, truncated or its checksum differs it holds nothing
-as far as readers are concerned, and is rebuilt from the catalogue, since
-nothing in it is original.
+the graph file's size and CRC-32, and the id of the dataset it belongs to.
+The graph file is replaced atomically, and only once the saved file has been
+read back whole (a full disk can make voyager's writer stop short without a
+word: the graph on disk would shrink while its sidecar vouched for it). If
+the graph is missing, unreadable, truncated, another dataset's, or its
+checksum or passage count disagrees with its sidecar or the catalogue, it
+holds nothing as far as readers are concerned and is rebuilt from the
+catalogue, since nothing in it is original.
 """
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,10 +34,11 @@ _EF_CONSTRUCTION = 200
 
 
 class DenseIndex:
-    def __init__(self, folder: Path, dimension: int) -> None:
+    def __init__(self, folder: Path, dimension: int, dataset_id: str = "") -> None:
         self.path = folder / "dense.voy"
         self.sidecar = folder / "dense.json"
         self.dimension = dimension
+        self.dataset_id = dataset_id  # "" (an old catalogue, a highlighter): not checked
         self._index = None
         self._held = 0
 
@@ -43,7 +49,23 @@ class DenseIndex:
             return 0
         if "file" in meta and not matches(self.path, meta["file"]):  # damaged: rebuild, never trust
             return 0
+        if self.dataset_id and meta.get("dataset_id", self.dataset_id) != self.dataset_id:
+            return 0  # another dataset's graph, copied in: its answers would be another corpus's
         return int(meta.get("watermark", 0))
+
+    def consistent_with(self, catalogue: Catalogue) -> bool:
+        """Whether the sidecar's passage count is what the catalogue holds up to its watermark (an edited or
+        foreign sidecar is not)."""
+        meta = read_json(self.sidecar)
+        held = self.watermark
+        if held == 0 or not isinstance(meta, dict):
+            return True  # nothing is trusted: a catch-up rebuilds anyway
+        return meta.get("count") == catalogue.passages_upto(held)
+
+    def forget(self) -> None:
+        """Drop the sidecar: the graph is rebuilt from the catalogue by the next catch-up."""
+        self.sidecar.unlink(missing_ok=True)
+        self._index, self._held = None, 0
 
     def _new(self):
         from voyager import Index, Space, StorageDataType
@@ -73,6 +95,12 @@ class DenseIndex:
     def __len__(self) -> int:
         return len(self.load())
 
+    @property
+    def held(self) -> int:
+        """The highest passage seq the loaded graph holds (loads it)."""
+        self.load()
+        return self._held
+
     def catch_up(self, catalogue: Catalogue, upto: int) -> int:
         """Add the catalogue's passages above what the graph holds, save, and record `upto`.
 
@@ -90,12 +118,13 @@ class DenseIndex:
             tmp = self.path.with_name(".dense.voy.tmp")
             try:
                 index.save(str(tmp))
+                _verify_saved(tmp, len(index), self.dimension)
                 replace_with(tmp, self.path)
             except BaseException:
                 tmp.unlink(missing_ok=True)  # a full disk must not also keep half a graph's worth of space
                 raise
             write_json_atomic(self.sidecar, {"watermark": upto, "dimension": self.dimension, "count": len(index),
-                                             "file": list(file_crc32(self.path))})
+                                             "file": list(file_crc32(self.path)), "dataset_id": self.dataset_id})
             self._held = upto
         return added
 
@@ -107,3 +136,16 @@ class DenseIndex:
             return []
         ids, distances = index.query(np.asarray(vector, dtype=np.float32), k=n, query_ef=max(ef, n))
         return [(int(i), float(1.0 - d)) for i, d in zip(ids, distances)]
+
+
+def _verify_saved(path: Path, count: int, dimension: int) -> None:
+    """Read a just-saved graph back: all `count` vectors there, or the write failed (ENOSPC if no reason shows)."""
+    from voyager import Index
+
+    try:
+        saved = Index.load(str(path))
+        whole = len(saved) == count and saved.num_dimensions == dimension
+    except Exception:  # voyager refuses a short file in several ways
+        whole = False
+    if not whole:
+        raise OSError(errno.ENOSPC, "the saved dense graph is shorter than the graph (a full disk?)", str(path))

@@ -16,6 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .devices import CPU_PROVIDER, CUDA_PROVIDER, choose_providers
 from .encoding import ProgressFn, encode_longest_first
 from .models import ModelCard
 
@@ -72,12 +73,17 @@ class OnnxEmbedder:
 
     runtime = "onnx"
 
-    def __init__(self, card: ModelCard, graph: Path, threads: int = 0) -> None:
+    def __init__(self, card: ModelCard, graph: Path, threads: int = 0, device: str = "cpu") -> None:
         import onnxruntime as ort
 
         self._card = card
         self.graph = graph
-        self._session = ort.InferenceSession(str(graph), session_options(threads), providers=["CPUExecutionProvider"])
+        providers, self.device_reason = choose_providers(device, ort.get_available_providers())
+        self._session = ort.InferenceSession(str(graph), session_options(threads), providers=providers)
+        self.device = "cuda" if CUDA_PROVIDER in self._session.get_providers() else "cpu"
+        if self.device == "cpu" and providers[0] != CPU_PROVIDER:  # the provider is installed, but no GPU answered
+            self.device_reason = (f"CPU: KX_EMBED_DEVICE={device} and onnxruntime's CUDA provider is installed, "
+                                  "but it could not start (no GPU, or a CUDA/cuDNN mismatch); running on CPU")
         # only the inputs the graph lists: BERT takes token_type_ids, others do not
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._tokenizer = load_tokenizer(card)

@@ -51,11 +51,20 @@ class RuntimeEmbedder:
     def status(self) -> dict[str, object]:
         """{"runtime", "reason", "loaded"}: what runs (or will), and why."""
         if self._inner is not None:
-            return {"runtime": getattr(self._inner, "runtime", "custom"), "reason": self._reason, "loaded": True}
+            status: dict[str, object] = {"runtime": getattr(self._inner, "runtime", "custom"), "reason": self._reason,
+                                         "loaded": True}
+            if hasattr(self._inner, "device_reason"):  # ONNX Runtime: which device embeds, and why
+                status.update(device=getattr(self._inner, "device", "cpu"), device_reason=self._inner.device_reason)
+            return status
         from .onnx_cache import plan_runtime
 
         plan = plan_runtime(self._settings, self._card)
-        return {"runtime": plan.runtime, "reason": plan.reason, "loaded": False}
+        planned: dict[str, object] = {"runtime": plan.runtime, "reason": plan.reason, "loaded": False}
+        if plan.runtime == "onnx":
+            from .devices import device_plan
+
+            planned.update(device_plan(self._settings.embed_device))
+        return planned
 
     def prepare(self, notify: NotifyFn | None = None) -> Embedder:
         """Choose the runtime and load the model now (exporting its graph if this is the first use)."""

@@ -365,6 +365,10 @@ class QueryOut(BaseModel):
     clamped: bool
     notes: list[str]
     timings_ms: dict[str, float]
+    dense_coverage: float = Field(
+        default=1.0, ge=0.0, le=1.0,
+        description="Share of the dataset's passages dense search covered: below 1 while an ingest's embedding "
+                    "stage is still working through its backlog (sparse covers every committed passage).")
     hits: list[HitOut]
 
 
@@ -609,6 +613,11 @@ def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
         validate_name(name)
         docs, vectors = _documents(body, engine.settings.max_document_bytes)
         return engine.ingest(name, docs, vectors).to_dict()
+
+    @app.post(f"{API_PREFIX}/datasets/{{name}}/embed", tags=["datasets"], responses=_ERRORS)
+    def embed(name: str) -> dict[str, Any]:
+        """Finish the dataset's embedding backlog now (the gateway also does so by itself at start)."""
+        return engine.embed(validate_name(name)).to_dict()
 
     @app.post(f"{API_PREFIX}/datasets/{{name}}/query", tags=["datasets"],
               responses={200: {"model": QueryOut}, **_ERRORS}, response_class=JSONResponse)

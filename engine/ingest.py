@@ -1,25 +1,38 @@
-"""Ingest: documents in, durable passages with vectors out, indexes caught up.
+"""Ingest: documents in, durable passages out, searchable by keyword at once, embedded behind.
 
-documents -> refs (sha256; seen before -> "unchanged") -> text -> passages
-with provenance (chunk, character range, pages, section path) -> vectors in batches -> one catalogue
-transaction per group of documents (the durable point) -> the derived indexes catch up once per command.
+Stage 1: documents -> refs (sha256; seen before -> "unchanged") -> text (in
+extraction worker processes, streamed) -> passages with provenance (chunk,
+character range, pages, section path) -> one catalogue transaction per group
+of documents (the durable point), each group indexed for keyword search as
+soon as it lands. A group closes at `ingest_commit_passages` passages or
+after COMMIT_SECONDS, so the first documents answer within seconds.
+
+Stage 2 (engine/backlog.py): the passages committed without vectors (the
+dataset's embedding backlog, durable in the catalogue) are embedded in
+chunks, and the dense graph follows. A stop anywhere loses nothing
+committed; the next writer finishes the backlog.
+
+A backend whose store cannot hold passages without vectors (Milvus: its
+`defers_embedding` is False) embeds each group before committing it.
 A document that cannot be read is refused on its own; the rest go in.
 """
 
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence
 
 import numpy as np
 
+from .backlog import StopFn, embed_backlog
 from .chunking import chunk_text
 from .config import Settings
 from .dataset import Dataset, validate_name
 from .documents import DocumentInput
 from .embedders import no_embedder_error
-from .errors import KxError, invalid
+from .errors import KxError, Status, invalid
 from .extract import Extracted, extract_many, page_span, section_path
 from .fingerprint import Fingerprint, check_compatible, current_fingerprint
 from .models import ModelCard
@@ -30,6 +43,7 @@ from .records import (
     Notice,
     Progress,
 )
+from .storage_errors import storage_errors
 from .store import NewDocument, NewPassage
 from .vectors import checked_vectors
 
@@ -37,6 +51,9 @@ if TYPE_CHECKING:
     from .embedders import Embedder
 
 EventFn = Callable[[object], None]
+
+# A commit group closes after this long even when small, so the first documents are searchable within seconds.
+COMMIT_SECONDS = 2.0
 
 
 class IngestEngine(Protocol):
@@ -77,17 +94,21 @@ def run_ingest(
     vectors: Sequence[Sequence[float]] | np.ndarray | None = None,
     on_event: EventFn | None = None,
     dataset: Any = None,
+    should_stop: StopFn | None = None,
 ) -> IngestReport:
-    """Add documents to dataset `name`, creating it on first use.
+    """Add documents to dataset `name`, creating it on first use, then embed its backlog.
 
     With `vectors`, each document is one passage with the caller's vector
     (no model needed). Documents that cannot be read are refused one by
     one; the rest go in. Raises only for what stops the whole command: a
-    bad name, no model, or an incompatible fingerprint.
+    bad name, no model, or an incompatible fingerprint. `should_stop` is
+    asked between embedding chunks: True leaves the rest of the backlog to
+    the next writer (nothing committed is lost).
 
     `dataset` is where the documents go: by default the embedded `Dataset`;
     another backend passes its own with the same face (`exists`, `writing`
-    yielding a catalogue, `sync_indexes`, `discard`), e.g. engine/milvus/store.py.
+    yielding a catalogue, `sync_indexes`, `discard`, `defers_embedding`),
+    e.g. engine/milvus/store.py.
     """
     emit = on_event or (lambda _event: None)
     validate_name(name)
@@ -104,21 +125,56 @@ def run_ingest(
 
     dataset = Dataset(engine.settings, name) if dataset is None else dataset
     created = not dataset.exists()
+    if created and docs and all(doc.error is not None for doc in docs):
+        # refused as a whole (nothing readable): no dataset is made and nothing stored is touched
+        refusals = [_refused(doc, doc.error) for doc in docs if doc.error is not None]
+        for result in refusals:
+            emit(result)
+        return IngestReport(name, refusals, False, 0, 0, [])
+    unusable_model = False
+    # the model loads (a first use exports it) while stage 1 reads and commits: no wait before the first answer
+    model = _ModelLoader(engine, emit, wanted=given is None and bool(getattr(dataset, "defers_embedding", False)))
     totals = (0, 0)
     results: list[DocumentResult | None] = [None] * len(docs)
     try:
-        with dataset.writing(on_wait=lambda message: emit(Notice("waiting", message))) as catalogue:
+        # storage failures become KxErrors here already, so a full disk can be told with what went in first
+        with storage_errors(getattr(dataset, "folder", engine.settings.datasets_dir / name)), \
+                dataset.writing(on_wait=lambda message: emit(Notice("waiting", message))) as catalogue:
             stored = catalogue.fingerprint()
             if stored is not None:
                 _check_stored(name, stored, current, given is not None)
             fingerprint = stored or current
-            pending = _prepare(engine.settings, docs, given, catalogue, results, emit)
-            _embed_and_commit(engine, pending, catalogue, fingerprint, results, emit)
-            dataset.sync_indexes(catalogue, on_stage=lambda stage: emit(Progress(f"indexing {stage}", 0, 1)))
+            defers = bool(getattr(dataset, "defers_embedding", False))
+            committer = _Committer(engine, dataset, catalogue, fingerprint, results, emit, defers, len(docs),
+                                   on_first_commit=model.start)
+            _prepare(engine.settings, docs, given, catalogue, results, emit, committer)
+            committer.flush()
             totals = catalogue.counts()
+            if defers and given is None:
+                try:
+                    if catalogue.backlog():
+                        model.ready()
+                    model.join()  # never leave with the loader inside ONNX Runtime: the process would abort
+                    embed_backlog(engine, dataset, catalogue, emit, should_stop)
+                except KxError as exc:
+                    # the model cannot embed: a dataset this command created would be pinned to it for
+                    # good (its fingerprint), so it goes; an existing one keeps its commits as a backlog
+                    unusable_model = exc.status is Status.FAILED_PRECONDITION
+                    raise
+            elif defers:  # the caller's vectors: no model was checked against the dataset's, so embed nothing
+                dataset.sync_dense(catalogue)
+            else:
+                dataset.sync_indexes(catalogue, on_stage=lambda stage: emit(Progress(f"indexing {stage}", 0, 1)))
+    except KxError as exc:
+        added = sum(1 for r in results if r is not None and r.status == DocumentStatus.ADDED)
+        if exc.status is Status.RESOURCE_EXHAUSTED and added:
+            raise KxError(exc.status, f"{exc.message}. Before that, this command committed {added} document(s) "
+                                      "to the catalogue; they stay, and what their indexes lack is completed "
+                                      "from the catalogue by the next command on this dataset") from None
+        raise
     finally:
-        if created and totals[0] == 0 and not any(r is not None and r.status == DocumentStatus.ADDED
-                                                  for r in results):
+        if created and (unusable_model or totals[0] == 0 and not any(
+                r is not None and r.status == DocumentStatus.ADDED for r in results)):
             # nothing went in (all refused, or a failure before the first commit): leave no empty
             # dataset behind. A failure or a stop AFTER a commit keeps the dataset: its documents are in.
             dataset.discard()
@@ -145,7 +201,8 @@ def _check_stored(name: str, stored: Fingerprint, current: Fingerprint, own_vect
         return
     check_compatible(name, stored, current)
 
-def _prepare(settings: Settings, docs, given, catalogue, results, emit) -> list[_Prepared]:
+def _prepare(settings: Settings, docs, given, catalogue, results, emit, committer: _Committer) -> None:
+    """Read, extract and cut each new document, handing each to `committer` as soon as it is cut."""
     known = catalogue.known_refs([d.ref for d in docs if d.error is None])
     # Each new ref is extracted once, in worker processes that run ahead of the loop below.
     first_of: dict[str, DocumentInput] = {}
@@ -154,16 +211,17 @@ def _prepare(settings: Settings, docs, given, catalogue, results, emit) -> list[
             first_of.setdefault(doc.ref, doc)
     extractions = extract_many(first_of.values(), settings)  # a generator: close() stops its workers
     try:
-        return _cut(settings, docs, given, catalogue, results, emit, known, extractions)
+        _cut(settings, docs, given, catalogue, results, emit, known, extractions, committer)
     finally:
         extractions.close()  # type: ignore[attr-defined]  # stops the extraction workers, also on an error
 
 
-def _cut(settings: Settings, docs, given, catalogue, results, emit, known, extractions) -> list[_Prepared]:
-    seen: set[str] = set()
+def _cut(settings: Settings, docs, given, catalogue, results, emit, known, extractions,
+         committer: _Committer) -> None:
+    seen: dict[str, int] = {}  # ref -> passages, for documents cut in this command
     refused: dict[str, KxError] = {}
-    pending: list[_Prepared] = []
     for position, doc in enumerate(docs):
+        committer.read_one()
         if doc.error is not None:
             results[position] = _refused(doc, doc.error)
             emit(results[position])
@@ -175,8 +233,7 @@ def _cut(settings: Settings, docs, given, catalogue, results, emit, known, extra
             continue
         if ref in known or ref in seen:
             row = catalogue.document(ref)
-            passages = row.passage_count if row else next(
-                len(p.document.passages) for p in pending if p.document.ref == ref)
+            passages = row.passage_count if row else seen[ref]
             results[position] = DocumentResult(doc.name, DocumentStatus.UNCHANGED, ref, passages, doc.source_path)
             emit(results[position])
             continue
@@ -195,14 +252,13 @@ def _cut(settings: Settings, docs, given, catalogue, results, emit, known, extra
         else:
             chunks = chunk_text(text, settings.chunk_size, settings.chunk_overlap)
             spans = [(c.start, c.end, c.text, c.index, c.count) for c in chunks]
-        seen.add(ref)
-        pending.append(_Prepared(
+        seen[ref] = len(spans)
+        committer.add(_Prepared(
             position,
             _new_document(doc, ref, extracted, spans),
             None if given is None else given[position],
             extracted,
         ))
-    return pending
 
 def _new_document(doc: DocumentInput, ref: str, extracted: Extracted, spans) -> NewDocument:
     """The document as the catalogue keeps it: its passages with pages and section, its text and title."""
@@ -215,28 +271,94 @@ def _new_document(doc: DocumentInput, ref: str, extracted: Extracted, spans) -> 
                        text=extracted.text, title=extracted.title, page_count=extracted.page_count,
                        extractor=extracted.extractor or None, notes=extracted.notes)
 
-def _embed_and_commit(engine: IngestEngine, pending, catalogue, fingerprint, results, emit) -> None:
-    total = sum(len(p.document.passages) for p in pending)
-    done = 0
-    group: list[_Prepared] = []
-    size = 0
-    for item in pending + [None]:
-        if item is not None:
-            group.append(item)
-            size += len(item.document.passages)
-            if size < engine.settings.ingest_commit_passages:
-                continue
-        if not group:
-            break
-        vectors = _vectors_for(engine, group, done, total, emit)
-        catalogue.commit_documents([p.document for p in group], vectors, fingerprint)
-        for p in group:
-            doc = p.document
-            results[p.position] = DocumentResult(doc.name, DocumentStatus.ADDED, doc.ref, len(doc.passages),
-                                                 doc.source_path)
-            emit(results[p.position])
-        done += size
-        group, size = [], 0
+class _ModelLoader:
+    """Loads the embedding model on a thread of its own, beside stage 1; `ready()` waits and re-raises.
+
+    Started by the first group stage 1 commits to the backlog: a command whose
+    documents all come back unchanged never loads the model for nothing.
+    """
+
+    def __init__(self, engine: IngestEngine, emit: EventFn, wanted: bool) -> None:
+        self.engine, self.emit, self.wanted = engine, emit, wanted
+        self.error: BaseException | None = None
+        self.thread: Any = None
+
+    def start(self) -> None:
+        import threading
+
+        if self.wanted and self.thread is None:
+            self.thread = threading.Thread(target=self._load, name="kx-model-load", daemon=True)
+            self.thread.start()
+
+    def _load(self) -> None:
+        try:
+            embedder = self.engine.embedder()
+            prepare = getattr(embedder, "prepare", None)
+            if callable(prepare):  # a first use exports the ONNX graph: say so, it takes seconds
+                prepare(lambda line: self.emit(Notice("preparing", line)))
+        except BaseException as exc:  # handed to the main thread by ready()
+            self.error = exc
+
+    def ready(self) -> None:
+        self.start()
+        self.join()
+        if self.error is not None:
+            raise self.error
+
+    def join(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+
+
+class _Committer:
+    """Groups cut documents and commits each group: to the backlog (two stages) or with its vectors."""
+
+    def __init__(self, engine: IngestEngine, dataset: Any, catalogue: Any, fingerprint: Fingerprint,
+                 results: list[DocumentResult | None], emit: EventFn, defers: bool, documents: int,
+                 on_first_commit: Callable[[], None] = lambda: None) -> None:
+        self.engine, self.dataset, self.catalogue, self.fingerprint = engine, dataset, catalogue, fingerprint
+        self.on_first_commit = on_first_commit
+        self.results, self.emit, self.defers = results, emit, defers
+        self.group: list[_Prepared] = []
+        self.size = 0
+        self.opened = time.monotonic()
+        self.documents, self.read, self.committed = documents, 0, 0
+        self.embedded = 0  # single-stage backends: passages embedded so far
+
+    def read_one(self) -> None:
+        self.emit(Progress("reading", self.read, self.documents, unit="documents", passages=self.committed))
+        self.read += 1
+
+    def add(self, item: _Prepared) -> None:
+        if not self.group:
+            self.opened = time.monotonic()
+        self.group.append(item)
+        self.size += len(item.document.passages)
+        if (self.size >= self.engine.settings.ingest_commit_passages
+                or time.monotonic() - self.opened >= COMMIT_SECONDS):
+            self.flush()
+
+    def flush(self) -> None:
+        if self.group:
+            group, self.group, size, self.size = self.group, [], self.size, 0
+            own = group[0].vector is not None
+            if self.defers and not own:
+                vectors = None  # stage 2 embeds them (engine/backlog.py)
+                self.on_first_commit()
+            else:
+                vectors = _vectors_for(self.engine, group, self.embedded, self.embedded + size, self.emit)
+                self.embedded += size
+            self.catalogue.commit_documents([p.document for p in group], vectors, self.fingerprint)
+            if self.defers:  # keyword-searchable now, group by group: a document is in both or in neither
+                self.dataset.sync_sparse(self.catalogue)
+            self.committed += size
+            for p in group:
+                doc = p.document
+                self.results[p.position] = DocumentResult(doc.name, DocumentStatus.ADDED, doc.ref,
+                                                          len(doc.passages), doc.source_path)
+                self.emit(self.results[p.position])
+        self.emit(Progress("reading", self.read, self.documents, unit="documents", passages=self.committed))
+
 
 def _vectors_for(engine: IngestEngine, group: list[_Prepared], done: int, total: int, emit: EventFn) -> np.ndarray:
     if group[0].vector is not None:

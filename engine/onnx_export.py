@@ -31,6 +31,7 @@ from .models import INT8, ModelCard, base_card, quiet_offline_environment
 from .onnx_cache import (
     FORMAT,
     GRAPH,
+    INT8_SCHEME,
     MANIFEST,
     MIN_COSINE,
     MIN_COSINE_INT8,
@@ -88,7 +89,7 @@ def _opened_if_intact(settings: Settings, card: ModelCard, folder: Path) -> Onnx
     if manifest is None or not graph_unchanged(folder, manifest):
         return None
     try:
-        embedder = OnnxEmbedder(card, folder / GRAPH, settings.embed_threads)
+        embedder = OnnxEmbedder(card, folder / GRAPH, settings.embed_threads, settings.embed_device)
         got = embedder.encode(list(PROBES[:_OPEN_PROBES]))
         expected = np.asarray(manifest["probe_vectors"][:_OPEN_PROBES], dtype=np.float32)
     except Exception:  # onnxruntime refuses a torn or garbled file in many ways; a hand-edited manifest too
@@ -140,6 +141,7 @@ def _export_checked(settings: Settings, card: ModelCard, folder: Path, notify: N
         "format": FORMAT, "model_id": card.model_id, "variant": card.variant, "graph_bytes": size,
         "graph_sha256": digest, "graph_mtime_ns": (folder / GRAPH).stat().st_mtime_ns,
         "min_cosine": min_cosine, "probes": len(PROBES),
+        **({"quantisation": INT8_SCHEME} if card.variant == INT8 else {}),
         "probe_vectors": [[round(x, 7) for x in v] for v in probe_vectors],
         "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "export_seconds": round(time.perf_counter() - started, 1),
@@ -199,7 +201,12 @@ def _quantise(source: Path, target: Path, folder: Path) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             quant_pre_process(str(source), str(pre), skip_symbolic_shape=True)
-            quantize_dynamic(str(pre), str(target), weight_type=QuantType.QInt8, per_channel=True)
+            # 7-bit weights (reduce_range): without VNNI, x86-64 runs int8 products through u8s8
+            # VPMADDUBSW, whose 16-bit pair sums saturate with full 8-bit weights (cosine 0.946 to
+            # torch on a one-word probe on an AVX2-only CPU); with 7 bits they cannot, so the same
+            # graph gives the same vectors on AVX2 and AVX-512 VNNI CPUs alike.
+            quantize_dynamic(str(pre), str(target), weight_type=QuantType.QInt8, per_channel=True,
+                             reduce_range=True)
     except Exception as exc:
         raise GraphUnavailable(f"int8 quantisation failed ({type(exc).__name__}: {str(exc)[:200]})") from None
     finally:
@@ -220,7 +227,7 @@ def _checked_against_torch(settings: Settings, card: ModelCard, graph: Path) -> 
     except KxError as exc:
         raise GraphUnavailable(f"the torch reference could not be computed ({exc.message})") from None
     try:
-        embedder = OnnxEmbedder(card, graph, settings.embed_threads)
+        embedder = OnnxEmbedder(card, graph, settings.embed_threads, settings.embed_device)
         got = embedder.encode(list(PROBES))
         # int8 scales activations per batch, so the open-time check must see the very same batch
         on_open = embedder.encode(list(PROBES[:_OPEN_PROBES]))
@@ -239,4 +246,6 @@ def _checked_against_torch(settings: Settings, card: ModelCard, graph: Path) -> 
 def prepare_failure(card: ModelCard, reason: str) -> KxError:
     """The refusal for a model that can only run on ONNX Runtime (int8) when its graph cannot be had."""
     return precondition(f"{card.name} runs on ONNX Runtime only, and its graph is not available: {reason}; "
-                        "fix that, or set KX_SERVE_EMBED_MODEL=default for the fp32 model")
+                        "run `kx models prepare --model default-int8 --retry` to try the export again "
+                        "(`kx info` says what was tried), or set KX_SERVE_EMBED_MODEL=default for the fp32 model, "
+                        "which needs no export")

@@ -16,7 +16,7 @@ from .answer_span import with_answer_spans
 from .config import Settings
 from .dataset import validate_name
 from .embedders import no_embedder_error
-from .errors import KxError, invalid
+from .errors import KxError, Status, invalid
 from .fingerprint import Fingerprint, check_compatible, current_fingerprint
 from .fusion import mmr, rrf, strengths
 from .models import ModelCard
@@ -118,13 +118,30 @@ def run_query(
         query_vector = embedder.encode([text])[0]
         timings["embed"] = _ms(t)
     with engine.reading(name) as searcher:
+        coverage = _dense_coverage(name, searcher, use_dense, notes)
+        if use_dense and not use_sparse and searcher.total_passages and not searcher.dense_passages:
+            raise KxError(Status.FAILED_PRECONDITION,
+                          f"dense search covers none of dataset '{name}''s {searcher.total_passages:,} passages yet "
+                          "(they are committed, but not embedded); ask with --mode sparse or hybrid meanwhile, "
+                          f"and let the ingest finish embedding (or run: kx datasets embed {name})")
         hits = _search(engine.settings, searcher, text, query_vector, use_dense, use_sparse, pool, k_used, rerank,
                        notes, timings)
     t = time.perf_counter()
     hits = with_answer_spans(hits, text, card)
     timings["answer_span"] = _ms(t)
     timings["total"] = _ms(started)
-    return QueryResult(name, text, chosen_mode, rerank, k_used, requested, hits, notes, timings)
+    return QueryResult(name, text, chosen_mode, rerank, k_used, requested, hits, notes, timings, coverage)
+
+
+def _dense_coverage(name: str, searcher: Searcher, use_dense: bool, notes: list[str]) -> float:
+    """The share of passages dense search sees; a note when a dense-using query saw less than all."""
+    total, held = searcher.total_passages, searcher.dense_passages
+    if not total or held >= total:
+        return 1.0
+    if use_dense:
+        notes.append(f"dense covers {held:,} of {total:,} passages; embedding continues (sparse covers all; "
+                     f"`kx datasets embed {name}` finishes it if no ingest is running)")
+    return round(held / total, 6)
 
 
 def _search(settings: Settings, searcher: Searcher, text: str | None, query_vector: np.ndarray | None,

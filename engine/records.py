@@ -58,11 +58,19 @@ class DocumentResult:
 
 @dataclass(frozen=True)
 class Progress:
-    """Long work under way: `stage` is "embedding" or "indexing"."""
+    """Long work under way.
+
+    `stage`: "reading" (stage 1: documents read and committed; `unit` is
+    "documents" and `passages` counts the passages committed so far),
+    "embedding" (stage 2: passages of the backlog embedded), or "indexing
+    dense"/"indexing sparse".
+    """
 
     stage: str
     done: int
     total: int
+    unit: str = "passages"
+    passages: int = 0
 
 
 @dataclass(frozen=True)
@@ -109,9 +117,21 @@ class DatasetSummary:
     created_at: float
     fingerprint: dict[str, Any] | None
     path: str
+    backlog: int = 0               # passages committed (keyword-searchable) but not yet embedded
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class EmbedReport:
+    """What `embed` did: passages this call embedded, and the dataset afterwards."""
+
+    dataset: DatasetSummary
+    embedded: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.dataset.to_dict(), "embedded": self.embedded}
 
 
 def pages_label(page_start: int | None, page_end: int | None) -> str | None:
@@ -189,6 +209,7 @@ class DocumentSummary:
     size: int = 0                  # bytes
     extractor: str | None = None   # which reader made its text ("pdf:pypdfium2 ...", "text"); None before schema 2
     notes: tuple[str, ...] = ()    # what the extractor could not do ("page 3: no text layer")
+    backlog: int = 0               # passages still waiting for their vectors (stage 2 of the ingest)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -233,6 +254,9 @@ class QueryResult(Sequence[Hit]):
     hits: list[Hit]
     notes: list[str] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
+    # The share of the dataset's passages that dense search covered: below 1 while the embedding stage
+    # of an ingest is still working through the backlog (sparse always covers every committed passage).
+    dense_coverage: float = 1.0
 
     @property
     def clamped(self) -> bool:
@@ -264,5 +288,6 @@ class QueryResult(Sequence[Hit]):
             "clamped": self.clamped,
             "notes": list(self.notes),
             "timings_ms": dict(self.timings_ms),
+            "dense_coverage": self.dense_coverage,
             "hits": [h.to_dict() for h in self.hits],
         }

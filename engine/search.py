@@ -54,6 +54,8 @@ class Searcher(Protocol):
 
     fingerprint: Fingerprint
     notes: list[str]
+    dense_passages: int   # passages the dense index holds (embedded so far)
+    total_passages: int   # passages committed (all of them keyword-searchable)
 
     def dense_candidates(self, vector: np.ndarray, pool: int) -> Candidates: ...
 
@@ -80,23 +82,40 @@ class DatasetSearcher:
             self.catalogue.close()
             raise ValueError("empty dataset")
         self.fingerprint: Fingerprint = fingerprint
-        self.dense = dataset.dense(fingerprint.dimension)
-        self.sparse = dataset.sparse(fingerprint.stopwords)
+        self.dense = dataset.dense(fingerprint.dimension, self.catalogue.dataset_id)
+        self.sparse = dataset.sparse(fingerprint.stopwords, self.catalogue.dataset_id)
         # The least that every part holds: opened between a writer's commit
         # and its index catch-up, this searcher must not count as current
         # once the indexes have caught up (a long-lived gateway would keep
         # answering without the new passages). Watermarks read before loading.
-        self.top = min(self.catalogue.max_passage_seq(), self.dense.watermark, self.sparse.watermark)
+        # While an ingest's embedding stage works through the backlog, the
+        # dense index holds fewer passages than the catalogue: these readers
+        # say how many, and count as current until the catalogue or either
+        # index moves on.
+        self._state = self._read_state()
+        self.top = min(self._state)
         self.dense.load()
+        self.total_passages = self.catalogue.passages_upto(self._state[0])
+        self.dense_passages = min(self.catalogue.passages_upto(min(self._state[1], self.dense.held)),
+                                  self.total_passages)
+        self._dense_trusted = self.dense.consistent_with(self.catalogue)
+        if not self._dense_trusted:  # edited or foreign files a writer could not rebuild yet: never their answers
+            self.dense_passages = 0
         self._bm25 = (bm25_k1, bm25_b)
         self._bm25_scorer: Bm25Scorer | None = None
         self._ref_of: dict[int, str] = {}
         self.notes: list[str] = []  # said with every answer from these readers (e.g. indexes behind)
+        if not self._dense_trusted:
+            self.notes.append("the dense index does not match this dataset's catalogue (edited or copied files); "
+                              "it is left out until the next writer rebuilds it from the catalogue")
+
+    def _read_state(self) -> tuple[int, int, int]:
+        return self.catalogue.max_passage_seq(), self.dense.watermark, self.sparse.watermark
 
     def current(self) -> bool:
-        """Still a faithful view: nothing was committed since it was opened."""
+        """Still a faithful view: nothing was committed, embedded or indexed since it was opened."""
         with self.lock:
-            return not self.closed and self.catalogue.max_passage_seq() == self.top
+            return not self.closed and self._read_state() == self._state
 
     def close(self) -> None:
         with self.lock:  # waits for a query in flight on these readers
@@ -119,6 +138,8 @@ class DatasetSearcher:
         return Candidates(hits, seq_of)
 
     def dense_candidates(self, vector: np.ndarray, pool: int) -> Candidates:
+        if not self._dense_trusted:
+            return Candidates([], {})
         return self._refs(self.dense.search(vector, pool, dense_ef(pool)))
 
     def sparse_candidates(self, text: str, pool: int) -> Candidates:

@@ -39,10 +39,11 @@ def _schema(stopwords: bool):
 
 
 class SparseIndex:
-    def __init__(self, folder: Path, stopwords: bool) -> None:
+    def __init__(self, folder: Path, stopwords: bool, dataset_id: str = "") -> None:
         self.folder = folder / "sparse"
         self.sidecar = folder / "sparse.json"
         self.stopwords = stopwords
+        self.dataset_id = dataset_id  # "" (an old catalogue, a highlighter): not checked
         self._analyzer: Any = None  # whoosh's, built on first use (whoosh loads only when needed)
 
     @property
@@ -55,6 +56,8 @@ class SparseIndex:
         files = meta.get("files")
         if isinstance(files, dict) and not all(matches(self.folder / name, rec) for name, rec in files.items()):
             return 0  # a damaged or missing segment: rebuild, never trust
+        if self.dataset_id and meta.get("dataset_id", self.dataset_id) != self.dataset_id:
+            return 0  # another dataset's index, copied in
         return int(meta.get("watermark", 0))
 
     def _open_for_write(self, start: int):
@@ -112,7 +115,8 @@ class SparseIndex:
                 files[name] = list(file_crc32(self.folder / name))
         fsync_dir(self.folder)
         write_json_atomic(self.sidecar, {"watermark": upto, "stopwords": self.stopwords,
-                                         "tokenizer": TOKENIZER_VERSION, "files": files})
+                                         "tokenizer": TOKENIZER_VERSION, "files": files,
+                                         "dataset_id": self.dataset_id})
         return added
 
     def terms(self, text: str) -> list[str]:

@@ -34,9 +34,9 @@ def disk_full(path: Path | str) -> KxError:
         probe = where if where.exists() else where.parent
         free = f" ({shutil.disk_usage(probe).free:,} bytes free)"
     return KxError(Status.RESOURCE_EXHAUSTED,
-                   f"disk full: cannot write {where}{free}; nothing half-written was kept. Free some space "
-                   "(or point KX_HOME at a larger disk) and run the same command again: what is already in "
-                   "stays, and what was not is added then")
+                   f"disk full: cannot write {where}{free}; no file was left half-written (the index file "
+                   "in place is the last whole one). Free some space (or point KX_HOME at a larger disk) and run "
+                   "the same command again: what is already in stays, and what was not is added then")
 
 
 def damaged_catalogue(path: Path | str, detail: str) -> KxError:

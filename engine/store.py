@@ -8,6 +8,15 @@ sparse indexes are derived from the passages table and can always be rebuilt.
 Passages are numbered by `seq` (ascending in commit order); the derived
 indexes use it as their id and remember the highest seq they hold.
 
+Two stages (schema 3): a document's passages may be committed before their
+vectors exist. Such a passage holds an empty `vector` blob; together they are
+the dataset's embedding backlog, durable state that any later writer works
+through (engine/backlog.py) in seq order. `embedded_prefix()` is the highest
+seq below which every passage has its vector: what the dense index may hold.
+Each catalogue also carries a random `dataset_id`, written at creation, that
+the derived indexes record so that files from another dataset are never
+trusted.
+
 Provenance (schema 2): each passage keeps the pages it spans and the heading
 path at its start; each document keeps its title, page count, the extractor
 that read it, and the extracted text itself whenever that text is not simply
@@ -23,6 +32,7 @@ import json
 import os
 import sqlite3
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
@@ -36,7 +46,7 @@ from .storage_errors import classify_sqlite
 if TYPE_CHECKING:  # numpy is imported where vectors are touched: `kx datasets list` never pays for it
     import numpy as np
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -72,12 +82,13 @@ CREATE TABLE IF NOT EXISTS passages (
     char_start  INTEGER NOT NULL,
     char_end    INTEGER NOT NULL,
     text        TEXT NOT NULL,
-    vector      BLOB NOT NULL,        -- float32, unit length
+    vector      BLOB NOT NULL,        -- float32, unit length; empty (x'') until embedded (the backlog)
     page_start  INTEGER,              -- 1-based; NULL for formats without pages
     page_end    INTEGER,
     section     TEXT                  -- heading path at char_start ("3 Model › 3.1 LRS model")
 );
 CREATE INDEX IF NOT EXISTS passages_by_doc ON passages(doc_ref, chunk_index);
+CREATE INDEX IF NOT EXISTS passages_unembedded ON passages(seq) WHERE length(vector) = 0;
 CREATE TABLE IF NOT EXISTS texts (
     doc_ref TEXT PRIMARY KEY REFERENCES documents(ref),
     text    TEXT NOT NULL             -- what char_start/char_end index into
@@ -118,6 +129,15 @@ def round1_text(data: bytes, media_type: str) -> str | None:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         return None
+
+
+class CatalogueEmpty(KxError):
+    """A catalogue file with no kx tables: one a writer is creating this instant, or an emptied (damaged) one."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(Status.DATA_LOSS, f"the catalogue {path} is empty (0 tables; a damaged or truncated file); "
+                                           f"restore it from a backup, or remove the folder {path.parent} and "
+                                           "ingest again")
 
 
 @dataclass(frozen=True)
@@ -171,12 +191,12 @@ class DocumentRow:
     def to_dict(self) -> dict:
         return {**self.__dict__, "notes": self.note_list}
 
-    def summary(self) -> DocumentSummary:
-        """The document as every backend lists it."""
+    def summary(self, backlog: int = 0) -> DocumentSummary:
+        """The document as every backend lists it; `backlog`: its passages still waiting for vectors."""
         return DocumentSummary(name=self.name, ref=self.ref, media_type=self.media_type, pages=self.page_count,
                                passages=self.passage_count, ingested_at=self.ingested_at,
                                source_path=self.source_path, title=self.title, size=self.size,
-                               extractor=self.extractor, notes=tuple(self.note_list))
+                               extractor=self.extractor, notes=tuple(self.note_list), backlog=backlog)
 
 
 @dataclass(frozen=True)
@@ -238,6 +258,9 @@ class Catalogue:
                 self._init_meta()
                 self._migrate()
             self._db.execute("PRAGMA busy_timeout=30000")
+            if readonly and not self._table_columns("meta"):
+                self._db.close()
+                raise CatalogueEmpty(path)
             self._columns = {table: self._table_columns(table) for table in ("documents", "passages", "texts")}
         except sqlite3.DatabaseError as exc:
             translated = classify_sqlite(exc, path)  # damaged (DATA_LOSS) or the disk is full
@@ -256,6 +279,7 @@ class Catalogue:
     def _init_meta(self) -> None:
         self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         self._db.execute("INSERT OR IGNORE INTO meta VALUES ('created_at', ?)", (repr(time.time()),))
+        self._db.execute("INSERT OR IGNORE INTO meta VALUES ('dataset_id', ?)", (uuid.uuid4().hex,))
 
     def _table_columns(self, table: str) -> set[str]:
         return {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
@@ -277,7 +301,8 @@ class Catalogue:
             self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
             self._db.execute("COMMIT")
         except BaseException:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
             raise
 
     def _select(self, table: str, columns: Sequence[str]) -> str:
@@ -297,6 +322,11 @@ class Catalogue:
     def created_at(self) -> float:
         return float(self._meta("created_at") or 0.0)
 
+    @property
+    def dataset_id(self) -> str:
+        """The random id written when the dataset was created ("" in a catalogue no writer has opened since)."""
+        return self._meta("dataset_id") or ""
+
     def fingerprint(self) -> Fingerprint | None:
         raw = self._meta("fingerprint")
         return None if raw is None else Fingerprint.from_dict(json.loads(raw))
@@ -310,6 +340,53 @@ class Catalogue:
 
     def max_passage_seq(self) -> int:
         return int(self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM passages").fetchone()[0])
+
+    # -- the embedding backlog (passages committed before their vectors) ---------------
+
+    def backlog(self) -> int:
+        """How many committed passages still wait for their vectors."""
+        return int(self._db.execute("SELECT COUNT(*) FROM passages WHERE length(vector) = 0").fetchone()[0])
+
+    def embedded_prefix(self) -> int:
+        """The highest seq at or below which every passage has its vector: what the dense index may hold."""
+        first = self._db.execute("SELECT MIN(seq) FROM passages WHERE length(vector) = 0").fetchone()[0]
+        return self.max_passage_seq() if first is None else int(first) - 1
+
+    def passages_upto(self, seq: int) -> int:
+        """How many passages have a seq at or below `seq`."""
+        return int(self._db.execute("SELECT COUNT(*) FROM passages WHERE seq <= ?", (seq,)).fetchone()[0])
+
+    def unembedded(self, limit: int) -> list[tuple[int, str]]:
+        """(seq, text) of the first `limit` passages of the backlog, ascending."""
+        return [(int(seq), text) for seq, text in self._db.execute(
+            "SELECT seq, text FROM passages WHERE length(vector) = 0 ORDER BY seq LIMIT ?", (limit,))]
+
+    def backlog_by_document(self, refs: Sequence[str]) -> dict[str, int]:
+        """For each of `refs` with a backlog, how many of its passages wait for vectors."""
+        rows = self._db.execute("SELECT doc_ref, COUNT(*) FROM passages WHERE length(vector) = 0 GROUP BY doc_ref")
+        wanted = set(refs)
+        return {ref: int(n) for ref, n in rows if ref in wanted}
+
+    def store_vectors(self, seqs: Sequence[int], vectors: np.ndarray) -> int:
+        """Give backlog passages their vectors, in one transaction; returns how many were still waiting.
+
+        A passage that already has a vector keeps it: a second writer can never
+        embed a passage twice over the first one's result.
+        """
+        import numpy as np
+
+        cur = self._db.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            cur.executemany("UPDATE passages SET vector = ? WHERE seq = ? AND length(vector) = 0",
+                            [(np.ascontiguousarray(vectors[i], dtype=np.float32).tobytes(), int(seq))
+                             for i, seq in enumerate(seqs)])
+            stored = cur.rowcount
+            cur.execute("COMMIT")
+        except BaseException:
+            _rollback(cur)
+            raise
+        return int(stored)
 
     def _where_in(self, select: str, column: str, values: Sequence[Any]) -> Iterator[tuple]:
         """Rows of `select ... WHERE column IN (values)`, asked 500 at a time (SQLite caps bound variables)."""
@@ -377,7 +454,9 @@ class Catalogue:
         found = dict(self._where_in("SELECT seq, vector FROM passages", "seq", [int(s) for s in seqs]))
         out = np.zeros((len(seqs), dimension), dtype=np.float32)
         for i, seq in enumerate(seqs):
-            out[i] = np.frombuffer(found[int(seq)], dtype=np.float32)
+            blob = found[int(seq)]
+            if blob:  # a passage still in the backlog stays a zero vector: like nothing, a duplicate of nothing
+                out[i] = np.frombuffer(blob, dtype=np.float32)
         return out
 
     def iter_passages_after(self, seq: int, upto: int, batch: int = 2048) -> Iterator[list[tuple[int, str, bytes]]]:
@@ -398,13 +477,15 @@ class Catalogue:
     def commit_documents(
         self,
         documents: Sequence[NewDocument],
-        vectors: np.ndarray,
+        vectors: np.ndarray | None,
         fingerprint: Fingerprint,
     ) -> None:
         """Write documents, their bytes, passages and vectors in one transaction.
 
         `vectors` holds one row per passage, in the order the passages appear
-        across `documents`. The fingerprint is stamped with the first commit.
+        across `documents`; None commits the passages to the embedding backlog
+        (empty vectors, embedded later by engine/backlog.py). The fingerprint
+        is stamped with the first commit.
         """
         import numpy as np
 
@@ -433,7 +514,7 @@ class Catalogue:
                     "page_start, page_end, section) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         (p.ref, doc.ref, p.chunk_index, p.chunk_count, p.char_start, p.char_end, p.text,
-                         np.ascontiguousarray(vectors[row + i], dtype=np.float32).tobytes(),
+                         b"" if vectors is None else np.ascontiguousarray(vectors[row + i], dtype=np.float32).tobytes(),
                          p.page_start, p.page_end, p.section)
                         for i, p in enumerate(doc.passages)
                     ],
@@ -441,5 +522,12 @@ class Catalogue:
                 row += len(doc.passages)
             cur.execute("COMMIT")
         except BaseException:
-            cur.execute("ROLLBACK")
+            _rollback(cur)
             raise
+
+
+def _rollback(cur: sqlite3.Cursor) -> None:
+    """Roll back if a transaction is still open: SQLite may already have ended it (a full disk ends it
+    itself), and "cannot rollback - no transaction is active" must not hide the real error."""
+    if cur.connection.in_transaction:
+        cur.execute("ROLLBACK")

@@ -23,7 +23,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, Protocol, Sequence
 
 from watchdog.events import (
@@ -43,7 +43,8 @@ from .config import Settings
 from .dataset import validate_name
 from .documents import DocumentInput, from_file
 from .errors import KxError, Status, invalid, not_found, precondition
-from .records import DocumentStatus, IngestReport
+from .folders import document_name, is_ignored, walk_files
+from .records import DocumentStatus, EmbedReport, IngestReport
 
 DEFAULT_SETTLE_SECONDS = 1.0  # an editor's save or a local copy is quiet well within a second
 DEFAULT_TICK_SECONDS = 0.05
@@ -149,33 +150,6 @@ WatchEventFn = Callable[[WatchEvent], None]
 
 # -- what is watched ---------------------------------------------------------------
 
-# Names that editors, browsers and office suites use for work in progress; the
-# finished file arrives under its real name (usually by a rename we do see).
-_TEMP_SUFFIXES = (".swp", ".swo", ".swx", ".part", ".partial", ".crdownload", ".download", ".tmp", ".temp")
-
-
-def is_ignored(relative: str | PurePath) -> bool:
-    """True for temporary and hidden files: dot-files, anything in a dot-folder, lock and swap files."""
-    parts = PurePath(relative).parts
-    if not parts or any(part.startswith(".") for part in parts):  # also LibreOffice's ".~lock.x#"
-        return True
-    name = parts[-1]
-    return (name.startswith("~$")  # Office owner files
-            or name.endswith("~")  # editor backups
-            or (name.startswith("#") and name.endswith("#"))  # Emacs auto-saves
-            or name.lower().endswith(_TEMP_SUFFIXES))
-
-
-def document_name(relative: str | PurePath) -> str:
-    """A watched file's document name: its path in the watched folder, '/'-separated, without extension.
-
-    `guide/index.md` -> `guide/index`, so two `index.md` in different folders
-    stay two names a reader can tell apart.
-    """
-    path = PurePath(relative)
-    return (path.parent / (path.stem or path.name)).as_posix()
-
-
 def inbox_folder(settings: Settings, name: str) -> Path:
     """The default folder watched for dataset `name`: $KX_HOME/inbox/NAME (not created here)."""
     return settings.home / "inbox" / validate_name(name)
@@ -188,6 +162,8 @@ class IngestBackend(Protocol):
 
     def ingest(self, name: str, documents: Iterable[DocumentInput], vectors: Any = None,
                on_event: Callable[[object], None] | None = None) -> IngestReport: ...
+
+    def embed(self, name: str, on_event: Callable[[object], None] | None = None) -> EmbedReport: ...
 
 
 # -- files waiting to settle -------------------------------------------------------
@@ -522,6 +498,7 @@ class FolderWatcher:
     def _run(self) -> None:
         try:
             self._scan(self._root)
+            self._resume_backlog()
             last_scan = time.monotonic()
             while True:
                 with self._cond:
@@ -581,13 +558,9 @@ class FolderWatcher:
                                   f"{exc.filename} cannot be listed ({exc.strerror}); its files are skipped "
                                   "until it can be read", fatal=False, path=exc.filename))
 
-        for here, folders, files in os.walk(folder, onerror=unreadable):
-            folders[:] = [f for f in folders if not f.startswith(".")]  # dot-folders are ignored wholesale
-            for linked in [f for f in folders if os.path.islink(os.path.join(here, f))]:
-                self._report_outside_folder(os.path.join(here, linked))  # os.walk does not descend links
-            folders.sort()
-            for name in sorted(files):  # so a backlog goes in name order, the same on every run
-                self._note(os.path.join(here, name))
+        # the shared rules (engine/folders.py): a backlog goes in name order, the same on every run
+        for path in walk_files(self._root, folder, on_error=unreadable, on_link=self._report_outside_folder):
+            self._note(path)
 
     def _report_outside_folder(self, path: str) -> None:
         """Say once that a linked folder leading out of the watched one is not followed."""
@@ -631,6 +604,14 @@ class FolderWatcher:
             self._note(path)
             return None
         return doc
+
+    def _resume_backlog(self) -> None:
+        """Finish the embedding an earlier ingest of this dataset left (a stop, a crash) before new files."""
+        try:
+            self.engine.embed(self.dataset, on_event=self._abandon_point)
+        except KxError as exc:
+            if exc.status is not Status.NOT_FOUND:  # no dataset yet: nothing waits
+                raise
 
     def _abandon_point(self, _event: object) -> None:
         """The ingest's progress callback: a safe point to give the batch up at, when asked to."""

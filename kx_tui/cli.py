@@ -23,11 +23,12 @@ from .agent_cmd import agent as agent_group
 from .completion_cmd import completion as completion_command
 from .context import CONTEXT_SETTINGS, backend_of, local_engine, parse_sets, settings_of
 from .documents_cmd import documents as documents_command
+from .embed_cmd import embed as embed_command
 from .mcp_cmd import mcp as mcp_command
 from .models_cmd import models as models_group
+from .progress import PipelineProgress
 from .render import (
     Console,
-    IngestProgress,
     print_datasets,
     print_info,
     print_ingest_line,
@@ -113,7 +114,7 @@ def list_datasets(ctx: click.Context, as_json: bool) -> None:
 @click.argument("name")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--file", "-f", "files", multiple=True, type=click.Path(path_type=Path),
-              help="A UTF-8 text file to add as one document (repeatable).")
+              help="A file to add as one document, or a folder to add every file of (repeatable).")
 @click.option("--text", "-t", "texts", multiple=True, help="A string to add as one document (repeatable).")
 @click.option("--jsonl", "jsonls", multiple=True, type=click.Path(path_type=Path),
               help="A JSONL file, one {\"_id\", \"title\", \"text\"} object per line, each a document named by its id.")
@@ -124,13 +125,23 @@ def list_datasets(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[Path, ...], texts: tuple[str, ...],
            jsonls: tuple[Path, ...], chunk_size: int | None, chunk_overlap: int | None, as_json: bool) -> None:
-    """Add documents to dataset NAME, creating it on first use.
+    """Add documents (files, or folders of them) to dataset NAME, creating it on first use.
 
+    A folder is walked recursively with the folder watcher's rules (hidden,
+    temporary and lock files skipped); each file is named by its path in the
+    folder without extension, e.g. docs/guide/index.md -> guide/index.
+
+    Two stages: each document is read, cut into passages, committed and made
+    keyword-searchable within seconds; then the passages are embedded for
+    dense search (queries meanwhile say how much dense covers). Stopped at
+    any point, nothing committed is lost: the next ingest or `kx datasets
+    embed NAME` finishes the embedding.
     Bytes already in the dataset are reported "unchanged" and cost nothing.
     A file that cannot be read is refused with the reason; the others still go in.
     """
     from engine.dataset import validate_name
     from engine.documents import from_file, from_jsonl, from_text
+    from engine.folders import folder_documents
 
     validate_name(name)
     settings = settings_of(ctx, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
@@ -140,7 +151,10 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
                       "runs (KX_CHUNK_SIZE, KX_CHUNK_OVERLAP), or drop --gateway")
     engine = backend_of(ctx, settings)
     limit = settings.max_document_bytes
-    docs = [from_file(p, limit) for p in (*paths, *files)]
+    docs = []
+    for path in (*paths, *files):
+        # a folder: every file in it, recursively, named by its path in it (the watcher's rules)
+        docs.extend(folder_documents(path, limit) if path.is_dir() else [from_file(path, limit)])
     docs += [from_text(t) for t in texts]
     for path in jsonls:
         docs.extend(from_jsonl(path, limit))
@@ -156,7 +170,7 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
     with StopSignals(give_up_after=_INGEST_GIVE_UP_SECONDS,
                      last_words="error: CANCELLED: the ingest did not reach a stopping point in time; leaving "
                                 "now. What was committed stays; run the same command again for the rest") as stop, \
-            IngestProgress(err, enabled=not as_json) as progress:
+            PipelineProgress(err) as progress:
         def on_event(event: object) -> None:
             from engine.records import DocumentResult, Notice, Progress
 
@@ -268,8 +282,8 @@ def eval_command(ctx: click.Context, name: str, queries_path: Path, qrels_path: 
     err = Console(stderr=True)
     if corpus_path is not None:
         docs = list(from_jsonl(corpus_path, engine.settings.max_document_bytes))
-        with IngestProgress(err, enabled=not as_json) as progress:
-            report = engine.ingest(name, docs, on_event=lambda e: progress.update(e) if hasattr(e, "stage") else None)
+        with PipelineProgress(err) as progress:
+            report = engine.ingest(name, docs, on_event=progress.update)
         if not as_json:
             err.print(f"{name}: {report.count('added')} added, {report.count('unchanged')} unchanged, "
                       f"{report.count('refused')} refused")
@@ -287,6 +301,7 @@ def eval_command(ctx: click.Context, name: str, queries_path: Path, qrels_path: 
 
 # The commands that live in their own modules register here, once the groups exist.
 datasets.add_command(documents_command)
+datasets.add_command(embed_command)
 datasets.add_command(watch_command)
 cli.add_command(serve_command)
 cli.add_command(models_group)

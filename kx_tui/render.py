@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import bisect
 import datetime as _dt
+import re
 from typing import Any, Callable, Sequence
 
 from rich.console import Console as _RichConsole
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -72,11 +73,18 @@ def print_datasets(console: _RichConsole, summaries: list[DatasetSummary]) -> No
     if not summaries:
         console.print("No datasets yet. Add one with: kx datasets ingest NAME --file FILE")
         return
+    waiting = any(s.backlog for s in summaries)  # the column only while some ingest's embedding is unfinished
     print_table(console, [("name", "left"), ("documents", "right"), ("passages", "right"),
+                          *((("to embed", "right"),) if waiting else ()),
                           ("embedding model", "left"), ("created", "left")],
-                [[s.name, f"{s.documents:,}", f"{s.passages:,}", s.embed_model or "-", _when(s.created_at)]
+                [[s.name, f"{s.documents:,}", f"{s.passages:,}",
+                  *((f"{s.backlog:,}" if s.backlog else "-",) if waiting else ()),
+                  s.embed_model or "-", _when(s.created_at)]
                  for s in summaries],
-                ["name", "documents", "passages", "created", "embedding model"])
+                ["name", "documents", "passages", *(("to embed",) if waiting else ()), "created", "embedding model"])
+    if waiting:
+        console.print("[dim]to embed: passages keyword-searchable but not yet in dense search; "
+                      "`kx datasets embed NAME` finishes them[/]")
 
 
 def size_text(size: int) -> str:
@@ -186,47 +194,14 @@ def print_info(console: _RichConsole, data: dict[str, Any]) -> None:
         if runtime:  # which runtime embeds, and why (an older gateway does not say)
             state = "in use" if runtime.get("loaded") else "when first used"
             console.print(f"runtime      {escape(str(runtime['runtime']))} ({state}): {escape(str(runtime['reason']))}")
+            if runtime.get("device_reason"):
+                device, why = escape(str(runtime.get("device"))), escape(str(runtime["device_reason"]))
+                console.print(f"device       {device}: {why}")
     for advisory in data["advisories"]:
         console.print(f"[yellow]advisory[/]: {escape(advisory)}")
     console.print()
     print_table(console, [("setting", "left"), ("value", "left"), ("source", "left"), ("environment", "left")],
                 [[row["name"], str(row["value"]), row["source"], row["env"]] for row in data["settings"]])
-
-
-class IngestProgress:
-    """A progress bar on stderr while embedding, only on a terminal and only for long work."""
-
-    _SHOW_FROM = 64  # passages; shorter work finishes before a bar would help
-
-    def __init__(self, console: _RichConsole, enabled: bool = True) -> None:
-        self.console = console
-        self.enabled = enabled and console.is_terminal
-        self._progress: Progress | None = None
-        self._task = None
-
-    def __enter__(self) -> IngestProgress:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-
-    def update(self, event: Any) -> None:
-        if not self.enabled or event.stage != "embedding" or event.total < self._SHOW_FROM:
-            return
-        if self._progress is None:
-            self._progress = Progress(TextColumn("embedding"), BarColumn(), MofNCompleteColumn(),
-                                      TextColumn("passages"), TimeRemainingColumn(), console=self.console,
-                                      transient=True)
-            self._progress.start()
-            self._task = self._progress.add_task("embedding", total=event.total)
-        self._progress.update(self._task, completed=event.done)
-
-    def print(self, message: str) -> None:
-        self.console.print(escape(message))
-
-    def call(self, fn: Callable[..., None], *args: Any) -> None:
-        fn(*args)
 
 
 _PREVIEW_CHARS = 320
@@ -255,41 +230,167 @@ def duplicate_marker(hit: Hit, hits: Sequence[Hit]) -> str:
     return "≈ near-duplicate of a higher hit"
 
 
-def passage_preview(hit: Hit, spans: list[tuple[int, int]], limit: int = _PREVIEW_CHARS) -> Text:
-    """The passage with the query's words highlighted and its answer_span underlined, whitespace folded,
-    cut to about `limit` characters.
+# -- Markdown as text ---------------------------------------------------------------------------------
 
-    The window starts a little before the answering sentence (else the first
-    matching word), so an answer deep in a long passage is still on screen.
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*\n(.*?)(?:^ {0,3}\1[ \t]*(?:\n|\Z)|\Z)", re.M | re.S)
+_CODE = re.compile(r"(`+)([^`\n]|[^`\n].*?[^`\n])\1")
+_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$", re.M)
+_QUOTE = re.compile(r"^ {0,3}>[ \t]?", re.M)
+_LINK = re.compile(r"(!?)\[([^\]\n]*)\]\(([^)\n]*)\)")
+_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+_EMPHASIS = (re.compile(r"(?<![\w*])(\*)(?=[^\s*])(.+?)(?<=[^\s*])\*(?![\w*])"),
+             re.compile(r"(?<![\w_])(_)(?=[^\s_])(.+?)(?<=[^\s_])_(?![\w_])"))
+_MARKDOWN_SIGNS = re.compile(r"^ {0,3}#{1,6}[ \t]|\*\*\S|\]\(|^ {0,3}(`{3}|~{3})", re.M)
+_MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdx", ".mkd")
+
+
+def looks_like_markdown(source_path: str | None, text: str) -> bool:
+    """A Markdown file by its name, or text that carries Markdown's unmistakable signs (headings, **, links)."""
+    if source_path and source_path.lower().endswith(_MARKDOWN_SUFFIXES):
+        return True
+    return bool(_MARKDOWN_SIGNS.search(text))
+
+
+class _Markup:
+    """Which characters of a Markdown text are markup to leave out (`cuts`), and how the rest is styled."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.dropped = bytearray(len(text))
+        self.locked = bytearray(len(text))   # code: kept verbatim, never read as emphasis or links
+        self.cuts: list[tuple[int, int]] = []
+        self.styles: list[tuple[int, int, str]] = []
+
+    def free(self, a: int, b: int) -> bool:
+        return not any(self.locked[a:b])
+
+    def cut(self, a: int, b: int) -> None:
+        if b > a:
+            self.cuts.append((a, b))
+            self.dropped[a:b] = b"\x01" * (b - a)
+
+    def style(self, a: int, b: int, style: str) -> None:
+        self.styles.append((a, b, style))
+
+    def lock(self, a: int, b: int) -> None:
+        self.locked[a:b] = b"\x01" * (b - a)
+
+
+def _markup(text: str) -> _Markup:
+    m = _Markup(text)
+    for match in _FENCE.finditer(text):
+        body_start, body_end = match.span(2)
+        m.cut(match.start(), body_start)
+        m.cut(body_end, match.end())
+        m.style(body_start, body_end, "cyan")
+        m.lock(match.start(), match.end())
+    for match in _CODE.finditer(text):
+        if m.free(*match.span()):
+            m.cut(match.start(), match.start(2))
+            m.cut(match.end(2), match.end())
+            m.style(*match.span(2), "cyan")
+            m.lock(*match.span())
+    for match in _HEADING.finditer(text):
+        if m.free(*match.span()):
+            m.cut(match.start(), match.start(2))
+            m.cut(match.end(2), match.end())
+            m.style(*match.span(2), "bold")
+    for match in _QUOTE.finditer(text):
+        if m.free(*match.span()):
+            m.cut(*match.span())
+    for match in _LINK.finditer(text):
+        if m.free(*match.span()):
+            m.cut(match.start(), match.start(2))       # "![" or "["
+            m.cut(match.end(2), match.end())           # "](target)"
+            m.style(*match.span(2), "underline")
+    for pattern, style in ((_STRONG, "bold"), *((p, "italic") for p in _EMPHASIS)):
+        for match in pattern.finditer(text):
+            if m.free(*match.span()) and not any(m.dropped[match.start():match.end()]):
+                m.cut(match.start(), match.start(2))
+                m.cut(match.end(2), match.end())
+                m.style(*match.span(2), style)
+    return m
+
+
+def styled_text(text: str, marks: Sequence[tuple[int, int, str]] = (), markdown: bool = False
+                ) -> tuple[Text, Callable[[int], int]]:
+    """`text` with `marks` ((start, end, style) over its characters) applied, and, with `markdown`, its markup
+    left out: headings, emphasis and links shown as their text, code kept. Returns the Text and a function that
+    maps a position in `text` to the position of the same character in the Text."""
+    if not markdown:
+        out = Text(text)
+        for a, b, style in marks:
+            out.stylize(style, max(0, a), min(len(text), b))
+        return out, lambda i: i
+    m = _markup(text)
+    merged: list[list[int]] = []
+    for a, b in sorted(m.cuts):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    starts = [a for a, _b in merged]
+    removed_before: list[int] = []   # characters cut before each cut starts
+    pieces, last, removed = [], 0, 0
+    for a, b in merged:
+        removed_before.append(removed)
+        pieces.append(text[last:a])
+        last, removed = b, removed + b - a
+    pieces.append(text[last:])
+
+    def where(i: int) -> int:
+        i = max(0, min(len(text), i))
+        k = bisect.bisect_right(starts, i) - 1
+        if k < 0:
+            return i
+        a, b = merged[k]
+        return i - removed_before[k] - (min(i, b) - a)
+
+    out = Text("".join(pieces))
+    for a, b, style in (*m.styles, *marks):
+        out.stylize(style, where(a), where(b))
+    return out, where
+
+
+ANSWER_STYLE = "underline"            # the best-answer span inside a passage preview (CLI and TUI alike)
+ANSWER_PASSAGE_STYLE = "bold white on dark_green"   # the same span inside the passage view's yellow range
+WORD_STYLE = "bold yellow"            # the query's words
+
+
+def answer_range(hit: Hit) -> tuple[int, int] | None:
+    """The hit's best-answer span (document characters) within its passage, in passage characters; None when the
+    engine gives none (`answer_span` is optional on Hit: older engines and gateways do not send it)."""
+    span = getattr(hit, "answer_span", None)
+    try:
+        a, b = (int(x) for x in span)  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        return None
+    a, b = max(a, hit.char_start) - hit.char_start, min(b, hit.char_end) - hit.char_start
+    return (a, b) if b > a else None
+
+
+def passage_preview(hit: Hit, spans: list[tuple[int, int]], limit: int = _PREVIEW_CHARS,
+                    markdown: bool = False) -> Text:
+    """The passage with the query's words highlighted (and its best answer, when the hit has one), whitespace
+    folded, cut to about `limit` characters; with `markdown`, the markup is left out.
+
+    The window starts a little before the answer, else before the first
+    matching word, so a match deep in a long passage is still on screen.
     """
-    answer = None
-    if hit.answer_span is not None:
-        a, b = hit.answer_span[0] - hit.char_start, hit.answer_span[1] - hit.char_start
-        if 0 <= a < b <= len(hit.text):
-            answer = (a, b)
-    focus = answer[0] if answer else spans[0][0] if spans else 0
+    answer = answer_range(hit)
+    marks = [(a, b, ANSWER_STYLE) for a, b in ([answer] if answer else [])] + [(a, b, WORD_STYLE) for a, b in spans]
+    full, where = styled_text(hit.text, marks, markdown)
+    plain = full.plain
+    focus = where(answer[0]) if answer else (where(spans[0][0]) if spans else 0)
     start = 0
     if focus > limit * 0.6:
-        start = hit.text.rfind(" ", 0, max(0, focus - 60)) + 1
-    end = min(len(hit.text), start + limit)
+        start = plain.rfind(" ", 0, max(0, focus - 60)) + 1
+    end = min(len(plain), start + limit)
     out = Text()
     if start > 0:
         out.append("… ", style="dim")
-    shift = len(out.plain) - start  # text offset -> offset in `out`
-    last = start
-    for a, b in spans:
-        if b <= start:
-            continue
-        if a >= end:
-            break
-        a = max(a, start)
-        out.append(hit.text[last:a])
-        out.append(hit.text[a:min(b, end)], style="bold yellow")
-        last = min(b, end)
-    out.append(hit.text[last:end])
-    if answer and answer[0] < end and answer[1] > start:
-        out.stylize("underline", max(answer[0], start) + shift, min(answer[1], end) + shift)
-    if end < len(hit.text):
+    out.append_text(full[start:end])
+    if end < len(plain):
         out.append(" …", style="dim")
     folded = Text()
     for part in out.split("\n", allow_blank=True):
@@ -310,6 +411,15 @@ def shown_title(name: str, title: str | None) -> str | None:
 def chunk_and_place(hit: Hit) -> str:
     """"[chunk 3/12] p. 6–7 · 3 Model › 3.1 LRS model": the chunk label, then pages and section when known."""
     return f"{hit.label} {hit.provenance}" if hit.provenance else hit.label
+
+
+def _no_hits_hint(mode: str) -> str:
+    """What to try after an empty answer, true for the mode that was asked."""
+    if mode == "sparse":
+        return "Try other words, or --mode dense (or hybrid) for paraphrases."
+    if mode == "dense":
+        return "Try other words, or --mode sparse for exact terms."
+    return "Try other words."
 
 
 def citation(hit: Hit, dataset: str) -> str:
@@ -333,7 +443,7 @@ def print_query(console: _RichConsole, result: QueryResult, spans_of: Callable[[
     for note in result.notes:
         console.print(f"[yellow]note[/]: {escape(note)}")
     if not result.hits:
-        console.print("No passage matches. Try other words, or --mode dense for paraphrases.")
+        console.print(f"No passage matches. {_no_hits_hint(result.mode)}")
         return
     for hit in result.hits:
         ranks = " · ".join(_where(r, s, n) for r, s, n in ((hit.dense_rank, hit.dense_score, "dense"),

@@ -93,10 +93,29 @@ def _warm_up(engine: Any) -> threading.Thread:
             engine.prepare_model(lambda line: click.echo(line, err=True))
         except KxError as exc:  # the first request that needs the model reports it properly
             click.echo(f"embedding model not ready: {exc.message}", err=True)
+            return
+        _resume_backlogs(engine)
 
     thread = threading.Thread(target=warm, name="kx-warm-up", daemon=True)
     thread.start()
     return thread
+
+
+def _resume_backlogs(engine: Any) -> None:
+    """Finish every dataset's unfinished embedding (an ingest stopped in its second stage), one at a time."""
+    try:
+        waiting = [d for d in engine.list_datasets() if d.backlog]
+    except KxError:
+        return
+    for dataset in waiting:
+        click.echo(f"{dataset.name}: embedding the {dataset.backlog:,} passages an earlier ingest left "
+                   "(queries meanwhile say how much dense covers)", err=True)
+        try:
+            report = engine.embed(dataset.name)
+        except KxError as exc:
+            click.echo(f"{dataset.name}: the embedding did not finish: {exc.message}", err=True)
+            continue
+        click.echo(f"{dataset.name}: {report.embedded:,} passages embedded", err=True)
 
 
 def _run(engine: Any, token: str, max_bytes: int, allow_local: bool, sock: socket.socket, host: str,

@@ -75,7 +75,7 @@ class BuildProgress:
     `clock` is injectable for tests.
     """
 
-    STEPS = ("loading the embedding model", "reading the documents", "embedding passages", "indexing")
+    STEPS = ("loading the model", "reading the documents", "embedding passages", "indexing")
 
     def __init__(self, dataset: str, documents: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.dataset = dataset
@@ -104,8 +104,10 @@ class BuildProgress:
         self._enter(1)
 
     def progressed(self, stage: str, done: int, total: int) -> None:
-        """An ingest progress event: `stage` is "embedding" or "indexing ..."."""
-        if stage == "embedding":
+        """An ingest progress event: `stage` is "reading" (documents), "embedding" or "indexing ..."."""
+        if stage == "reading":
+            self._enter(1)
+        elif stage == "embedding":
             self._enter(2)
             if self._first is None or done < self._first[1]:
                 self._first = (self.clock(), done)
@@ -128,16 +130,16 @@ class BuildProgress:
 
     def line(self) -> str:
         now = self.clock()
-        parts = [f"first run: building '{self.dataset}' from {self.documents} sample documents",
-                 f"step {self.step + 1}/{len(self.STEPS)} {self.STEPS[self.step]}"]
-        if self.step == 2 and self.total:
+        parts = [f"first run: building '{self.dataset}' from {self.documents} samples",
+                 f"{self.step + 1}/{len(self.STEPS)} {self.STEPS[self.step]}"]
+        if self.step in (1, 2) and self.total:
             parts[-1] += f" {self.done}/{self.total}"
         elif self.step == 3 and self.detail:
             parts[-1] += f" ({self.detail})"
         elif self.step == 0 and self.detail:
-            parts[-1] += " (first use: exporting it to ONNX, once)" if "ONNX" in self.detail else ""
-        parts.append(f"{now - self.started:.0f} s so far")
+            parts[-1] += " (exporting it to ONNX, once)" if "ONNX" in self.detail else ""
+        parts.append(f"{now - self.started:.0f} s")
         eta = self.eta()
         if eta is not None:
-            parts.append(f"about {max(1, round(eta))} s left in this step")
+            parts.append(f"about {max(1, round(eta))} s left")
         return " · ".join(parts)

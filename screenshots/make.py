@@ -6,7 +6,7 @@
 Runs the real app headless (App.run_test) over a throwaway KX_HOME holding the
 shipped handbook samples, drives it with key presses, and saves one SVG per
 screen: first-run (empty home), main (a query's answer), detail, compare,
-documents (the dataset's documents), document (one, its passages marked), help.
+documents (the dataset's documents), document (one, its passages marked), help, agent.
 """
 
 from __future__ import annotations
@@ -86,6 +86,9 @@ async def make(use_hash: bool, out: Path, size: tuple[int, int] = SIZE) -> list[
             await pilot.press("escape", "escape", "escape", "question_mark")
             await pilot.pause()
             shot(app, "help")
+            await pilot.press("escape", "a", "enter")   # the agent, on the query's words as its goal
+            await _settle(app, pilot)
+            shot(app, "agent")
         app.backend.close()
     return saved
 

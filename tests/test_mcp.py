@@ -105,7 +105,7 @@ def test_search_hits_carry_text_citation_pages_section_and_ranks(engine: Engine)
 
 def test_search_passes_through_every_field_the_engine_records(engine: Engine) -> None:
     """Fields a hit gains later (answer spans, coverage) reach MCP clients: the record's own to_dict goes out."""
-    own = engine.query("notes", "return a logger", k=2, mode="sparse").to_dict()
+    own = json.loads(json.dumps(engine.query("notes", "return a logger", k=2, mode="sparse").to_dict()))  # as sent
     data = call(build_server(engine), "search", {"dataset": "notes", "query": "return a logger", "k": 2,
                                                  "mode": "sparse"}).structured_content
     assert set(own) <= set(data)
@@ -429,3 +429,34 @@ def test_the_readme_desktop_config_starts_a_working_server(served_home: Path) ->
     names, found = anyio.run(run)
     assert names == ["list_datasets", "list_documents", "read_document", "search"]
     assert not found.is_error and "[travel-and-expenses" in text_of(found)
+
+
+@pytest.mark.slow
+def test_kx_mcp_fronts_a_gateway(tmp_path: Path) -> None:
+    """`kx --gateway URL mcp`: the same tools over KxClient, the gateway's errors as tool errors."""
+    from .test_gateway import _start, _stop
+
+    gw = _start(tmp_path / "served" / "home", env={"KX_SERVE_EMBED_MODEL": "none"})
+    try:
+        with gw.client() as client:  # no model there: text with pre-computed vectors, searched sparse
+            client.ingest_documents("remote", [RETURNS, CAFE], names=["returns", "cafe"],
+                                    vectors=[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+        env = {**_env(tmp_path / "empty-home"), "KX_GATEWAY_TOKEN": gw.token}
+        params = StdioServerParameters(command=sys.executable, cwd=str(REPO), env=env,
+                                       args=["-m", "kx_tui", "--gateway", gw.url, "mcp"])
+
+        async def run() -> list[CallToolResult]:
+            async with Client(params, read_timeout_seconds=120) as client:
+                return [await client.call_tool("list_datasets", {}),
+                        await client.call_tool("search", {"dataset": "remote", "query": "soup on fridays",
+                                                          "mode": "sparse", "k": 1}),
+                        await client.call_tool("read_document", {"dataset": "remote", "document": "returns",
+                                                                 "max_chars": 40}),
+                        await client.call_tool("search", {"dataset": "remote", "query": "soup", "mode": "dense"})]
+        listed, found, read, dense = anyio.run(run)
+    finally:
+        assert _stop(gw) == 0
+    assert [d["name"] for d in listed.structured_content["datasets"]] == ["remote"]
+    assert found.structured_content["hits"][0]["citation"].startswith("[cafe, chunk 1/1")
+    assert read.structured_content["text"] == RETURNS[:40]
+    assert dense.is_error and dense.structured_content["code"] == "FAILED_PRECONDITION"  # no model on the gateway

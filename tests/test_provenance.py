@@ -19,6 +19,7 @@ from engine.dataset import Dataset
 from engine.documents import from_bytes, from_file, from_jsonl, from_text
 from engine.extract import Extracted, Section, page_span, section_path
 from engine.records import Hit, QueryResult
+from engine.store import SCHEMA_VERSION
 
 from .helpers import HashEmbedder, inject_extraction, run_cli
 
@@ -302,7 +303,7 @@ def test_a_round1_catalogue_stays_queryable_and_is_migrated_by_the_next_writer(
     assert {"page_start", "page_end", "section"} <= _columns(path, "passages")
     assert {"title", "page_count", "extractor", "notes"} <= _columns(path, "documents")
     catalogue = Dataset(settings, "old").reading()
-    assert catalogue.schema_version == 2
+    assert catalogue.schema_version == SCHEMA_VERSION == 3
     catalogue.close()
     after = {h.document_name: h for h in writer.query("old", "loggers damage drift carriers", mode="sparse",
                                                       k=20).hits}

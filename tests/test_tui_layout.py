@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
-from textual.widgets import DataTable, Input, OptionList, RichLog
+from textual.containers import VerticalScroll
+from textual.widgets import DataTable, Input, OptionList, Static
 
 from engine import Engine, load_settings
 from engine.documents import from_text
@@ -117,17 +118,19 @@ async def test_agent_steps_wrap_and_focus_stays_where_the_user_left_it(kx_home: 
         await pilot.press(*"how long do refunds take", "enter")
         await _until(pilot, lambda: embedder.waiting.is_set(), "the run to search")
         await pilot.press("tab")           # the user moves to the steps while the run goes on
-        steps = screen.query_one(RichLog)
+        steps = screen.query_one("#agent-steps", VerticalScroll)
         assert app.focused is steps
         embedder.release()
         await _until(pilot, lambda: screen.run_result is not None, "the run to finish")
         await _settle(app, pilot)
         assert app.focused is steps        # not pulled away to the citations
         assert screen.query_one("#agent-citations", OptionList).option_count > 0
-        shown = " ".join(" ".join(strip.text.split()) for strip in steps.lines)
-        for line in screen.steps:
-            assert " ".join(line.split()) in shown, line   # every word of every step, wrapped, none cut
-        assert all(strip.cell_length <= steps.scrollable_content_region.width for strip in steps.lines)
+        shown = [w for w in steps.query(Static)]
+        assert [str(w.content) for w in shown] == screen.steps    # one block per step, each whole
+        for widget in shown:                                       # wrapped inside the pane, never past its edge
+            assert widget.size.width <= steps.scrollable_content_region.width
+            lines = [s.text for s in widget.render_lines(widget.region.reset_offset)]
+            assert " ".join(" ".join(lines).split()) == " ".join(str(widget.content).split())
         _footer_fits(app, "? Help", "Back")
         screen.query_one(Input).focus()
         await pilot.press("enter")         # a run from the goal box ends in the citations, as before

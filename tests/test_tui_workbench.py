@@ -143,8 +143,8 @@ async def test_a_query_typed_during_the_first_run_is_kept_and_answered_once_the_
         progress = app.query_one("#build-progress", Static)
         assert progress.display
         line = _plain(progress.content)
-        assert "first run: building 'handbook' from 2 sample documents" in line
-        assert "step 1/4 loading the embedding model" in line and "s so far" in line
+        assert "first run: building 'handbook' from 2 samples" in line
+        assert "1/4 loading the model" in line and re.search(r"· \d+ s", line)
         app.query_one("#query", Input).focus()
         await pilot.press(*"annual leave days", "enter")
         await pilot.pause(0.2)
@@ -168,23 +168,22 @@ def test_the_first_runs_progress_line_gives_an_eta_only_from_something_measured(
 
     now = [100.0]
     build = BuildProgress("handbook", 6, clock=lambda: now[0])
-    assert build.line() == ("first run: building 'handbook' from 6 sample documents · "
-                            "step 1/4 loading the embedding model · 0 s so far")
+    assert build.line() == "first run: building 'handbook' from 6 samples · 1/4 loading the model · 0 s"
     build.noted("exporting all-MiniLM-L6-v2 to ONNX for fast embedding (once, about 10 s) into /x")
     now[0] += 4
     assert build.eta() == 6.0
-    assert "exporting it to ONNX, once" in build.line() and "about 6 s left in this step" in build.line()
+    assert "exporting it to ONNX, once" in build.line() and "about 6 s left" in build.line()
     build.model_ready()
     now[0] += 2
-    assert build.eta() is None and "step 2/4 reading the documents · 6 s so far" in build.line()
+    assert build.eta() is None and "2/4 reading the documents · 6 s" in build.line()
     build.progressed("embedding", 0, 40)
     assert build.eta() is None  # no rate yet: no ETA
     now[0] += 2
     build.progressed("embedding", 10, 40)
     assert build.eta() == 6.0  # 10 passages in 2 s, 30 to go
-    assert "step 3/4 embedding passages 10/40" in build.line() and "about 6 s left" in build.line()
+    assert "3/4 embedding passages 10/40" in build.line() and "about 6 s left" in build.line()
     build.progressed("indexing dense", 0, 1)
-    assert "step 4/4 indexing (dense)" in build.line() and "left" not in build.line()
+    assert "4/4 indexing (dense)" in build.line() and "left" not in build.line()
 
 
 async def test_a_sparse_query_never_waits_for_the_model(handbook_home) -> None:
@@ -475,3 +474,25 @@ async def test_a_burst_of_files_is_reported_file_by_file_and_counted_once(handbo
         await pilot.press("w")
         assert not panel.watching
     assert panel.watcher is None  # and nothing left running after the app closed
+
+
+async def test_the_status_line_says_when_dense_search_covers_only_part_of_the_dataset(handbook_home) -> None:
+    import dataclasses
+
+    from kx_tui.messages import QueryAnswered
+
+    engine = Engine(load_settings({}), embedder=HashEmbedder())
+    app = KxApp(engine, settings=engine.settings, samples=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        await _ask(app, pilot, "refund")
+        assert "covers" not in _status(app)          # a fully embedded dataset says nothing
+        partial = dataclasses.replace(_main(app).result, dense_coverage=0.42)
+        _main(app).post_message(QueryAnswered("refund", partial, {}))
+        await pilot.pause()
+        assert "dense covers 42% of passages (still embedding)" in _status(app)
+        sparse = dataclasses.replace(partial, mode="sparse")
+        _main(app).post_message(QueryAnswered("refund", sparse, {}))
+        await pilot.pause()
+        assert "covers" not in _status(app)          # sparse covers every committed passage
+    engine.close()

@@ -16,7 +16,9 @@ well is read before one that a single fragment ranks first.
    Each round learns from more of them (`FEEDBACK_SOURCES` more a round).
 
 A passage bears on the goal when its cosine to the goal is at least
-`RELEVANT_FLOOR` and at least `RELEVANT_SHARE` of the best seen. The loop
+`RELEVANT_FLOOR` and at least `RELEVANT_SHARE` of the best seen. A round ends early after `IDLE_STEPS`
+steps in a row that read no such passage (the rest of its parts would read
+more of the same nothing). The loop
 stops when a round brings no new such passage ("no new passages"), when a
 `STEADY_ROUNDS` rounds in a row leave the answer as it was ("enough"), or at a bound;
 while budget remains and rounds bring new relevant passages, it reads on.
@@ -25,8 +27,15 @@ The answer: the sentences of the relevant passages that best cover the goal
 without repeating each other — MMR over sentence embeddings, relevance being
 the cosine to the goal moved towards the relevant passages (Rocchio), so a
 sentence that belongs to the topic scores even when it shares no word with
-the goal. Copies of one sentence (neighbouring passages overlap) are one
-candidate. Sentences are grouped by document, in reading order, each cited.
+the goal. A sentence must also answer the goal itself: its own cosine to
+the goal at least `GOAL_SENTENCE_FLOOR` and `GOAL_SENTENCE_SHARE` of the best
+sentence's (the sick-leave line of a passage about annual leave sits near
+the passage, farther from the goal). The sentence holding the most of the
+goal's content words (at least `KEY_TERMS_MIN`: a command, a figure) is kept
+whatever its cosine. Sentences are whole sentences, never a wrapped line's
+fragment (text.sentences). Copies of one sentence (neighbouring passages
+overlap) are one candidate. Sentences are grouped by document, in reading
+order, each cited.
 """
 
 from __future__ import annotations
@@ -60,6 +69,10 @@ WHY = {GOAL: "the goal", SENTENCE: "a sentence of the goal", CLAUSE: "a clause o
 FEEDBACK_SOURCES = 3       # relevant passages the first feedback round learns from; each round adds as many
 FEEDBACK_TERMS = 5
 STEADY_ROUNDS = 2          # "enough": this many rounds in a row left the answer as it was
+IDLE_STEPS = 2             # a round ends after this many steps in a row read no relevant passage
+GOAL_SENTENCE_FLOOR = 0.2  # an answer sentence's own cosine to the goal (unrelated text sits below ~0.15)
+GOAL_SENTENCE_SHARE = 0.5  # ... and at least this share of the best sentence's
+KEY_TERMS_MIN = 2          # the sentence holding the most goal words (at least this many) is always kept
 
 
 @dataclass
@@ -85,6 +98,7 @@ class OfflineBrain:
         self._vectors: dict[str, np.ndarray] = {}
         self._fused = FusedCandidates()
         self._top: dict[str, float] = {}   # ref -> sum of weight / rank over the run's searches (no RRF damping)
+        self._goal = ""
 
     def _vectors_for(self, texts: list[str]) -> np.ndarray:
         missing = sorted({t for t in texts if t not in self._vectors})
@@ -96,6 +110,7 @@ class OfflineBrain:
         return np.stack([self._vectors[t] for t in texts])
 
     def run(self, goal: str, reader: Reader) -> AgentRun:
+        self._goal = goal
         goal_vector = self._vectors_for([goal])[0]
         fused = self._fused = FusedCandidates()
         relevance: dict[str, float] = {}
@@ -108,6 +123,7 @@ class OfflineBrain:
         rounds, stop = 1, None
         while stop is None:
             round_new = 0
+            idle = 0  # steps in a row that read nothing relevant
             for search in plan:
                 stop = reader.exhausted()
                 if stop:
@@ -130,6 +146,9 @@ class OfflineBrain:
                 step.relevant_new = sum(1 for r in step.new_refs if relevance[r] >= floor)
                 round_new += step.relevant_new
                 reader.report(step)
+                idle = 0 if step.relevant_new else idle + 1
+                if idle >= IDLE_STEPS:
+                    break  # the rest of this round's parts would read more of the same nothing
             if stop:
                 break
             if round_new == 0:
@@ -214,11 +233,25 @@ class OfflineBrain:
             return []
         vectors = self._vectors_for([s.text for s in pool])
         scores = vectors @ target
-        keep = scores >= SENTENCE_SHARE * float(scores.max())
+        # a sentence must answer the goal itself, not only sit in a passage about it: its own cosine to the
+        # goal (sick-leave lines in a passage about refunds are near the passage, far from the goal)
+        own = vectors @ goal_vector
+        keep = ((scores >= SENTENCE_SHARE * float(scores.max()))
+                & (own >= max(GOAL_SENTENCE_FLOOR, GOAL_SENTENCE_SHARE * float(own.max()))))
+        # the sentence carrying most of the goal's words (a command, a figure) is kept whatever its cosine
+        key_words = set(content_words(self._goal))
+        hold = [len(key_words & set(content_words(s.text))) for s in pool]
+        best_hold = max(range(len(pool)), key=lambda i: (hold[i], float(own[i]), -i))
+        carrier = pool[best_hold] if hold[best_hold] >= min(KEY_TERMS_MIN, len(key_words)) > 0 else None
+        if carrier is not None:
+            keep[best_hold] = True
         pool = [s for s, k in zip(pool, keep) if k]
         vectors, scores = vectors[keep], scores[keep]
         keys = [f"{s.ref}:{s.offset:08d}" for s in pool]
         order = mmr(keys, scores.tolist(), vectors, len(pool), SENTENCE_LAMBDA).order
+        if carrier is not None:
+            first = pool.index(carrier)
+            order = [first] + [i for i in order if i != first]
         picked: list[int] = []
         for i in order:
             if len(picked) == MAX_SENTENCES:

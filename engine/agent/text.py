@@ -8,9 +8,9 @@
   `sub_queries` the same as plain query texts.
 - `feedback_terms`: pseudo-relevance feedback — the words that mark the best
   passages read so far, weighted against the others read.
-- `sentences`: a passage cut into sentences, markdown-aware (headings are
-  not sentences; list markers and emphasis are stripped), each with its
-  character offset in the passage.
+- `sentences`: a passage cut into whole sentences (never at a wrapped
+  line), markdown-aware (headings are not sentences; list markers and
+  emphasis are stripped), each with its character offset in the passage.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ existing example examples mean means many much get gets got
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-']*")
 _CLAUSE_BREAK = re.compile(r"[,;:?!()]|\.(?:\s|$)|\b(?:and|or|then|also|as well as|but|including|plus)\b", re.I)
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9*])")
 _LIST_MARK = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
 _EMPHASIS = re.compile(r"(\*\*|__|`)")
 MIN_SENTENCE_WORDS = 4
@@ -133,25 +132,25 @@ def feedback_terms(best: Sequence[str], others: Iterable[str], exclude: Iterable
 
 
 def sentences(text: str) -> list[tuple[int, str]]:
-    """(offset in `text`, sentence) for each sentence worth quoting, in order."""
+    """(offset in `text`, sentence) for each sentence worth quoting, in order.
+
+    Cut by engine/answer_span.py's sentence_ranges, so a sentence wrapped over
+    several lines (a PDF's layout) stays whole instead of becoming a line
+    fragment; headings, table rows and code fences are not sentences; list
+    markers and emphasis are stripped, whitespace folded.
+    """
+    from ..answer_span import sentence_ranges
+
     out: list[tuple[int, str]] = []
-    offset = 0
-    for line in text.splitlines(keepends=True):
-        start = offset
-        offset += len(line)
-        body = line.strip()
-        if not body or body.startswith(("#", "|", "```")):
-            continue  # headings, tables and code fences are not sentences
-        mark = _LIST_MARK.match(line)
-        lead = mark.end() if mark else len(line) - len(line.lstrip())
-        rest = line[lead:].rstrip()
-        pos = 0
-        for piece in _SENTENCE_END.split(rest):
-            found = rest.find(piece, pos)
-            pos = found + len(piece) if found >= 0 else pos
-            clean = " ".join(_EMPHASIS.sub("", piece).split())
-            if len(clean.split()) >= MIN_SENTENCE_WORDS:
-                out.append((start + lead + max(found, 0), clean))
+    for start, end in sentence_ranges(text):
+        piece = text[start:end]
+        if piece.startswith(("#", "|", "```")):
+            continue
+        mark = _LIST_MARK.match(piece)
+        lead = mark.end() if mark else 0
+        clean = " ".join(_EMPHASIS.sub("", piece[lead:]).split())
+        if len(clean.split()) >= MIN_SENTENCE_WORDS:
+            out.append((start + lead, clean))
     return out
 
 

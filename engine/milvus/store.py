@@ -354,6 +354,9 @@ class MilvusCatalogue:
 class MilvusDataset:
     """One dataset on Milvus, with the face engine/ingest.py expects of `Dataset`."""
 
+    # Milvus rows need their vector: each group is embedded before it is committed (one stage).
+    defers_embedding = False
+
     def __init__(self, store: MilvusStore, name: str) -> None:
         self.store = store
         self.name = name

@@ -11,7 +11,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widget import Widget
-from textual.widgets import Input, OptionList, RichLog, Static
+from textual.widgets import Input, OptionList, Static
 
 from engine.errors import KxError
 from engine.records import Hit
@@ -49,8 +49,8 @@ class AgentScreen(KeysScreen):
         yield Input(value=self.goal, placeholder="A goal, e.g. summarise our refund policy (Enter starts the run)",
                     id="agent-goal")
         yield Static("", id="agent-status")
-        # wrapped at the log's own width (RichLog's default minimum is 78 cells, wider than a small terminal's)
-        yield RichLog(id="agent-steps", wrap=True, markup=False, highlight=False, min_width=1)
+        # one Static per step: wrapped at the pane's width whenever it is drawn, never cut; the pane scrolls
+        yield VerticalScroll(id="agent-steps")
         with VerticalScroll(id="agent-answer-box"):
             yield Static("", id="agent-answer", markup=False)
         yield OptionList(id="agent-citations")
@@ -69,7 +69,7 @@ class AgentScreen(KeysScreen):
         self.goal = goal
         self.run_result = None
         self.steps = []
-        self.query_one(RichLog).clear()
+        self.query_one("#agent-steps").remove_children()
         self._focus_at_start = self.focused
         self.query_one("#agent-answer", Static).update("")
         self.query_one("#agent-citations", OptionList).clear_options()
@@ -91,14 +91,9 @@ class AgentScreen(KeysScreen):
     def on_agent_stepped(self, message: AgentStepped) -> None:
         line = message.step.summary()
         self.steps.append(line)
-        self.query_one(RichLog).write(line)
-
-    def on_resize(self) -> None:
-        """Wrap the steps again for the new width."""
-        log = self.query_one(RichLog)
-        log.clear()
-        for line in self.steps:
-            log.write(line)
+        steps = self.query_one("#agent-steps", VerticalScroll)
+        steps.mount(Static(line, markup=False, classes="agent-step"))
+        steps.scroll_end(animate=False)
 
     def on_agent_finished(self, message: AgentFinished) -> None:
         run = message.run

@@ -12,7 +12,7 @@ from textual.widgets import Static
 from engine.errors import KxError
 from engine.records import Hit
 
-from ..render import shown_title
+from ..render import ANSWER_PASSAGE_STYLE, answer_range, looks_like_markdown, shown_title, styled_text
 from ..widgets.footer import KeysFooter
 from .hits import copy_citation, open_source
 from .keys import HELP, KeysScreen, back_keys
@@ -66,13 +66,20 @@ class PassageDetailScreen(KeysScreen):
         self.app.call_from_thread(self.show_text, text)
 
     def show_text(self, text: str) -> None:
+        """The document around the hit; Markdown shown as its text; the best answer, when there is one, marked."""
         self.document_text = text
         start, end = self.hit.char_start, self.hit.char_end
+        marks = [(start, end, "bold black on yellow")]
+        answer = answer_range(self.hit)
+        if answer is not None:
+            marks.append((start + answer[0], start + answer[1], ANSWER_PASSAGE_STYLE))
+        full, where = styled_text(text, marks, looks_like_markdown(self.hit.source_path, text))
+        shown_start, shown_end = where(start), where(end)
         before = self.query_one("#detail-before", Static)
-        before.update(Text(text[:start]))
-        before.display = start > 0
-        self.query_one("#detail-hit", Static).update(Text(text[start:end], style="bold black on yellow"))
-        self.query_one("#detail-after", Static).update(Text(text[end:]))
+        before.update(full[:shown_start])
+        before.display = shown_start > 0
+        self.query_one("#detail-hit", Static).update(full[shown_start:shown_end])
+        self.query_one("#detail-after", Static).update(full[shown_end:])
         self.call_after_refresh(self._scroll_to_hit)
 
     def _scroll_to_hit(self) -> None:

@@ -284,6 +284,7 @@ class MainScreen(KeysScreen):
             self.listed = True
             self.query_one("#first-run").display = True
             self._drop_held("there is no dataset to ask yet")
+            self.update_status()   # "no dataset", no longer "…"
             return
         self.build = BuildProgress(SAMPLE_DATASET, len(files))
         if self.kx.warmup.ready:
@@ -450,6 +451,9 @@ class MainScreen(KeysScreen):
         elif self.result is not None:
             r = self.result
             parts.append((f"{len(r)} hit{'' if len(r) == 1 else 's'} in {r.timings_ms.get('total', 0):.0f} ms", "dim"))
+            coverage = r.dense_coverage   # below 1 while an ingest still embeds its backlog
+            if r.mode != "sparse" and coverage < 1.0:
+                parts.append((f"dense covers {coverage:.0%} of passages (still embedding)", "yellow"))
         line = Text()
         column = 0
         for i, (words, style) in enumerate(parts):

@@ -13,7 +13,7 @@ from textual.widgets.option_list import Option
 
 from engine.records import Hit, QueryResult
 
-from ..render import duplicate_marker, mmr_marker, passage_preview, shown_title
+from ..render import duplicate_marker, looks_like_markdown, mmr_marker, passage_preview, shown_title
 
 _TITLE_CHARS = 40  # a long title must not push the chunk label and ranks off the line
 
@@ -114,7 +114,8 @@ class ResultsList(OptionList):
         self._shown_width = width = self._width()
         self.clear_options()
         for i, hit in enumerate(result.hits):
-            preview = passage_preview(hit, spans.get(hit.passage_ref, []))
+            preview = passage_preview(hit, spans.get(hit.passage_ref, []),
+                                      markdown=looks_like_markdown(hit.source_path, hit.text))
             self.add_option(Option(Group(hit_header(hit, result.hits, width), Padding(preview, (0, 0, 1, 3))),
                                    id=f"hit-{i}"))
         if result.hits:

@@ -22,7 +22,7 @@ from engine.backend import Backend
 from engine.config import Settings
 from engine.documents import DocumentInput
 from engine.errors import KxError
-from engine.records import IngestReport
+from engine.records import EmbedReport, IngestReport
 from engine.watch import (
     BatchDone,
     FolderWatcher,
@@ -50,6 +50,9 @@ class _LocalIngest:
     def ingest(self, name: str, documents: Iterable[DocumentInput], vectors: Any = None,
                on_event: Callable[[object], None] | None = None) -> IngestReport:
         return self.backend.ingest(name, documents, vectors, on_event)
+
+    def embed(self, name: str, on_event: Callable[[object], None] | None = None) -> EmbedReport:
+        return self.backend.embed(name, on_event=on_event)   # the watcher embeds a batch's backlog behind it
 
 
 class WatchPanel(Vertical):

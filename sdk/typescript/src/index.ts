@@ -58,6 +58,8 @@ export interface DatasetSummary {
   created_at: number;
   fingerprint: Record<string, unknown> | null;
   path: string;
+  /** Passages committed (keyword-searchable) but not yet embedded: an ingest's second stage still to do. */
+  backlog?: number;
   [field: string]: unknown;
 }
 
@@ -229,6 +231,11 @@ export class KxClient {
   /** The datasets with their counts and model. */
   async listDatasets(): Promise<DatasetSummary[]> {
     return (await this.#call<{ datasets: DatasetSummary[] }>("GET", "/v1/datasets")).datasets;
+  }
+
+  /** Finish the dataset's embedding backlog now; the dataset afterwards, with how many passages this embedded. */
+  embedDataset(name: string): Promise<DatasetSummary & { embedded: number }> {
+    return this.#call("POST", `/v1/datasets/${segment(name)}/embed`);
   }
 
   /** One dataset's summary; NOT_FOUND if there is none. */

@@ -104,6 +104,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/datasets/{name}/embed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Embed
+         * @description Finish the dataset's embedding backlog now (the gateway also does so by itself at start).
+         */
+        post: operations["embed_v1_datasets__name__embed_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/datasets/{name}/query": {
         parameters: {
             query?: never;
@@ -184,7 +204,7 @@ export interface components {
         DocumentIn: {
             /**
              * Data Base64
-             * @description The document's raw bytes, base64 (standard alphabet).
+             * @description The document's raw bytes, base64 (standard alphabet, padded).
              */
             data_base64?: string | null;
             /**
@@ -194,12 +214,12 @@ export interface components {
             media_type?: string | null;
             /**
              * Name
-             * @description Display name; default derived from the bytes.
+             * @description Display name; default derived from the bytes. No control characters, no '.' or '..' path segments.
              */
             name?: string | null;
             /**
              * Source Path
-             * @description Where the client read it from.
+             * @description Where the client read it from; no control characters. Stored marked as client-supplied (prefixed 'client:'), never taken for a path on the gateway's machine.
              */
             source_path?: string | null;
             /**
@@ -235,6 +255,14 @@ export interface components {
          * @description One passage of an answer: where it lies (chunk, characters, pages, section) and why it ranks where it does.
          */
         HitOut: {
+            /**
+             * Answer Span
+             * @description [start, end) in the document's text of the sentence or two of the passage that best answer the query; null without query text.
+             */
+            answer_span?: [
+                number,
+                number
+            ] | null;
             /** Char End */
             char_end: number;
             /**
@@ -355,6 +383,12 @@ export interface components {
             clamped: boolean;
             /** Dataset */
             dataset: string;
+            /**
+             * Dense Coverage
+             * @description Share of the dataset's passages dense search covered: below 1 while an ingest's embedding stage is still working through its backlog (sparse covers every committed passage).
+             * @default 1
+             */
+            dense_coverage: number;
             /** Hits */
             hits: components["schemas"]["HitOut"][];
             /** K */
@@ -588,6 +622,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description A dataset name: 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit (e.g. 'handbook'). */
                 name: string;
             };
             cookie?: never;
@@ -687,6 +722,7 @@ export interface operations {
             };
             header?: never;
             path: {
+                /** @description A dataset name: 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit (e.g. 'handbook'). */
                 name: string;
             };
             cookie?: never;
@@ -783,6 +819,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description A dataset name: 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit (e.g. 'handbook'). */
                 name: string;
             };
             cookie?: never;
@@ -883,6 +920,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description A dataset name: 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit (e.g. 'handbook'). */
                 name: string;
                 ref: string;
             };
@@ -978,8 +1016,105 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description A dataset name: 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit (e.g. 'handbook'). */
                 name: string;
                 ref: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Precondition Failed */
+            412: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    embed_v1_datasets__name__embed_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
             };
             cookie?: never;
         };
@@ -1075,6 +1210,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description A dataset name: 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit (e.g. 'handbook'). */
                 name: string;
             };
             cookie?: never;

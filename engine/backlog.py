@@ -1,0 +1,89 @@
+"""Stage 2 of an ingest: embed a dataset's backlog, committing vectors and the dense graph as it goes.
+
+Stage 1 (engine/ingest.py) commits documents and their passages with empty
+vectors and indexes them for keyword search at once; the passages without
+vectors are the dataset's embedding backlog, kept in the catalogue (not in a
+process), so any later writer finishes it: the next ingest, `kx datasets
+embed`, the watcher, `kx serve` or the TUI.
+
+The backlog is worked through in seq order, a chunk at a time. Each chunk's
+vectors are ONE catalogue transaction (a kill loses at most the chunk in
+hand, never a committed vector), and a passage that already has a vector is
+never overwritten, so nothing is embedded twice even across crashes. The
+caller holds the dataset's write lock, so two processes never embed the same
+backlog at once. The dense graph is saved every DENSE_SAVE_SECONDS and at the
+end, always up to the embedded prefix: queries meanwhile see dense results
+for the passages embedded so far and say how much that covers.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Callable, Protocol
+
+from .config import Settings
+from .embedders import no_embedder_error
+from .records import Notice, Progress
+
+if TYPE_CHECKING:
+    from .dataset import Dataset
+    from .embedders import Embedder
+    from .store import Catalogue
+
+EventFn = Callable[[object], None]
+StopFn = Callable[[], bool]
+
+# The dense graph is rewritten whole on save (~0.05 s per 10k passages), so it is saved on a clock, not per chunk.
+DENSE_SAVE_SECONDS = 10.0
+
+
+class ModelSource(Protocol):
+    settings: Settings
+
+    def embedder(self) -> Embedder | None: ...
+
+
+def embed_backlog(engine: ModelSource, dataset: Dataset, catalogue: Catalogue, emit: EventFn,
+                  should_stop: StopFn | None = None) -> int:
+    """Embed the dataset's backlog (all of it, unless `should_stop` says so between chunks); how many were embedded.
+
+    Caller holds the write lock. The dense index also catches up with any
+    vectors it lacks (a crash between a vector commit and a graph save).
+    """
+    waiting = catalogue.backlog()
+    fingerprint = catalogue.fingerprint()
+    if fingerprint is None:
+        return 0
+    dense = dataset.dense(fingerprint.dimension, catalogue.dataset_id)
+    if not waiting:
+        dataset.sync_dense(catalogue, dense=dense)
+        return 0
+    embedder = engine.embedder()
+    if embedder is None:
+        raise no_embedder_error(f"embedding the {waiting} passages that wait for vectors")
+    prepare = getattr(embedder, "prepare", None)
+    if callable(prepare):  # the first use may export the model's ONNX graph: say so, it takes seconds
+        prepare(lambda line: emit(Notice("preparing", line)))
+    settings = engine.settings
+    chunk = max(settings.embed_batch_size * 8, 64)
+    done = 0
+    emit(Progress("embedding", 0, waiting))
+    last_save = time.monotonic()
+    while should_stop is None or not should_stop():
+        rows = catalogue.unembedded(chunk)
+        if not rows:
+            break
+        def step(n: int) -> None:
+            nonlocal done
+            done = min(done + n, waiting)
+            emit(Progress("embedding", done, waiting))
+
+        vectors = embedder.encode([text for _seq, text in rows], batch_size=settings.embed_batch_size,
+                                  progress=step)
+        catalogue.store_vectors([seq for seq, _text in rows], vectors)
+        if time.monotonic() - last_save >= DENSE_SAVE_SECONDS:
+            dataset.sync_dense(catalogue, dense=dense)
+            last_save = time.monotonic()
+    dataset.sync_dense(catalogue, dense=dense)
+    emit(Progress("embedding", min(done, waiting), waiting))
+    return done
