@@ -41,8 +41,13 @@ class Backend(Protocol):
 
     def document_text(self, name: str, doc_ref: str) -> str: ...
 
-    def list_documents(self, name: str, offset: int = 0, limit: int = 100) -> list[DocumentSummary]:
+    def list_documents(self, name: str, offset: int = 0, limit: int = 100,
+                       versions: str | None = None) -> list[DocumentSummary]:
         """Dataset `name`'s documents in ingest order: at most `limit` (1..1000), skipping `offset`.
+
+        `versions`: "latest" (default) lists each lineage's current version;
+        "all" every stored one, retired lineages' included, each with its
+        `version`, `superseded_by` and `retired`.
 
         An empty list past the end; NOT_FOUND for an unknown dataset,
         INVALID_ARGUMENT for a bad offset or limit.
@@ -88,6 +93,12 @@ class Backend(Protocol):
         k: int | None = None,
         mode: str | None = None,
         rerank: bool | None = None,
-    ) -> QueryResult: ...
+        where: Sequence[str] | None = None,
+        versions: str | None = None,
+    ) -> QueryResult:
+        """The passages that best answer `text` (or `vector`). `where`: filter clauses (engine/filters.py,
+        INVALID_ARGUMENT with an example when malformed), applied inside both retrievers before fusion.
+        `versions`: "latest" (default: each lineage's current version) or "all"."""
+        ...
 
     def close(self) -> None: ...

@@ -52,7 +52,7 @@ from .core import Engine
 from .dataset import NAME_PATTERN, NAME_RULE, validate_name
 from .documents import RECORD_MEDIA_TYPE, DocumentInput, check_document_name, check_source_path, client_supplied
 from .errors import KxError, Status, invalid, precondition
-from .records import RetrievalMode
+from .records import RetrievalMode, VersionView
 from .version import __version__
 
 log = logging.getLogger("kx.gateway")
@@ -303,6 +303,14 @@ class QueryIn(_Body):
     mode: RetrievalMode | None = Field(None, strict=False,  # strict bodies would want an enum object, not "dense"
                                        description="hybrid, dense or sparse (default KX_DEFAULT_MODE).")
     rerank: bool | None = Field(None, description="Apply the MMR pass (default KX_RERANK).")
+    where: list[Annotated[str, Field(max_length=1000)]] | None = Field(
+        None, max_length=64,
+        description="Filters, all of which must hold (two of one kind: either): name:GLOB (document name or "
+                    "source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD, pages:1-10, ref:REF[,REF]. "
+                    "Applied inside both retrievers, before fusion.")
+    versions: VersionView | None = Field(None, strict=False,
+                                         description="latest (default): each lineage's current version only; "
+                                                     "all: every stored version.")
 
 
 class AgentRunIn(_Body):
@@ -353,6 +361,9 @@ class HitOut(BaseModel):
     answer_span: tuple[int, int] | None = Field(
         default=None, description="[start, end) in the document's text of the sentence or two of the passage "
                                   "that best answer the query; null without query text.")
+    version: int | None = Field(default=None, description="Which version of its lineage (1 = first ingested).")
+    superseded_by: str | None = Field(default=None, description="The ref of the lineage's current version when "
+                                                                "this hit is from an older one (versions=all).")
 
 
 class QueryOut(BaseModel):
@@ -590,10 +601,12 @@ def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
 
     @app.get(f"{API_PREFIX}/datasets/{{name}}/documents", tags=["datasets"], responses=_ERRORS)
     def list_documents(name: Name, offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
-                       limit: Annotated[int, Query(ge=1, le=MAX_DOCUMENTS_PAGE)] = 100) -> dict[str, Any]:
+                       limit: Annotated[int, Query(ge=1, le=MAX_DOCUMENTS_PAGE)] = 100,
+                       versions: VersionView = VersionView.LATEST) -> dict[str, Any]:
         validate_name(name)
-        documents = engine.list_documents(name, offset, limit)
-        total = engine.dataset_summary(name).documents
+        documents = engine.list_documents(name, offset, limit, versions=versions)
+        summary = engine.dataset_summary(name)
+        total = summary.documents if versions is VersionView.LATEST else (summary.versions or summary.documents)
         return {"dataset": name, "offset": offset, "limit": limit, "total": total,
                 "documents": [d.to_dict() for d in documents]}
 
@@ -625,7 +638,8 @@ def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
         validate_name(name)
         # the engine holds each dataset's readers under a lock of their own and
         # embeds outside it, so queries overlap where they can
-        result = engine.query(name, body.text, vector=body.vector, k=body.k, mode=body.mode, rerank=body.rerank)
+        result = engine.query(name, body.text, vector=body.vector, k=body.k, mode=body.mode, rerank=body.rerank,
+                              where=body.where, versions=body.versions)
         # plain json.dumps of plain data: FastAPI's jsonable_encoder walk of
         # every hit's fields cost more than the engine's own fusion and MMR
         return JSONResponse(result.to_dict())

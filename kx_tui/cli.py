@@ -28,6 +28,7 @@ from .embed_cmd import embed as embed_command
 from .mcp_cmd import mcp as mcp_command
 from .models_cmd import models as models_group
 from .progress import PipelineProgress
+from .rebuild_cmd import rebuild as rebuild_command
 from .render import (
     Console,
     print_datasets,
@@ -221,15 +222,23 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
               help="Retrievers to use (default KX_DEFAULT_MODE): hybrid fuses dense and sparse.")
 @click.option("--rerank", type=click.Choice(["on", "off"], case_sensitive=False), default=None,
               help="MMR pass that keeps near-duplicates apart (default KX_RERANK).")
+@click.option("--where", "where", multiple=True, metavar="KIND:VALUE",
+              help="Only passages that match (repeatable; all must hold, two of one kind: either): name:GLOB "
+                   "(name or source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD, pages:1-10, "
+                   "ref:REF[,REF].")
+@click.option("--versions", type=click.Choice(["latest", "all"], case_sensitive=False), default=None,
+              help="latest (default): each document's current version; all: superseded and retired ones too.")
 @click.option("--json", "as_json", is_flag=True, help="Print every field of every hit as JSON.")
 @click.pass_context
 def query(ctx: click.Context, name: str, question: tuple[str, ...], text: str | None, k: int | None,
-          mode: str | None, rerank: str | None, as_json: bool) -> None:
+          mode: str | None, rerank: str | None, where: tuple[str, ...], versions: str | None,
+          as_json: bool) -> None:
     """Ask dataset NAME a QUESTION; print the passages that answer it, with provenance.
 
     \b
     kx datasets query handbook "how long do I have to return a logger?"
     kx datasets query handbook --text "how long do I have to return a logger?"
+    kx datasets query handbook "refund window" --where type:pdf --where name:policies/*
     """
     if question and text is not None:
         raise click.UsageError("give the question once: after NAME or with --text, not both")
@@ -238,7 +247,8 @@ def query(ctx: click.Context, name: str, question: tuple[str, ...], text: str | 
         raise click.UsageError('missing the question: kx datasets query NAME "your question"')
     settings = settings_of(ctx)
     engine = backend_of(ctx, settings)
-    result = engine.query(name, text, k=k, mode=mode, rerank=None if rerank is None else rerank.lower() == "on")
+    result = engine.query(name, text, k=k, mode=mode, rerank=None if rerank is None else rerank.lower() == "on",
+                          where=list(where) or None, versions=None if versions is None else versions.lower())
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return
@@ -304,6 +314,7 @@ def eval_command(ctx: click.Context, name: str, queries_path: Path, qrels_path: 
 # The commands that live in their own modules register here, once the groups exist.
 datasets.add_command(documents_command)
 datasets.add_command(embed_command)
+datasets.add_command(rebuild_command)
 datasets.add_command(watch_command)
 cli.add_command(serve_command)
 cli.add_command(models_group)
