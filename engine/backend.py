@@ -15,7 +15,10 @@ from .records import DatasetSummary, DocumentSummary, EmbedReport, IngestReport,
 
 EventFn = Callable[[object], None]
 MAX_DOCUMENTS_PAGE = 1000  # documents per list_documents call; page with `offset` for more
-MAX_OFFSET = 2**63 - 1  # SQLite's largest INTEGER: a larger offset is refused here, never an OverflowError there
+# The largest whole number every JSON parser reads exactly (2**53 - 1), well inside SQLite's INTEGER: a larger
+# offset is refused here, never an OverflowError there (and a schema's bound that a double cannot hold exactly
+# lets generators send numbers just past it)
+MAX_OFFSET = 2**53 - 1
 
 
 def check_page(offset: int, limit: int) -> None:
@@ -38,8 +41,13 @@ class Backend(Protocol):
 
     def document_text(self, name: str, doc_ref: str) -> str: ...
 
-    def list_documents(self, name: str, offset: int = 0, limit: int = 100) -> list[DocumentSummary]:
+    def list_documents(self, name: str, offset: int = 0, limit: int = 100,
+                       versions: str | None = None) -> list[DocumentSummary]:
         """Dataset `name`'s documents in ingest order: at most `limit` (1..1000), skipping `offset`.
+
+        `versions`: "latest" (default) lists each lineage's current version;
+        "all" every stored one, retired lineages' included, each with its
+        `version`, `superseded_by` and `retired`.
 
         An empty list past the end; NOT_FOUND for an unknown dataset,
         INVALID_ARGUMENT for a bad offset or limit.
@@ -85,6 +93,12 @@ class Backend(Protocol):
         k: int | None = None,
         mode: str | None = None,
         rerank: bool | None = None,
-    ) -> QueryResult: ...
+        where: Sequence[str] | None = None,
+        versions: str | None = None,
+    ) -> QueryResult:
+        """The passages that best answer `text` (or `vector`). `where`: filter clauses (engine/filters.py,
+        INVALID_ARGUMENT with an example when malformed), applied inside both retrievers before fusion.
+        `versions`: "latest" (default: each lineage's current version) or "all"."""
+        ...
 
     def close(self) -> None: ...

@@ -122,8 +122,11 @@ class KxClient:
         k: int | None = 5,
         mode: RetrievalMode | str | None = RetrievalMode.HYBRID,
         rerank: bool | None = None,
+        where: Sequence[str] | None = None,
+        versions: str | None = None,
     ) -> QueryResult:
-        return self.query(name, text, vector=vector, k=k, mode=mode, rerank=rerank)
+        """Query with `where` filters (["type:pdf", "name:guide/*"]) and `versions` ("latest" or "all")."""
+        return self.query(name, text, vector=vector, k=k, mode=mode, rerank=rerank, where=where, versions=versions)
 
     def run_agent(self, goal: str, dataset: str | None = None, max_steps: int | None = None) -> AgentRun:
         """Run the agent on the gateway (POST /v1/agent/runs): its transcript and cited answer.
@@ -163,8 +166,11 @@ class KxClient:
         """A document's text, as its passages' character ranges refer to it."""
         return self._call("GET", f"/v1/datasets/{_segment(name)}/documents/{_segment(doc_ref)}")["text"]
 
-    def list_documents(self, name: str, offset: int = 0, limit: int = 100) -> list[DocumentSummary]:
-        data = self._call("GET", f"/v1/datasets/{_segment(name)}/documents?offset={int(offset)}&limit={int(limit)}")
+    def list_documents(self, name: str, offset: int = 0, limit: int = 100,
+                       versions: str | None = None) -> list[DocumentSummary]:
+        view = "" if versions is None else f"&versions={_segment(str(versions))}"
+        data = self._call("GET", f"/v1/datasets/{_segment(name)}/documents?offset={int(offset)}&limit={int(limit)}"
+                                 f"{view}")
         return [DocumentSummary(**{**_known(DocumentSummary, d), "notes": tuple(d.get("notes") or ())})
                 for d in data["documents"]]
 
@@ -242,6 +248,8 @@ class KxClient:
         k: int | None = None,
         mode: RetrievalMode | str | None = None,
         rerank: bool | None = None,
+        where: Sequence[str] | None = None,
+        versions: str | None = None,
     ) -> QueryResult:
         body: dict[str, Any] = {}
         if text is not None:
@@ -254,6 +262,10 @@ class KxClient:
             body["mode"] = mode.value if isinstance(mode, RetrievalMode) else mode
         if rerank is not None:
             body["rerank"] = rerank
+        if where is not None:
+            body["where"] = [where] if isinstance(where, str) else list(where)
+        if versions is not None:
+            body["versions"] = str(versions)
         return _query_result(self._call("POST", f"/v1/datasets/{_segment(name)}/query", body))
 
     # -- transport ----------------------------------------------------------------------

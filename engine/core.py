@@ -9,6 +9,7 @@ first used so that listing datasets and `kx info` never import numpy.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
@@ -16,10 +17,18 @@ from .backend import check_page
 from .config import Settings, load_settings
 from .dataset import Dataset, list_dataset_names, validate_name
 from .documents import DocumentInput
-from .errors import KxError, Status, not_found
+from .errors import KxError, Status, invalid, not_found
 from .models import ModelCard, model_card_for
 from .onnx_cache import runtime_status
-from .records import DatasetSummary, DocumentSummary, EmbedReport, IngestReport, PassageSpan, QueryResult
+from .records import (
+    DatasetSummary,
+    DocumentSummary,
+    EmbedReport,
+    IngestReport,
+    PassageSpan,
+    QueryResult,
+    VersionView,
+)
 from .storage_errors import check_catalogue_kept, check_home_writable, reads_still_work, storage_errors
 from .version import __version__
 
@@ -120,9 +129,12 @@ class Engine:
             created = catalogue.created_at
             folder = catalogue.path.parent
             backlog = catalogue.backlog()
+            state = catalogue.lineage_state()
         return DatasetSummary(
             name=name,
-            documents=docs,
+            documents=state.live_count(),
+            versions=docs,
+            retired=sum(1 for head in state.current.values() if head is None),
             passages=passages,
             embed_model=fingerprint.embed_model if fingerprint else None,
             created_at=created,
@@ -169,13 +181,26 @@ class Engine:
             raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
         return text
 
-    def list_documents(self, name: str, offset: int = 0, limit: int = 100) -> list[DocumentSummary]:
-        """Documents of dataset `name` in ingest order, `limit` (1..1000) from `offset`."""
+    def list_documents(self, name: str, offset: int = 0, limit: int = 100,
+                       versions: str | None = None) -> list[DocumentSummary]:
+        """Documents of dataset `name` in ingest order, `limit` (1..1000) from `offset`; the current version
+        of each lineage, or every stored version with `versions="all"`."""
         check_page(offset, limit)
+        view = _version_view(versions)
         with self._catalogue(name) as catalogue:
-            rows = catalogue.documents(offset, limit)
+            state = catalogue.lineage_state()
+            hidden = state.hidden() if view is VersionView.LATEST else set()
+            if hidden:  # page over what is shown, not over what is stored
+                rows = [row for row in catalogue.documents() if row.ref not in hidden][offset:offset + limit]
+            else:
+                rows = catalogue.documents(offset, limit)
             waiting = catalogue.backlog_by_document([row.ref for row in rows])
-            return [row.summary(backlog=waiting.get(row.ref, 0)) for row in rows]
+            out = []
+            for row in rows:
+                version, superseded_by, retired = state.describe(row.ref, row.name)
+                out.append(dataclasses.replace(row.summary(backlog=waiting.get(row.ref, 0)), version=version,
+                                               superseded_by=superseded_by, retired=retired))
+            return out
 
     def document_passages(self, name: str, doc_ref: str) -> list[PassageSpan]:
         """Where each passage of one document lies in its text, in chunk order."""
@@ -183,6 +208,25 @@ class Engine:
             if catalogue.document(doc_ref) is None:
                 raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
             return [row.span() for row in catalogue.passages_of(doc_ref)]
+
+    def rebuild(self, name: str, new: str, on_event: EventFn | None = None,
+                should_stop: Callable[[], bool] | None = None) -> IngestReport:
+        """Build dataset `new` from `name`'s stored originals under this engine's settings (engine/rebuild.py);
+        `name` is only read."""
+        from .rebuild import run_rebuild
+
+        check_home_writable(self.settings.home, self.settings.datasets_dir)
+        with storage_errors(self.settings.datasets_dir / validate_name(new)):
+            return run_rebuild(self, name, new, on_event, should_stop)
+
+    def retire(self, name: str, lineages: Sequence[str]) -> list[str]:
+        """Retire lineages (documents by name) whose source is gone: no version of them answers by default
+        any more; a later ingest of the same name brings the lineage back. Returns those that were live."""
+        dataset = Dataset(self.settings, name)
+        dataset.require(self.settings)
+        with storage_errors(dataset.folder):
+            with dataset.writing() as catalogue:
+                return catalogue.retire(list(lineages))
 
     # -- ingest -------------------------------------------------------------------
 
@@ -245,12 +289,15 @@ class Engine:
         k: int | None = None,
         mode: str | None = None,
         rerank: bool | None = None,
+        where: Sequence[str] | None = None,
+        versions: str | None = None,
     ) -> QueryResult:
         """engine.query.run_query on this engine, its storage failures turned into KxErrors."""
         from .query import run_query
 
         with storage_errors(self.settings.datasets_dir / name):
-            return run_query(self, name, text, vector=vector, k=k, mode=mode, rerank=rerank)
+            return run_query(self, name, text, vector=vector, k=k, mode=mode, rerank=rerank, where=where,
+                             versions=versions)
 
     def searcher(self, name: str) -> DatasetSearcher:
         """The dataset's cached readers, reopened when the catalogue has grown since."""
@@ -306,3 +353,10 @@ class Engine:
                 searcher.close()
             self._searchers.clear()
 
+
+
+def _version_view(versions: str | None) -> VersionView:
+    try:
+        return VersionView.parse(versions or VersionView.LATEST)
+    except ValueError as exc:
+        raise invalid(str(exc)) from None

@@ -93,5 +93,7 @@ def check_compatible(dataset: str, stored: Fingerprint, current: Fingerprint, *,
     if diffs:
         raise precondition(
             f"dataset '{dataset}' was indexed under a different embed model or chunk config "
-            f"({'; '.join(diffs)}); create a new dataset or re-ingest to rebuild"
+            f"({'; '.join(diffs)}); rebuild it from its stored originals under the new settings with: "
+            f"kx datasets rebuild {dataset} --as NEW_NAME (with the --set / --chunk-size you want), "
+            "or go back to the settings it was built with"
         )

@@ -52,7 +52,7 @@ from .core import Engine
 from .dataset import NAME_PATTERN, NAME_RULE, validate_name
 from .documents import RECORD_MEDIA_TYPE, DocumentInput, check_document_name, check_source_path, client_supplied
 from .errors import KxError, Status, invalid, precondition
-from .records import RetrievalMode
+from .records import RetrievalMode, VersionView
 from .version import __version__
 
 log = logging.getLogger("kx.gateway")
@@ -220,6 +220,7 @@ _CORS_PREFLIGHT = [(b"access-control-allow-methods", b"GET, POST"),
 # What the server enforces, stated in the OpenAPI schema too (a schema-valid request is never refused for
 # its shape). Patterns use JSON Schema's search semantics, hence the anchors.
 _NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
+_NOT_BLANK = r"[^\s\x1c-\x1f]"  # a character Python's strip() keeps (it also strips \x1c-\x1f)
 _SEGMENT_CHAR, _NOT_DOT = r"[^/\\\x00-\x1f\x7f]", r"[^/\\\x00-\x1f\x7f.]"
 _SEGMENT = rf"(?:{_NOT_DOT}{_SEGMENT_CHAR}*|\.{_NOT_DOT}{_SEGMENT_CHAR}*|\.\.{_SEGMENT_CHAR}+)?"  # never . or ..
 _DOCUMENT_NAME = rf"^{_SEGMENT}(?:[/\\]{_SEGMENT})*$"
@@ -244,8 +245,21 @@ class _Body(BaseModel):
         return self
 
 
+# A vector's numbers: finite in float32 (what the indexes store), and not all zero (no direction).
+_FLOAT32_MAX = 3.4028234663852886e38
+_FLOAT32_TINY = 1.2e-38  # below float32's smallest normal number a value may round to zero
+Number = Annotated[float, Field(ge=-_FLOAT32_MAX, le=_FLOAT32_MAX, json_schema_extra={"anyOf": [
+    {"const": 0}, {"minimum": _FLOAT32_TINY}, {"maximum": -_FLOAT32_TINY}]})]
+_SOME_NONZERO: dict[str, Any] = {"contains": {"not": {"const": 0}}}
+
+
 class DocumentIn(_Body):
     """One document: exactly one of `text` or `data_base64`; `vector` for all documents or none."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"oneOf": [
+        {"required": ["text"], "properties": {"text": {"type": "string"}, "data_base64": {"type": "null"}}},
+        {"required": ["data_base64"], "properties": {"data_base64": {"type": "string"}, "text": {"type": "null"}}},
+    ]})
 
     text: str | None = Field(None, description="The document as a string (stored as its UTF-8 bytes).")
     data_base64: str | None = Field(None, pattern=_BASE64, description="The document's raw bytes, base64 "
@@ -259,29 +273,53 @@ class DocumentIn(_Body):
                                     description="Where the client read it from; no control characters. Stored "
                                                 "marked as client-supplied (prefixed 'client:'), never taken for "
                                                 "a path on the gateway's machine.")
-    vector: list[float] | None = Field(None, description="A pre-computed embedding: the document becomes one "
-                                                         "passage with this vector (no model needed).")
+    vector: list[Number] | None = Field(None, min_length=1, json_schema_extra=_SOME_NONZERO,
+                                        description="A pre-computed embedding: the document becomes one "
+                                                    "passage with this vector (no model needed).")
 
 
 class IngestIn(_Body):
-    documents: list[DocumentIn] = Field(..., min_length=1, max_length=100_000)
+    documents: list[DocumentIn] = Field(..., min_length=1, max_length=100_000, json_schema_extra={"anyOf": [
+        {"items": {"required": ["vector"], "properties": {"vector": {"type": "array"}}}},  # a vector for every one
+        {"items": {"properties": {"vector": {"type": "null"}}}},                            # or for none
+    ]}, description="The documents; give a vector for every one of them (all of one length: the dataset's "
+                    "dimension) or for none.")
 
 
 class QueryIn(_Body):
-    text: str | None = Field(None, description="The question or words to search for.")
-    vector: list[float] | None = Field(None, description="A pre-computed query embedding (searches dense).")
-    k: int | None = Field(None, ge=1, le=MAX_OFFSET, description="Hits wanted (clamped to the operator's KX_MAX_K).")
+    """Text, or a vector (which searches dense: not with mode sparse), or both."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"anyOf": [
+        {"required": ["text"], "properties": {"text": {"type": "string"}}},
+        {"required": ["vector"], "properties": {"vector": {"type": "array"}, "text": {"type": "null"},
+                                                "mode": {"enum": ["dense", "hybrid", None]}}},
+    ]})
+
+    text: str | None = Field(None, pattern=_NOT_BLANK, description="The question or words to search for (not blank).")
+    vector: list[Number] | None = Field(None, min_length=1, json_schema_extra=_SOME_NONZERO,
+                                        description="A pre-computed query embedding (searches dense).")
+    k: int | None = Field(None, ge=1, le=MAX_OFFSET, strict=False,  # 10.0 is an integer to JSON Schema
+                          description="Hits wanted (clamped to the operator's KX_MAX_K).")
     mode: RetrievalMode | None = Field(None, strict=False,  # strict bodies would want an enum object, not "dense"
                                        description="hybrid, dense or sparse (default KX_DEFAULT_MODE).")
     rerank: bool | None = Field(None, description="Apply the MMR pass (default KX_RERANK).")
+    where: list[Annotated[str, Field(max_length=1000)]] | None = Field(
+        None, max_length=64,
+        description="Filters, all of which must hold (two of one kind: either): name:GLOB (document name or "
+                    "source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD, pages:1-10, ref:REF[,REF]. "
+                    "Applied inside both retrievers, before fusion.")
+    versions: VersionView | None = Field(None, strict=False,
+                                         description="latest (default): each lineage's current version only; "
+                                                     "all: every stored version.")
 
 
 class AgentRunIn(_Body):
-    goal: str = Field(..., min_length=1, max_length=4000, description="What the agent should find out.")
+    goal: str = Field(..., min_length=1, max_length=4000, pattern=_NOT_BLANK,
+                      description="What the agent should find out (not blank).")
     dataset: str | None = Field(None, pattern=f"^{NAME_PATTERN}$",
                                 description="The dataset to research; none: a plain chat agent, if the "
                                             "gateway has a chat model (KX_AGENT_CHAT_URL).")
-    max_steps: int | None = Field(None, ge=1, le=MAX_OFFSET,
+    max_steps: int | None = Field(None, ge=1, le=MAX_OFFSET, strict=False,
                                   description="Most searches (never above the gateway's KX_AGENT_MAX_STEPS).")
 
 
@@ -323,6 +361,9 @@ class HitOut(BaseModel):
     answer_span: tuple[int, int] | None = Field(
         default=None, description="[start, end) in the document's text of the sentence or two of the passage "
                                   "that best answer the query; null without query text.")
+    version: int | None = Field(default=None, description="Which version of its lineage (1 = first ingested).")
+    superseded_by: str | None = Field(default=None, description="The ref of the lineage's current version when "
+                                                                "this hit is from an older one (versions=all).")
 
 
 class QueryOut(BaseModel):
@@ -560,10 +601,12 @@ def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
 
     @app.get(f"{API_PREFIX}/datasets/{{name}}/documents", tags=["datasets"], responses=_ERRORS)
     def list_documents(name: Name, offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
-                       limit: Annotated[int, Query(ge=1, le=MAX_DOCUMENTS_PAGE)] = 100) -> dict[str, Any]:
+                       limit: Annotated[int, Query(ge=1, le=MAX_DOCUMENTS_PAGE)] = 100,
+                       versions: VersionView = VersionView.LATEST) -> dict[str, Any]:
         validate_name(name)
-        documents = engine.list_documents(name, offset, limit)
-        total = engine.dataset_summary(name).documents
+        documents = engine.list_documents(name, offset, limit, versions=versions)
+        summary = engine.dataset_summary(name)
+        total = summary.documents if versions is VersionView.LATEST else (summary.versions or summary.documents)
         return {"dataset": name, "offset": offset, "limit": limit, "total": total,
                 "documents": [d.to_dict() for d in documents]}
 
@@ -595,7 +638,8 @@ def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
         validate_name(name)
         # the engine holds each dataset's readers under a lock of their own and
         # embeds outside it, so queries overlap where they can
-        result = engine.query(name, body.text, vector=body.vector, k=body.k, mode=body.mode, rerank=body.rerank)
+        result = engine.query(name, body.text, vector=body.vector, k=body.k, mode=body.mode, rerank=body.rerank,
+                              where=body.where, versions=body.versions)
         # plain json.dumps of plain data: FastAPI's jsonable_encoder walk of
         # every hit's fields cost more than the engine's own fusion and MMR
         return JSONResponse(result.to_dict())

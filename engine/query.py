@@ -17,10 +17,11 @@ from .config import Settings
 from .dataset import validate_name
 from .embedders import no_embedder_error
 from .errors import KxError, Status, invalid
+from .filters import PassageFilter, parse_where
 from .fingerprint import Fingerprint, check_compatible, current_fingerprint
 from .fusion import mmr, rrf, strengths
 from .models import ModelCard
-from .records import Hit, QueryResult, RetrievalMode
+from .records import Hit, QueryResult, RetrievalMode, VersionView
 from .search import MAX_QUERY_TERMS, Searcher
 from .vectors import checked_vectors
 
@@ -51,17 +52,27 @@ def run_query(
     k: int | None = None,
     mode: str | None = None,
     rerank: bool | None = None,
+    where: Sequence[str] | None = None,
+    versions: str | None = None,
 ) -> QueryResult:
     """The passages of dataset `name` that best answer `text` (or a pre-computed `vector`).
 
     Dense and sparse candidate pools are fused by Reciprocal Rank Fusion,
     then (with rerank) an MMR pass keeps near-duplicates from crowding the
-    top. Ties break on ascending passage ref at every step.
+    top. Ties break on ascending passage ref at every step. `where` clauses
+    (engine/filters.py) and `versions` ("latest", the default: each
+    lineage's current version only; "all") narrow the passages inside both
+    retrievers, before fusion.
     """
     started = time.perf_counter()
     timings: dict[str, float] = {}
     notes: list[str] = []
     validate_name(name)
+    narrowing = parse_where(where)
+    try:
+        view = VersionView.parse(versions or VersionView.LATEST)
+    except ValueError as exc:
+        raise invalid(str(exc)) from None
     chosen_mode = _check_mode(engine.settings, mode)
     rerank = engine.settings.rerank if rerank is None else bool(rerank)
     requested = engine.settings.default_k if k is None else k
@@ -124,8 +135,12 @@ def run_query(
                           f"dense search covers none of dataset '{name}''s {searcher.total_passages:,} passages yet "
                           "(they are committed, but not embedded); ask with --mode sparse or hybrid meanwhile, "
                           f"and let the ingest finish embedding (or run: kx datasets embed {name})")
+        t = time.perf_counter()
+        only = searcher.passage_filter(narrowing, view)
+        if narrowing:
+            timings["filter"] = _ms(t)
         hits = _search(engine.settings, searcher, text, query_vector, use_dense, use_sparse, pool, k_used, rerank,
-                       notes, timings)
+                       notes, timings, only)
     t = time.perf_counter()
     hits = with_answer_spans(hits, text, card)
     timings["answer_span"] = _ms(t)
@@ -146,19 +161,19 @@ def _dense_coverage(name: str, searcher: Searcher, use_dense: bool, notes: list[
 
 def _search(settings: Settings, searcher: Searcher, text: str | None, query_vector: np.ndarray | None,
             use_dense: bool, use_sparse: bool, pool: int, k_used: int, rerank: bool, notes: list[str],
-            timings: dict[str, float]) -> list[Hit]:
+            timings: dict[str, float], only: PassageFilter | None = None) -> list[Hit]:
     """Candidate pools, fusion, MMR and the hits, under the searcher's lock."""
     lists = {}
     if use_dense:
         assert query_vector is not None  # given, or embedded by run_query
         t = time.perf_counter()
-        dense = searcher.dense_candidates(query_vector, pool)
+        dense = searcher.dense_candidates(query_vector, pool, only)
         timings["dense"] = _ms(t)
         lists["dense"] = dense
     if use_sparse:
         assert text is not None  # sparse needs words: a vector-only query is dense (run_query)
         t = time.perf_counter()
-        sparse = searcher.sparse_candidates(text, pool)
+        sparse = searcher.sparse_candidates(text, pool, only)
         timings["sparse"] = _ms(t)
         lists["sparse"] = sparse
         if not sparse.hits:
@@ -198,6 +213,7 @@ def _search(settings: Settings, searcher: Searcher, text: str | None, query_vect
     chosen = [fused[i] for i in order]
     rows = searcher.passages([seq_of[f.ref] for f in chosen])
     documents = searcher.documents([rows[seq_of[f.ref]].doc_ref for f in chosen])
+    lineage = searcher.versions(documents)
     hits = []
     for rank, (position, f) in enumerate(zip(order, chosen), start=1):
         row = rows[seq_of[f.ref]]
@@ -226,6 +242,8 @@ def _search(settings: Settings, searcher: Searcher, text: str | None, query_vect
             section=row.section,
             document_title=document.title if document else None,
             source_path=document.source_path if document else None,
+            version=lineage[row.doc_ref][0] if row.doc_ref in lineage else None,
+            superseded_by=lineage[row.doc_ref][1] if row.doc_ref in lineage else None,
         ))
     return hits
 

@@ -32,6 +32,20 @@ class RetrievalMode(StrEnum):
             raise ValueError(f"expected one of {', '.join(cls)}, got {text!r}") from None
 
 
+class VersionView(StrEnum):
+    """Which stored versions a query or a listing shows: each lineage's current one, or every one."""
+
+    LATEST = "latest"
+    ALL = "all"
+
+    @classmethod
+    def parse(cls, text: object) -> VersionView:
+        try:
+            return cls(str(text).strip().lower())
+        except ValueError:
+            raise ValueError(f"versions must be one of {', '.join(cls)}, got {text!r}") from None
+
+
 class DocumentStatus(StrEnum):
     """What an ingest did with one document."""
 
@@ -118,6 +132,8 @@ class DatasetSummary:
     fingerprint: dict[str, Any] | None
     path: str
     backlog: int = 0               # passages committed (keyword-searchable) but not yet embedded
+    versions: int | None = None    # documents stored, every version counted (`documents`: the current ones)
+    retired: int = 0               # lineages retired (their files left a watched folder)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -178,6 +194,8 @@ class Hit:
     # the sentence or two of the passage that best answer the query: [start, end) in the document's text
     # (engine/answer_span.py); None without query text
     answer_span: tuple[int, int] | None = None
+    version: int | None = None         # which version of its lineage (1 = first ingested); None: not tracked
+    superseded_by: str | None = None   # the ref of the lineage's current version, when this is an older one
 
     @property
     def label(self) -> str:
@@ -212,6 +230,9 @@ class DocumentSummary:
     extractor: str | None = None   # which reader made its text ("pdf:pypdfium2 ...", "text"); None before schema 2
     notes: tuple[str, ...] = ()    # what the extractor could not do ("page 3: no text layer")
     backlog: int = 0               # passages still waiting for their vectors (stage 2 of the ingest)
+    version: int = 1               # which version of its lineage (its name), 1 = the first ingested
+    superseded_by: str | None = None  # the ref of the lineage's current version, when this is an older one
+    retired: bool = False          # its file left the watched folder: no version of it answers by default
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

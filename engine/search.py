@@ -15,10 +15,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from .dataset import Dataset
+from .filters import PassageFilter, Where
 from .fingerprint import Fingerprint
 from .fusion import Ranked, rank_list
 from .sparse import Bm25Scorer
-from .store import Catalogue, DocumentRow, PassageRow
+from .store import Catalogue, DocumentRow, LineageState, PassageRow
 
 _SCORE_DECIMALS = 6
 # Sparse queries look up at most this many distinct indexed terms (the rarest):
@@ -26,6 +27,9 @@ _SCORE_DECIMALS = 6
 MAX_QUERY_TERMS = 512
 # seq -> passage ref entries kept in memory per open dataset (~100 bytes each)
 _REF_CACHE_LIMIT = 500_000
+# A filtered dense search scores at most this many allowed passages exactly (their stored vectors, cached
+# per filter); a larger allowed set searches the graph widened until the pool is full of allowed passages.
+EXACT_FILTER_LIMIT = 4096
 
 
 def dense_ef(pool: int) -> int:
@@ -57,9 +61,18 @@ class Searcher(Protocol):
     dense_passages: int   # passages the dense index holds (embedded so far)
     total_passages: int   # passages committed (all of them keyword-searchable)
 
-    def dense_candidates(self, vector: np.ndarray, pool: int) -> Candidates: ...
+    def dense_candidates(self, vector: np.ndarray, pool: int, only: PassageFilter | None = None) -> Candidates: ...
 
-    def sparse_candidates(self, text: str, pool: int) -> Candidates: ...
+    def sparse_candidates(self, text: str, pool: int, only: PassageFilter | None = None) -> Candidates: ...
+
+    def passage_filter(self, where: Where, versions: str) -> PassageFilter | None:
+        """The passages a query may answer with: `where`'s, of the current versions only unless
+        `versions` is "all"; None when that is every passage."""
+        ...
+
+    def versions(self, documents: dict[str, DocumentRow]) -> dict[str, tuple[int, str | None]]:
+        """For documents (by ref): (version number from 1, the ref of the version superseding it or None)."""
+        ...
 
     def passages(self, seqs: list[Any]) -> dict[Any, PassageRow]: ...
 
@@ -101,6 +114,10 @@ class DatasetSearcher:
         self._dense_trusted = self.dense.consistent_with(self.catalogue)
         if not self._dense_trusted:  # edited or foreign files a writer could not rebuild yet: never their answers
             self.dense_passages = 0
+        self._lineage_mark = self.catalogue.lineage_mark()
+        self._lineage_state: LineageState | None = None
+        self._filters: dict[tuple[Where, str], PassageFilter | None] = {}
+        self._exact: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(filter) -> (seqs, vectors)
         self._bm25 = (bm25_k1, bm25_b)
         self._bm25_scorer: Bm25Scorer | None = None
         self._ref_of: dict[int, str] = {}
@@ -115,7 +132,8 @@ class DatasetSearcher:
     def current(self) -> bool:
         """Still a faithful view: nothing was committed, embedded or indexed since it was opened."""
         with self.lock:
-            return not self.closed and self._read_state() == self._state
+            return (not self.closed and self._read_state() == self._state
+                    and self.catalogue.lineage_mark() == self._lineage_mark)  # a retirement moves no index
 
     def close(self) -> None:
         with self.lock:  # waits for a query in flight on these readers
@@ -137,12 +155,85 @@ class DatasetSearcher:
         hits = rank_list(Ranked(self._ref_of[seq], round(score, _SCORE_DECIMALS)) for seq, score in known)
         return Candidates(hits, seq_of)
 
-    def dense_candidates(self, vector: np.ndarray, pool: int) -> Candidates:
+    def dense_candidates(self, vector: np.ndarray, pool: int, only: PassageFilter | None = None) -> Candidates:
         if not self._dense_trusted:
             return Candidates([], {})
+        if only is not None:
+            return self._refs(self._dense_filtered(vector, pool, only))
         return self._refs(self.dense.search(vector, pool, dense_ef(pool)))
 
-    def sparse_candidates(self, text: str, pool: int) -> Candidates:
+    def _dense_filtered(self, vector: np.ndarray, pool: int, only: PassageFilter) -> list[tuple[int, float]]:
+        """The pool's nearest allowed passages: an exact pass over a small allowed set, else the graph
+        searched ever wider (an excluded set of E passages: pool + E deep, enough at once)."""
+        top = min(self._state[1], self.dense.held)  # what the graph holds
+        if only.allowed is not None and int(np.searchsorted(only.allowed, top, side="right")) <= EXACT_FILTER_LIMIT:
+            return self._exact_pass(vector, pool, only, top)
+        held = len(self.dense)
+        if held == 0:
+            return []
+        hidden = only.hidden(held)
+        if only.allowed is None and hidden <= 4 * pool:
+            k = min(held, pool + hidden)  # enough at once: at most `hidden` of them are dropped
+        else:
+            allowed = int(np.searchsorted(only.allowed, top, side="right")) if only.allowed is not None \
+                else held - hidden
+            k = min(held, max(2 * pool, int(2 * pool * held / max(allowed, 1))))
+        while True:
+            try:
+                pairs = self.dense.search(vector, k, dense_ef(k))
+            except Exception:  # voyager's RecallError on a deep search of a small graph: count exactly
+                return self._exact_pass(vector, pool, only, top)
+            keep = only.admits(np.array([seq for seq, _ in pairs], dtype=np.int64))
+            found = [pair for pair, ok in zip(pairs, keep) if ok]
+            if len(found) >= pool or k >= held:
+                return found[:pool]
+            k = min(held, k * 4)
+
+    def _exact_pass(self, vector: np.ndarray, pool: int, only: PassageFilter, top: int) -> list[tuple[int, float]]:
+        cached = self._exact.get(id(only))
+        if cached is None:  # this searcher's `top` never moves: a newer one is opened
+            if only.allowed is not None:
+                seqs = only.allowed[only.allowed <= top]
+            else:
+                every = np.array([s for rows in self.catalogue.iter_passages_after(0, top) for s, _t, _v in rows],
+                                 dtype=np.int64)
+                seqs = every[only.admits(every)]
+            cached = (seqs, self.catalogue.vectors_by_seq(seqs.tolist(), self.fingerprint.dimension))
+            self._exact[id(only)] = cached
+        seqs, vectors = cached
+        if seqs.size == 0:
+            return []
+        query = np.asarray(vector, dtype=np.float32)
+        query = query / (float(np.linalg.norm(query)) or 1.0)
+        sims = vectors @ query
+        order = np.argsort(-sims, kind="stable")[:pool]
+        return [(int(seqs[i]), float(sims[i])) for i in order]
+
+    def passage_filter(self, where: Where, versions: str) -> PassageFilter | None:
+        key = (where, versions)
+        if key not in self._filters:
+            if len(self._filters) >= 16:
+                self._filters.clear()
+                self._exact.clear()
+            hidden = self._lineages().hidden() if versions == "latest" else set()
+            found: PassageFilter | None = None
+            if where:
+                found = PassageFilter(allowed=self.catalogue.allowed_seqs(where, hidden))
+            elif hidden:
+                found = PassageFilter(excluded=self.catalogue.seqs_of_documents(sorted(hidden)))
+            self._filters[key] = found
+        return self._filters[key]
+
+    def _lineages(self) -> LineageState:
+        if self._lineage_state is None:
+            self._lineage_state = self.catalogue.lineage_state()
+        return self._lineage_state
+
+    def versions(self, documents: dict[str, DocumentRow]) -> dict[str, tuple[int, str | None]]:
+        state = self._lineages()
+        return {ref: state.describe(ref, row.name)[:2] for ref, row in documents.items()}
+
+    def sparse_candidates(self, text: str, pool: int, only: PassageFilter | None = None) -> Candidates:
         counts = self.sparse.term_counts(text)
         if not counts or not self.sparse.folder.exists():
             return Candidates([], {})
@@ -157,7 +248,16 @@ class DatasetSearcher:
             known = known[:MAX_QUERY_TERMS]
         if not known:
             return Candidates([], {})
-        found = self._refs(scorer.top([t for _df, t in known], pool, [counts[t] for _df, t in known]))
+        terms, weights = [t for _df, t in known], [counts[t] for _df, t in known]
+        if only is None:
+            pairs = scorer.top(terms, pool, weights)
+        elif only.allowed is not None:  # score only the allowed passages' postings
+            pairs = scorer.top(terms, pool, weights, mask=only.admits(scorer.docnum_seqs()))
+        else:  # E passages kept out: pool + E deep holds the pool's best allowed ones
+            pairs = scorer.top(terms, pool + only.hidden(0), weights)
+            keep = only.admits(np.array([seq for seq, _ in pairs], dtype=np.int64))
+            pairs = [pair for pair, ok in zip(pairs, keep) if ok][:pool]
+        found = self._refs(pairs)
         found.dropped_terms = dropped
         return found
 

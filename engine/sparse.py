@@ -207,6 +207,7 @@ class Bm25Scorer:
         # The reader is a snapshot, so entries stay true until the searcher reopens on a newer index.
         self._postings: dict[str, tuple[np.ndarray, np.ndarray, int] | None] = {}
         self._seq: dict[int, int] = {}
+        self._all_seqs: np.ndarray | None = None
 
     def close(self) -> None:
         self._reader.close()
@@ -232,11 +233,13 @@ class Bm25Scorer:
                 self._postings[term] = (block[0], block[1], having)
         return self._postings[term]
 
-    def top(self, terms: list[str], k: int, counts: list[int] | None = None) -> list[tuple[int, float]]:
+    def top(self, terms: list[str], k: int, counts: list[int] | None = None,
+            mask: np.ndarray | None = None) -> list[tuple[int, float]]:
         """The k best (seq, score) for the OR of `terms`; ties at the cut-off all kept.
 
         `counts[i]` is how often `terms[i]` occurs in the query (default 1):
-        each term's BM25 contribution is multiplied by it.
+        each term's BM25 contribution is multiplied by it. `mask` (over
+        document numbers, see `docnum_seqs`) restricts the scored postings.
         """
         scores = np.zeros(self.total, dtype=np.float64)
         matched = np.zeros(self.total, dtype=bool)
@@ -251,6 +254,8 @@ class Bm25Scorer:
             matched[ids] = True
         if self._live is not None:
             matched &= self._live
+        if mask is not None:
+            matched &= mask
         candidates = np.flatnonzero(matched)
         if candidates.size == 0:
             return []
@@ -259,6 +264,13 @@ class Bm25Scorer:
             candidates = candidates[scores[candidates] >= cut]  # keep every tie at the cut-off
         order = candidates[np.argsort(-scores[candidates], kind="stable")]
         return [(self._seq_of(int(doc)), float(scores[doc])) for doc in order]
+
+    def docnum_seqs(self) -> np.ndarray:
+        """Each document number's passage seq (read once per scorer: a filter masks by it)."""
+        if self._all_seqs is None:
+            self._all_seqs = np.fromiter((self._seq_of(i) for i in range(self.total)), dtype=np.int64,
+                                         count=self.total)
+        return self._all_seqs
 
     def _seq_of(self, docnum: int) -> int:
         seq = self._seq.get(docnum)

@@ -17,6 +17,16 @@ Each catalogue also carries a random `dataset_id`, written at creation, that
 the derived indexes record so that files from another dataset are never
 trusted.
 
+Lineages (schema 4): documents from the same source (the same name: a
+file's path in a watched or ingested folder, or the same `--name`) form a
+lineage. Nothing is ever deleted: the append-only `lineage_events` table
+records which stored version is current (every added document, and old bytes
+offered again under their own name), or that the lineage was retired (its
+file left a watched folder: doc_ref NULL). The latest event decides; a
+lineage without events (everything written before schema 4) is current at
+its newest document. `lineage_state()` reads the whole picture; queries and
+listings show the current versions only unless asked for all of them.
+
 Provenance (schema 2): each passage keeps the pages it spans and the heading
 path at its start; each document keeps its title, page count, the extractor
 that read it, and the extracted text itself whenever that text is not simply
@@ -46,7 +56,9 @@ from .storage_errors import classify_sqlite
 if TYPE_CHECKING:  # numpy is imported where vectors are touched: `kx datasets list` never pays for it
     import numpy as np
 
-SCHEMA_VERSION = 3
+    from .filters import Where
+
+SCHEMA_VERSION = 4
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -89,6 +101,13 @@ CREATE TABLE IF NOT EXISTS passages (
 );
 CREATE INDEX IF NOT EXISTS passages_by_doc ON passages(doc_ref, chunk_index);
 CREATE INDEX IF NOT EXISTS passages_unembedded ON passages(seq) WHERE length(vector) = 0;
+CREATE TABLE IF NOT EXISTS lineage_events (
+    seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+    lineage TEXT NOT NULL,            -- the documents' name
+    doc_ref TEXT,                     -- the version current from now on; NULL: the lineage was retired
+    at      REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS lineage_events_by_lineage ON lineage_events(lineage, seq);
 CREATE TABLE IF NOT EXISTS texts (
     doc_ref TEXT PRIMARY KEY REFERENCES documents(ref),
     text    TEXT NOT NULL             -- what char_start/char_end index into
@@ -262,6 +281,7 @@ class Catalogue:
                 self._db.close()
                 raise CatalogueEmpty(path)
             self._columns = {table: self._table_columns(table) for table in ("documents", "passages", "texts")}
+            self._tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         except sqlite3.DatabaseError as exc:
             translated = classify_sqlite(exc, path)  # damaged (DATA_LOSS) or the disk is full
             if translated is not None:
@@ -285,10 +305,13 @@ class Catalogue:
         return {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
 
     def _migrate(self) -> None:
-        """Bring a schema-1 catalogue to schema 2 in place: the provenance columns, added as NULLs.
+        """Bring an older catalogue to schema 4 in place.
 
-        Old documents keep no `texts` row: their text is round1_text of their
-        bytes, exactly what their character ranges were cut from.
+        Schema 2's provenance columns are added as NULLs (old documents keep no
+        `texts` row: their text is round1_text of their bytes, exactly what
+        their character ranges were cut from). Schema 3's backlog index and
+        schema 4's `lineage_events` table are created empty by _SCHEMA: with no
+        events, each lineage is current at its newest document, as before.
         """
         missing = [(t, c, kind) for t, c, kind in _ADDED_COLUMNS if c not in self._table_columns(t)]
         if not missing and self._meta("schema_version") == str(SCHEMA_VERSION):
@@ -318,6 +341,17 @@ class Catalogue:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else row[0]
 
+    def meta(self, key: str) -> str | None:
+        """A free-form catalogue fact (e.g. `rebuilt_from`); None when not set."""
+        return self._meta(key)
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Record a free-form catalogue fact; the schema's own keys are not for this."""
+        if key in ("schema_version", "created_at", "dataset_id", "fingerprint"):
+            raise ValueError(f"{key} is the catalogue's own")
+        self._db.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                         (key, value))
+
     @property
     def created_at(self) -> float:
         return float(self._meta("created_at") or 0.0)
@@ -340,6 +374,87 @@ class Catalogue:
 
     def max_passage_seq(self) -> int:
         return int(self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM passages").fetchone()[0])
+
+    # -- lineages: the current version of each source (schema 4) -------------------------
+
+    def lineage_mark(self) -> int:
+        """Moves whenever a lineage changes head or is retired (readers compare it to stay current)."""
+        if "lineage_events" not in self._tables:
+            if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'lineage_events'").fetchone() is None:
+                return 0  # a catalogue from before schema 4, not migrated yet
+            self._tables.add("lineage_events")
+        return int(self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM lineage_events").fetchone()[0])
+
+    def lineage_state(self) -> LineageState:
+        """Every document's lineage, version number and whether it is current; retired lineages."""
+        versions: dict[str, list[str]] = {}
+        for ref, name in self._db.execute("SELECT ref, name FROM documents ORDER BY seq"):
+            versions.setdefault(name, []).append(ref)
+        last: dict[str, str | None] = {}
+        if "lineage_events" in self._tables:
+            # SQLite: a bare column beside MAX() comes from the row holding the maximum
+            for lineage, doc_ref, _seq in self._db.execute(
+                    "SELECT lineage, doc_ref, MAX(seq) FROM lineage_events GROUP BY lineage"):
+                last[lineage] = doc_ref
+        return LineageState(versions, last)
+
+    def record_current(self, pairs: Sequence[tuple[str, str]]) -> int:
+        """Make each (lineage, ref) current where it is not (old bytes offered again); how many moved."""
+        if not pairs:
+            return 0
+        state = self.lineage_state()
+        moved = [(lineage, ref) for lineage, ref in pairs if state.current.get(lineage) != ref
+                 and ref in state.versions.get(lineage, ())]
+        return self._append_events(moved)
+
+    def retire(self, lineages: Sequence[str]) -> list[str]:
+        """Retire lineages whose source is gone (a file left its watched folder); those that were live."""
+        state = self.lineage_state()
+        live = [name for name in dict.fromkeys(lineages) if state.current.get(name) is not None]
+        self._append_events([(name, None) for name in live])
+        return live
+
+    def _append_events(self, events: Sequence[tuple[str, str | None]]) -> int:
+        if not events:
+            return 0
+        cur = self._db.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            now = time.time()
+            cur.executemany("INSERT INTO lineage_events (lineage, doc_ref, at) VALUES (?, ?, ?)",
+                            [(lineage, ref, now) for lineage, ref in events])
+            cur.execute("COMMIT")
+        except BaseException:
+            _rollback(cur)
+            raise
+        return len(events)
+
+    def seqs_of_documents(self, refs: Sequence[str]) -> np.ndarray:
+        """The passage seqs of documents `refs`, sorted."""
+        import numpy as np
+
+        seqs = [row[0] for row in self._where_in("SELECT seq FROM passages", "doc_ref", list(refs))]
+        return np.array(sorted(seqs), dtype=np.int64)
+
+    def allowed_seqs(self, where: Where, hidden: set[str]) -> np.ndarray:
+        """The passage seqs a `--where` filter lets through, leaving out documents `hidden`; sorted."""
+        import numpy as np
+
+        refs = [ref for ref, name, path, media, at in self._db.execute(
+                    "SELECT ref, name, source_path, media_type, ingested_at FROM documents")
+                if ref not in hidden and where.admits_document(name, path, media, at, ref)]
+        select = "SELECT seq FROM passages"
+        if where.pages is not None:
+            if "page_start" not in self._columns["passages"]:
+                return np.zeros(0, dtype=np.int64)
+            first, last = where.pages
+            select = (f"SELECT seq FROM passages WHERE page_start IS NOT NULL AND page_start <= {int(last)} "
+                      f"AND COALESCE(page_end, page_start) >= {int(first)} AND doc_ref IN")
+            seqs = [row[0] for part in _chunks(refs)
+                    for row in self._db.execute(f"{select} ({','.join('?' * len(part))})", part)]
+        else:
+            seqs = [row[0] for row in self._where_in(select, "doc_ref", refs)]
+        return np.array(sorted(seqs), dtype=np.int64)
 
     # -- the embedding backlog (passages committed before their vectors) ---------------
 
@@ -520,10 +635,53 @@ class Catalogue:
                     ],
                 )
                 row += len(doc.passages)
+                if "lineage_events" in self._tables:
+                    cur.execute("INSERT INTO lineage_events (lineage, doc_ref, at) VALUES (?, ?, ?)",
+                                (doc.name, doc.ref, now))
             cur.execute("COMMIT")
         except BaseException:
             _rollback(cur)
             raise
+
+
+@dataclass(frozen=True)
+class LineageState:
+    """Each lineage's stored versions (refs, oldest first) and its latest event (None: retired)."""
+
+    versions: dict[str, list[str]]
+    events: dict[str, str | None]
+
+    @property
+    def current(self) -> dict[str, str | None]:
+        """lineage -> its current version's ref; None for a retired lineage."""
+        out: dict[str, str | None] = {}
+        for lineage, refs in self.versions.items():
+            if lineage in self.events:
+                head = self.events[lineage]
+                out[lineage] = head if head is None or head in refs else refs[-1]
+            else:
+                out[lineage] = refs[-1]
+        return out
+
+    def hidden(self) -> set[str]:
+        """Refs of every stored version that is not current (superseded, or of a retired lineage)."""
+        current = self.current
+        return {ref for lineage, refs in self.versions.items() for ref in refs if current[lineage] != ref}
+
+    def live_count(self) -> int:
+        return sum(1 for head in self.current.values() if head is not None)
+
+    def describe(self, ref: str, lineage: str) -> tuple[int, str | None, bool]:
+        """(version number from 1, the ref that supersedes it or None, whether its lineage is retired)."""
+        refs = self.versions.get(lineage, [ref])
+        head = self.current.get(lineage, ref)
+        version = refs.index(ref) + 1 if ref in refs else 1
+        return version, (head if head is not None and head != ref else None), head is None
+
+
+def _chunks(values: Sequence[Any], size: int = 500) -> Iterator[list[Any]]:
+    for start in range(0, len(values), size):
+        yield list(values[start:start + size])
 
 
 def _rollback(cur: sqlite3.Cursor) -> None:

@@ -33,6 +33,7 @@ from watchdog.events import (
     FileAttribEvent,
     FileClosedEvent,
     FileCreatedEvent,
+    FileDeletedEvent,
     FileModifiedEvent,
     FileMovedEvent,
     FileSystemEvent,
@@ -44,7 +45,7 @@ from .dataset import validate_name
 from .documents import DocumentInput, from_file
 from .errors import KxError, Status, invalid, not_found, precondition
 from .folders import document_name, is_ignored, walk_files
-from .records import DocumentStatus, EmbedReport, IngestReport
+from .records import DocumentStatus, DocumentSummary, EmbedReport, IngestReport
 
 DEFAULT_SETTLE_SECONDS = 1.0  # an editor's save or a local copy is quiet well within a second
 DEFAULT_TICK_SECONDS = 0.05
@@ -120,6 +121,16 @@ class Refused(_Event):
 
 
 @dataclass(frozen=True)
+class Retired(_Event):
+    """The file left the watched folder: its document no longer answers by default (still stored; putting
+    the file back brings it back)."""
+
+    kind: ClassVar[str] = "retired"
+    path: str
+    name: str
+
+
+@dataclass(frozen=True)
 class BatchDone(_Event):
     kind: ClassVar[str] = "batch_done"
     batch: int
@@ -144,7 +155,7 @@ class WatchError(_Event):
     path: str | None = None
 
 
-WatchEvent = Queued | BatchStarted | Ingested | Unchanged | Refused | BatchDone | WatchError
+WatchEvent = Queued | BatchStarted | Ingested | Unchanged | Refused | Retired | BatchDone | WatchError
 WatchEventFn = Callable[[WatchEvent], None]
 
 
@@ -164,6 +175,11 @@ class IngestBackend(Protocol):
                on_event: Callable[[object], None] | None = None) -> IngestReport: ...
 
     def embed(self, name: str, on_event: Callable[[object], None] | None = None) -> EmbedReport: ...
+
+    def list_documents(self, name: str, offset: int = 0, limit: int = 100,
+                       versions: str | None = None) -> list[DocumentSummary]: ...
+
+    def retire(self, name: str, lineages: Sequence[str]) -> list[str]: ...
 
 
 # -- files waiting to settle -------------------------------------------------------
@@ -336,6 +352,7 @@ class FolderWatcher:
         self._root = ""
         self._identity: tuple[int, int] = (0, 0)
         self._reported_links: set[str] = set()
+        self._reconcile_due: float | None = None  # a file or folder went away: retire what left, once settled
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -473,6 +490,9 @@ class FolderWatcher:
             return
         moved = event.event_type == "moved"
         path = os.fsdecode(event.dest_path if moved else event.src_path)
+        if moved or event.event_type == "deleted":  # something left (or left its old name): check once settled
+            with self._cond:
+                self._reconcile_due = time.monotonic() + self.settle_seconds
         if event.is_directory:
             if event.event_type in ("created", "moved"):
                 # files written into a new folder before its watch existed are only found by looking
@@ -499,6 +519,7 @@ class FolderWatcher:
         try:
             self._scan(self._root)
             self._resume_backlog()
+            self._reconcile()  # files gone while nobody watched retire now
             last_scan = time.monotonic()
             while True:
                 with self._cond:
@@ -513,6 +534,8 @@ class FolderWatcher:
                     last_scan = time.monotonic()
                 for folder in scans:
                     self._scan(folder)
+                if self._reconcile_due is not None and time.monotonic() >= self._reconcile_due:
+                    self._reconcile()
                 polled = self._pending.poll(time.monotonic(), self.settle_seconds)
                 for path in polled.queued:
                     self._emit(Queued(path))
@@ -561,6 +584,30 @@ class FolderWatcher:
         # the shared rules (engine/folders.py): a backlog goes in name order, the same on every run
         for path in walk_files(self._root, folder, on_error=unreadable, on_link=self._report_outside_folder):
             self._note(path)
+
+    def _reconcile(self) -> None:
+        """Retire the documents of this folder whose files are gone (deleted, or moved out or away)."""
+        with self._cond:
+            self._reconcile_due = None
+        present = {document_name(os.path.relpath(path, self._root)) for path in walk_files(self._root)}
+        inside = self._root.rstrip(os.sep) + os.sep
+        gone: dict[str, str] = {}
+        offset = 0
+        try:
+            while True:
+                page = self.engine.list_documents(self.dataset, offset, 1000)
+                gone.update({d.name: d.source_path for d in page if d.source_path
+                             and d.source_path.startswith(inside) and d.name not in present})
+                if len(page) < 1000:
+                    break
+                offset += len(page)
+        except KxError as exc:
+            if exc.status is Status.NOT_FOUND:  # no dataset yet: nothing to retire
+                return
+            raise
+        if gone:
+            for name in self.engine.retire(self.dataset, sorted(gone)):
+                self._emit(Retired(gone[name], name))
 
     def _report_outside_folder(self, path: str) -> None:
         """Say once that a linked folder leading out of the watched one is not followed."""
@@ -655,7 +702,7 @@ class _Abandoned(Exception):
 # Directory modifications and opens/reads are noise here; a file's own events and
 # folders arriving or vanishing are all the worker needs.
 _WATCHED_EVENTS = (FileCreatedEvent, FileModifiedEvent, FileMovedEvent, FileClosedEvent, FileAttribEvent,
-                   DirCreatedEvent, DirMovedEvent, DirDeletedEvent)
+                   FileDeletedEvent, DirCreatedEvent, DirMovedEvent, DirDeletedEvent)
 
 
 class _Handler(FileSystemEventHandler):

@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -27,6 +28,7 @@ from .embed_cmd import embed as embed_command
 from .mcp_cmd import mcp as mcp_command
 from .models_cmd import models as models_group
 from .progress import PipelineProgress
+from .rebuild_cmd import rebuild as rebuild_command
 from .render import (
     Console,
     print_datasets,
@@ -203,8 +205,10 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
     refused = [r for r in report.results if r.status == DocumentStatus.REFUSED]
     if refused:
         first = Status[refused[0].code or "INVALID_ARGUMENT"]
-        raise KxError(first, f"{len(refused)} of {len(report.results)} document(s) refused; "
-                             "the others were ingested (see the reasons above)")
+        rest = ("nothing was ingested" if len(refused) == len(report.results)
+                else "the others were ingested")
+        raise KxError(first, f"{len(refused)} of {len(report.results)} document(s) refused; {rest} "
+                             "(see the reasons above)")
 
 
 @datasets.command(context_settings=CONTEXT_SETTINGS)
@@ -218,15 +222,23 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
               help="Retrievers to use (default KX_DEFAULT_MODE): hybrid fuses dense and sparse.")
 @click.option("--rerank", type=click.Choice(["on", "off"], case_sensitive=False), default=None,
               help="MMR pass that keeps near-duplicates apart (default KX_RERANK).")
+@click.option("--where", "where", multiple=True, metavar="KIND:VALUE",
+              help="Only passages that match (repeatable; all must hold, two of one kind: either): name:GLOB "
+                   "(name or source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD, pages:1-10, "
+                   "ref:REF[,REF].")
+@click.option("--versions", type=click.Choice(["latest", "all"], case_sensitive=False), default=None,
+              help="latest (default): each document's current version; all: superseded and retired ones too.")
 @click.option("--json", "as_json", is_flag=True, help="Print every field of every hit as JSON.")
 @click.pass_context
 def query(ctx: click.Context, name: str, question: tuple[str, ...], text: str | None, k: int | None,
-          mode: str | None, rerank: str | None, as_json: bool) -> None:
+          mode: str | None, rerank: str | None, where: tuple[str, ...], versions: str | None,
+          as_json: bool) -> None:
     """Ask dataset NAME a QUESTION; print the passages that answer it, with provenance.
 
     \b
     kx datasets query handbook "how long do I have to return a logger?"
     kx datasets query handbook --text "how long do I have to return a logger?"
+    kx datasets query handbook "refund window" --where type:pdf --where name:policies/*
     """
     if question and text is not None:
         raise click.UsageError("give the question once: after NAME or with --text, not both")
@@ -235,7 +247,8 @@ def query(ctx: click.Context, name: str, question: tuple[str, ...], text: str | 
         raise click.UsageError('missing the question: kx datasets query NAME "your question"')
     settings = settings_of(ctx)
     engine = backend_of(ctx, settings)
-    result = engine.query(name, text, k=k, mode=mode, rerank=None if rerank is None else rerank.lower() == "on")
+    result = engine.query(name, text, k=k, mode=mode, rerank=None if rerank is None else rerank.lower() == "on",
+                          where=list(where) or None, versions=None if versions is None else versions.lower())
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return
@@ -283,8 +296,9 @@ def eval_command(ctx: click.Context, name: str, queries_path: Path, qrels_path: 
         with PipelineProgress(err) as progress:
             report = engine.ingest(name, docs, on_event=progress.update)
         if not as_json:
-            err.print(f"{name}: {report.count('added')} added, {report.count('unchanged')} unchanged, "
-                      f"{report.count('refused')} refused")
+            counts = {status: report.count(status) for status in DocumentStatus}
+            err.print(f"{name}: {counts[DocumentStatus.ADDED]} added, {counts[DocumentStatus.UNCHANGED]} unchanged, "
+                      f"{counts[DocumentStatus.REFUSED]} refused")
     variants = list(modes) or list(VARIANTS)
 
     def run_query(text: str, mode: str, rerank: bool):
@@ -300,6 +314,7 @@ def eval_command(ctx: click.Context, name: str, queries_path: Path, qrels_path: 
 # The commands that live in their own modules register here, once the groups exist.
 datasets.add_command(documents_command)
 datasets.add_command(embed_command)
+datasets.add_command(rebuild_command)
 datasets.add_command(watch_command)
 cli.add_command(serve_command)
 cli.add_command(models_group)
@@ -313,6 +328,20 @@ def _fail(status_name: str, message: str, code: int) -> None:
     sys.exit(code)
 
 
+def _cancelled(message: str) -> None:
+    """Leave after Ctrl-C / SIGTERM: every commit is whole and the `finally` blocks have run by now, but a
+    helper thread (the model loading beside an ingest) may still be inside ONNX Runtime, and finalising the
+    interpreter under it aborts the process (exit -6); so leave without finalising, streams flushed."""
+    click.echo(f"error: CANCELLED: {message}", err=True)
+    # only as the process's own entry point (main() called in-process, as tests do, has its streams redirected)
+    if threading.active_count() > 1 and threading.current_thread() is threading.main_thread() \
+            and sys.stdout is sys.__stdout__:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    sys.exit(130)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: run the CLI, turning every failure into one line on stderr."""
     try:
@@ -321,14 +350,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         _fail(exc.status.name, exc.message, exc.status.exit_code)
     except click.exceptions.Abort as exc:  # click turns a KeyboardInterrupt (ours included) into Abort
         cause = exc.__cause__ or exc.__context__
-        _fail("CANCELLED", cause.message if isinstance(cause, Interrupted) else "interrupted", 130)
+        _cancelled(cause.message if isinstance(cause, Interrupted) else "interrupted")
     except click.exceptions.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except Interrupted as exc:
-        _fail("CANCELLED", exc.message, 130)
+        _cancelled(exc.message)
     except KeyboardInterrupt:
         _fail("CANCELLED", "interrupted", 130)
     except BrokenPipeError:

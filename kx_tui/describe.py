@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from engine.watch import BatchDone, Ingested, Queued, Refused, Unchanged, WatchError, WatchEvent
+from engine.watch import BatchDone, Ingested, Queued, Refused, Retired, Unchanged, WatchError, WatchEvent
 
 
 def describe_watch_event(event: WatchEvent, where: str) -> str | None:
@@ -22,6 +22,8 @@ def describe_watch_event(event: WatchEvent, where: str) -> str | None:
         return f"[dim]unchanged[/] {shown}"
     if isinstance(event, Refused):
         return f"[red]refused  [/] {shown}: {escape(event.reason)}"
+    if isinstance(event, Retired):
+        return f"[yellow]retired  [/] {shown}: no longer answers (put the file back to bring it back)"
     if isinstance(event, BatchDone):
         plural = "" if event.passages_added == 1 else "s"
         return (f"[bold]batch {event.batch}[/]: {event.added} added ({event.passages_added:,} passage{plural}), "

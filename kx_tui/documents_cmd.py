@@ -40,9 +40,12 @@ def added_notes(backend: Backend, name: str, report: IngestReport) -> dict[str, 
               help="Skip this many documents (in ingest order) first.")
 @click.option("--limit", type=click.IntRange(1, 1000), default=PAGE, show_default=True,
               help="Show at most this many documents.")
+@click.option("--versions", type=click.Choice(["latest", "all"], case_sensitive=False), default="latest",
+              show_default=True, help="latest: each document's current version; all: every stored version, "
+                                      "superseded and retired ones too (with version and superseded_by).")
 @click.option("--json", "as_json", is_flag=True, help="Print the page as JSON for scripts.")
 @click.pass_context
-def documents(ctx: click.Context, name: str, offset: int, limit: int, as_json: bool) -> None:
+def documents(ctx: click.Context, name: str, offset: int, limit: int, versions: str, as_json: bool) -> None:
     """List dataset NAME's documents: name, pages, passages, media type, size, when ingested, ref, source."""
     from engine.dataset import validate_name
 
@@ -51,8 +54,9 @@ def documents(ctx: click.Context, name: str, offset: int, limit: int, as_json: b
     validate_name(name)
     backend = backend_of(ctx, settings_of(ctx))
     try:
-        page = backend.list_documents(name, offset=offset, limit=limit)
-        total = backend.dataset_summary(name).documents
+        page = backend.list_documents(name, offset=offset, limit=limit, versions=versions.lower())
+        summary = backend.dataset_summary(name)
+        total = summary.documents if versions.lower() == "latest" else (summary.versions or summary.documents)
     finally:
         backend.close()
     if as_json:

@@ -59,9 +59,12 @@ def print_table(console: _RichConsole, columns: Sequence[Column], rows: Sequence
         assumed = console.width
         console.width = sum(widths[h] + 2 for h in shown)
         try:
-            console.print(table, crop=False)
+            with console.capture() as captured:
+                console.print(table, crop=False)
         finally:
             console.width = assumed
+        for line in captured.get().splitlines():   # without the padding after the last column
+            console.out(line.rstrip(), highlight=False)
     left_out = [h for h in headings if h not in shown]
     if left_out:
         console.print(f"[dim]({', '.join(left_out)}: left out to fit {console.width} columns; "
@@ -77,7 +80,8 @@ def print_datasets(console: _RichConsole, summaries: list[DatasetSummary]) -> No
     print_table(console, [("name", "left"), ("documents", "right"), ("passages", "right"),
                           *((("to embed", "right"),) if waiting else ()),
                           ("embedding model", "left"), ("created", "left")],
-                [[s.name, f"{s.documents:,}", f"{s.passages:,}",
+                [[s.name, f"{s.documents:,}" + (f" ({s.versions:,} stored)" if s.versions not in (None, s.documents)
+                                                else ""), f"{s.passages:,}",
                   *((f"{s.backlog:,}" if s.backlog else "-",) if waiting else ()),
                   s.embed_model or "-", _when(s.created_at)]
                  for s in summaries],
@@ -128,13 +132,20 @@ def print_documents(console: _RichConsole, dataset: str, documents: list[Documen
     columns: list[Column] = [("name", "left"), *([("title", "left")] if titled else []), ("pages", "right"),
                              ("passages", "right"), ("size", "right"), ("type", "left"), ("ingested", "left"),
                              ("source", "left")]
-    rows = [[d.name, *([d.title or "-"] if titled else []), "-" if d.pages is None else str(d.pages),
+    rows = [[d.name + _version_label(d), *([d.title or "-"] if titled else []),
+             "-" if d.pages is None else str(d.pages),
              f"{d.passages:,}", size_text(d.size), d.media_type, _when(d.ingested_at), d.source_path or "-"]
             for d in documents]
     print_table(console, columns, rows, ["name", "passages", "pages", "title", "size", "source", "ingested", "type"])
     last = offset + len(documents)
     more = f"; --offset {last} for the next ones" if last < total else ""
     console.print(f"[dim]{escape(dataset)}: documents {offset + 1}–{last} of {total:,}{more}[/]")
+
+
+def _version_label(document: DocumentSummary) -> str:
+    """" (v2)", " (v1, superseded)", " (v3, retired)": said when a lineage holds more than one version."""
+    state = ", retired" if document.retired else ", superseded" if document.superseded_by else ""
+    return f" (v{document.version}{state})" if document.version > 1 or state else ""
 
 
 _STATUS_STYLE = {DocumentStatus.ADDED: "green", DocumentStatus.UNCHANGED: "dim", DocumentStatus.REFUSED: "red"}
@@ -450,6 +461,8 @@ def print_query(console: _RichConsole, result: QueryResult, spans_of: Callable[[
                                                               (hit.sparse_rank, hit.sparse_score, "sparse")))
         title = shown_title(hit.document_name, hit.document_title)
         titled = f" [dim]— {escape(title)}[/]" if title else ""
+        if hit.superseded_by:  # --versions all: an older version of its lineage
+            titled += f" [yellow](v{hit.version}, superseded by {hit.superseded_by[:12]})[/]"
         console.print()
         console.print(
             f"[bold]{hit.rank:>2}[/]  {hit.score:.4f}  [cyan]{escape(hit.document_name)}[/]{titled}  "

@@ -66,7 +66,9 @@ def test_a_changed_chunk_size_is_refused_and_nothing_changes(tmp_path: Path, kx_
     assert result.code == Status.FAILED_PRECONDITION.exit_code == 5
     assert result.stderr.strip() == (
         "error: FAILED_PRECONDITION: dataset 'hb' was indexed under a different embed model or chunk config "
-        "(chunk_size: 1000 -> 800); create a new dataset or re-ingest to rebuild"
+        "(chunk_size: 1000 -> 800); rebuild it from its stored originals under the new settings with: "
+        "kx datasets rebuild hb --as NEW_NAME (with the --set / --chunk-size you want), or go back to the "
+        "settings it was built with"
     )
     os.environ["KX_STOPWORDS"] = "off"
     try:

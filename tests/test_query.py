@@ -344,7 +344,9 @@ def test_a_changed_chunk_size_refuses_the_query_like_ingest_does(
     result = kx(corpus, "datasets", "query", "corpus", "--text", "vacation", "--mode", mode)
     assert assert_one_line_error(result, Status.FAILED_PRECONDITION) == (
         "error: FAILED_PRECONDITION: dataset 'corpus' was indexed under a different embed model or chunk config "
-        "(chunk_size: 1000 -> 800); create a new dataset or re-ingest to rebuild"
+        "(chunk_size: 1000 -> 800); rebuild it from its stored originals under the new settings with: "
+        "kx datasets rebuild corpus --as NEW_NAME (with the --set / --chunk-size you want), or go back to the "
+        "settings it was built with"
     )
 
 

@@ -132,7 +132,8 @@ def test_changed_chunk_size_is_refused_naming_the_field(hash_engine: Engine, kx_
     assert caught.value.status is Status.FAILED_PRECONDITION
     assert caught.value.message == (
         "dataset 'hb' was indexed under a different embed model or chunk config (chunk_size: 200 -> 150); "
-        "create a new dataset or re-ingest to rebuild"
+        "rebuild it from its stored originals under the new settings with: kx datasets rebuild hb --as NEW_NAME "
+        "(with the --set / --chunk-size you want), or go back to the settings it was built with"
     )
     assert other.dataset_summary("hb").documents == 1  # nothing lost, nothing added
 

@@ -346,3 +346,36 @@ async def test_a_near_duplicate_hit_says_which_hit_it_repeats(kx_home: Path) -> 
         assert len(marked) == 2
         assert all(hits[i].duplicate_of == hits[0].passage_ref for i in marked)
         assert marked == [len(hits) - 2, len(hits) - 1]  # after every distinct passage
+
+
+async def test_selecting_a_dataset_with_a_backlog_finishes_its_embedding(kx_home: Path) -> None:
+    engine = _hash_engine()
+    files = sorted(SAMPLES.glob("*.md"))
+    engine.ingest("handbook", [from_file(f, engine.settings.max_document_bytes) for f in files],
+                  should_stop=lambda: True)  # stage 1 only: keyword-searchable, nothing embedded
+    assert engine.dataset_summary("handbook").backlog > 0
+    app = KxApp(engine, settings=engine.settings)
+    notes = _recording_notify(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        await _settle(app, pilot)
+        assert engine.dataset_summary("handbook").backlog == 0
+        assert any("an earlier ingest of 'handbook' left" in text for text, _ in notes)
+        assert any("passages embedded; dense search covers the whole dataset" in text for text, _ in notes)
+        await _ask(app, pilot, "refund")
+        assert main(app).result.dense_coverage == 1.0
+        assert "dense covers" not in _text_of(app.query_one("#query-status", Static).content)
+
+
+async def test_the_status_line_says_how_much_dense_covered(kx_home: Path) -> None:
+    engine = _hash_engine()
+    engine.ingest("handbook", [from_text("refunds are paid within fourteen days")])
+    engine.ingest("handbook", [from_text("refunds for damaged loggers need a photo")], should_stop=lambda: True)
+    result = engine.query("handbook", "refunds", mode="hybrid")  # before the workbench finishes the backlog
+    assert result.dense_coverage == 0.5
+    app = KxApp(engine, settings=engine.settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        screen = main(app)
+        screen.result = result
+        assert "dense covers 50%" in _text_of(screen.status_text())

@@ -30,6 +30,7 @@ from engine.watch import (
     PendingFiles,
     Queued,
     Refused,
+    Retired,
     Unchanged,
     WatchError,
     inbox_folder,
@@ -499,3 +500,54 @@ def test_watch_refuses_a_gateway_instead_of_ignoring_it(kx_home: Path, tmp_path:
     result = run_cli("--gateway", "http://127.0.0.1:9", "datasets", "watch", "hb", str(tmp_path))
     assert result.code == 5
     assert result.stderr.startswith("error: FAILED_PRECONDITION: kx datasets watch runs the engine in this process")
+
+
+# -- versions and retirement -----------------------------------------------------------
+
+
+def _answering(engine: Engine, text: str) -> list[str]:
+    return [h.text for h in engine.query("inbox", text, k=10, mode="sparse")]
+
+
+def test_an_edited_file_answers_with_its_newest_text_and_all_versions_on_request(drop: Path, watch) -> None:
+    engine = _hash_engine()
+    _, log = watch(engine, drop)
+    for i, hour in enumerate(("eight", "nine", "ten"), start=1):
+        (drop / "hours.md").write_text(f"The cafeteria opens at {hour}.")
+        log.wait_for(lambda l, i=i: len(l.of(Ingested)) == i, f"version {i} ingested")
+    assert _answering(engine, "cafeteria opens") == ["The cafeteria opens at ten."]
+    every = engine.query("inbox", "cafeteria opens", k=10, mode="sparse", versions="all")
+    assert sorted((h.version, h.superseded_by is None) for h in every) == [(1, False), (2, False), (3, True)]
+
+
+def test_a_deleted_file_retires_and_comes_back_when_restored(drop: Path, watch) -> None:
+    engine = _hash_engine()
+    _, log = watch(engine, drop)
+    (drop / "guide").mkdir()
+    (drop / "guide" / "index.md").write_text("Badges are collected at the front desk.")
+    (drop / "keep.md").write_text("The front desk is on the ground floor.")
+    log.wait_for(lambda l: len(l.of(Ingested)) == 2, "both ingested")
+    (drop / "guide" / "index.md").unlink()
+    log.wait_for(lambda l: [e.name for e in l.of(Retired)] == ["guide/index"], "guide/index retired")
+    assert _answering(engine, "front desk badges") == ["The front desk is on the ground floor."]
+    assert [d.name for d in engine.list_documents("inbox")] == ["keep"]
+    assert {d.name: d.retired for d in engine.list_documents("inbox", versions="all")} == {"guide/index": True,
+                                                                                         "keep": False}
+    (drop / "guide" / "index.md").write_text("Badges are collected at the front desk.")  # the same bytes again
+    log.wait_for(lambda l: l.paths(Unchanged) == ["index.md"], "restored: unchanged bytes")
+    assert len(_answering(engine, "front desk badges")) == 2
+
+
+def test_a_file_missing_at_start_retires_and_survives_a_restart(drop: Path, watch) -> None:
+    engine = _hash_engine()
+    watcher, log = watch(engine, drop)
+    (drop / "old.md").write_text("The archive room is in the basement.")
+    log.wait_for(lambda l: len(l.of(Ingested)) == 1, "old.md ingested")
+    assert watcher.stop(timeout=30)
+    (drop / "old.md").unlink()  # while nobody watches
+    _, log = watch(engine, drop)
+    log.wait_for(lambda l: [e.name for e in l.of(Retired)] == ["old"], "old retired at the start scan")
+    engine.close()
+    again = _hash_engine()  # a new process's view: retirement is in the catalogue
+    assert again.query("inbox", "archive basement", k=5, mode="sparse").hits == []
+    assert again.dataset_summary("inbox").retired == 1

@@ -158,11 +158,16 @@ class MilvusBackend:
             raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
         return text
 
-    def list_documents(self, name: str, offset: int = 0, limit: int = 100) -> list[DocumentSummary]:
+    def list_documents(self, name: str, offset: int = 0, limit: int = 100,
+                       versions: str | None = None) -> list[DocumentSummary]:
         """Documents of dataset `name` in ingest order, `limit` (1..1000) from `offset`."""
 
         check_page(offset, limit)
         return [row.summary() for row in self._catalogue(name).documents(offset, limit)]
+
+    def retire(self, name: str, lineages: Sequence[str]) -> list[str]:
+        """Lineages are not kept on Milvus yet: nothing is retired, every stored version keeps answering."""
+        return []
 
     def document_passages(self, name: str, doc_ref: str) -> list[PassageSpan]:
         """Where each passage of one document lies in its text, in chunk order."""
@@ -195,10 +200,13 @@ class MilvusBackend:
         k: int | None = None,
         mode: str | None = None,
         rerank: bool | None = None,
+        where: Sequence[str] | None = None,
+        versions: str | None = None,
     ) -> QueryResult:
         from ..query import run_query
 
-        return run_query(self, name, text, vector=vector, k=k, mode=mode, rerank=rerank)
+        return run_query(self, name, text, vector=vector, k=k, mode=mode, rerank=rerank, where=where,
+                             versions=versions)
 
     def searcher(self, name: str) -> MilvusSearcher:
         """The dataset's reader; kept, since a Milvus dataset's fingerprint never changes once stamped."""

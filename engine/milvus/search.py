@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import KxError, Status
+from ..filters import PassageFilter, Where
 from ..fingerprint import Fingerprint
 from ..fusion import Ranked, rank_list
 from ..search import MAX_QUERY_TERMS, Candidates, dense_ef
@@ -59,14 +61,25 @@ class MilvusSearcher:
 
     # -- the pools ----------------------------------------------------------------------
 
-    def dense_candidates(self, vector: np.ndarray, pool: int) -> Candidates:
+    # -- filters: not on Milvus yet (lineages, retirements and --where are the embedded backend's) ---------
+
+    def passage_filter(self, where: Where, versions: str) -> PassageFilter | None:
+        if where:
+            raise KxError(Status.FAILED_PRECONDITION, "--where filters are not available on the Milvus backend "
+                                                      "yet; query without them, or use the embedded backend")
+        return None  # every stored version answers here: Milvus keeps no lineages yet
+
+    def versions(self, documents: dict[str, DocumentRow]) -> dict[str, tuple[int, str | None]]:
+        return {}
+
+    def dense_candidates(self, vector: np.ndarray, pool: int, only: PassageFilter | None = None) -> Candidates:
         found = self._conn.call(
             "search", self.catalogue.passages_col, data=[np.asarray(vector, dtype=np.float32).tolist()],
             anns_field="vector", limit=pool, output_fields=PASSAGE_FIELDS,
             search_params={"metric_type": "COSINE", "params": {"ef": dense_ef(pool)}})
         return self._candidates(found[0], lambda distance: float(distance))
 
-    def sparse_candidates(self, text: str, pool: int) -> Candidates:
+    def sparse_candidates(self, text: str, pool: int, only: PassageFilter | None = None) -> Candidates:
         words = _WORD.findall(text.lower())
         distinct = list(dict.fromkeys(words))
         dropped = 0

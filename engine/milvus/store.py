@@ -287,6 +287,10 @@ class MilvusCatalogue:
 
     # -- the write --------------------------------------------------------------------
 
+    def record_current(self, pairs: Sequence[tuple[str, str]]) -> int:
+        """Lineages are not kept on Milvus yet: every stored version answers (see engine/store.py)."""
+        return 0
+
     def commit_documents(self, documents: Sequence[NewDocument], vectors: np.ndarray,
                          fingerprint: Fingerprint) -> None:
         """Write a group of documents: passages and texts first, the document rows last (the durable point)."""

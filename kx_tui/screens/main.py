@@ -264,6 +264,29 @@ class MainScreen(KeysScreen):
             self._highlighter(name)
         except KxError:
             pass  # e.g. a stale fingerprint: the query says so, with what to do
+        summary = self.query_one(DatasetList).summaries.get(name)
+        if summary is not None and summary.backlog:
+            self.app.call_from_thread(self.finish_backlog, name, summary.backlog)
+
+    @work(thread=True, exclusive=True, group="embed-backlog", exit_on_error=False)
+    def finish_backlog(self, name: str, waiting: int) -> None:
+        """Embed what an earlier ingest of the selected dataset left (a stop, a crash); queries go on meanwhile."""
+        worker = get_current_worker()
+
+        def on_event(_event: object) -> None:
+            if worker.is_cancelled:  # the app is leaving: stop between two batches, nothing committed is lost
+                raise KeyboardInterrupt
+
+        self.app.call_from_thread(self.notify, f"embedding the {waiting:,} passages an earlier ingest of '{name}' "
+                                               "left; keyword search covers them already", title=name)
+        try:
+            report = self.kx.backend.embed(name, on_event=on_event)
+        except (KxError, KeyboardInterrupt):
+            return
+        self.app.call_from_thread(self.notify, f"'{name}': {report.embedded:,} passages embedded; dense search "
+                                               "covers the whole dataset", title=name)
+        self.app.call_from_thread(self.load_datasets, first_run=False)
+        self.app.call_from_thread(self.rerun)
 
     @on(OptionList.OptionHighlighted, "#datasets")
     def _dataset_highlighted(self, event: OptionList.OptionHighlighted) -> None:

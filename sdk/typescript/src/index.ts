@@ -47,6 +47,10 @@ export interface QueryOptions {
   mode?: RetrievalMode | undefined;
   /** The MMR pass that keeps near-duplicates apart (default: the gateway's KX_RERANK). */
   rerank?: boolean | undefined;
+  /** Filters, e.g. ["type:pdf", "name:guide/*", "after:2026-12-01", "pages:1-10", "ref:e535e0"]. */
+  where?: string[] | undefined;
+  /** "latest" (default): each document's current version; "all": every stored version. */
+  versions?: "latest" | "all" | undefined;
 }
 
 /** What one dataset holds (`GET /v1/datasets`). */
@@ -291,6 +295,8 @@ export class KxClient {
     if (options.text !== undefined) body.text = options.text;
     if (options.vector !== undefined) body.vector = options.vector;
     if (options.rerank !== undefined) body.rerank = options.rerank;
+    if (options.where !== undefined) body.where = options.where;
+    if (options.versions !== undefined) body.versions = options.versions;
     const answer = await this.#call<Schemas["QueryOut"]>("POST", `/v1/datasets/${segment(name)}/query`, body);
     const { hits, ...fields } = answer;
     return Object.assign([...hits] as Hit[], fields, { hits: hits as Hit[] });

@@ -339,8 +339,18 @@ export interface components {
             sparse_rank: number | null;
             /** Sparse Score */
             sparse_score: number | null;
+            /**
+             * Superseded By
+             * @description The ref of the lineage's current version when this hit is from an older one (versions=all).
+             */
+            superseded_by?: string | null;
             /** Text */
             text: string;
+            /**
+             * Version
+             * @description Which version of its lineage (1 = first ingested).
+             */
+            version?: number | null;
         };
         /** HTTPValidationError */
         HTTPValidationError: {
@@ -376,6 +386,13 @@ export interface components {
              * @description A pre-computed query embedding (searches dense).
              */
             vector?: number[] | null;
+            /** @description latest (default): each lineage's current version only; all: every stored version. */
+            versions?: components["schemas"]["VersionView"] | null;
+            /**
+             * Where
+             * @description Filters, all of which must hold (two of one kind: either): name:GLOB (document name or source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD, pages:1-10, ref:REF[,REF]. Applied inside both retrievers, before fusion.
+             */
+            where?: string[] | null;
         };
         /** QueryOut */
         QueryOut: {
@@ -427,6 +444,12 @@ export interface components {
             /** Error Type */
             type: string;
         };
+        /**
+         * VersionView
+         * @description Which stored versions a query or a listing shows: each lineage's current one, or every one.
+         * @enum {string}
+         */
+        VersionView: "latest" | "all";
     };
     responses: never;
     parameters: never;
@@ -719,6 +742,7 @@ export interface operations {
             query?: {
                 limit?: number;
                 offset?: number;
+                versions?: components["schemas"]["VersionView"];
             };
             header?: never;
             path: {

@@ -1,0 +1,166 @@
+"""Query filters: which passages a query may answer with.
+
+`--where` clauses narrow a query to some documents or pages:
+
+    name:GLOB         the document's name or its source path matches GLOB (`name:guide/*`, `name:*.pdf`)
+    type:KIND         media type: pdf, docx, html, epub, md, txt, rst, record (JSONL), or a full type (text/csv)
+    after:YYYY-MM-DD  ingested on or after that day (UTC)
+    before:YYYY-MM-DD ingested before that day (UTC)
+    pages:A-B         passages spanning any page from A to B (`pages:3` is one page); pageless formats never match
+    ref:REF[,REF]     these documents (a ref or a unique prefix of at least 6 hex digits)
+
+Clauses of different kinds must all hold; several clauses of one kind (two
+`name:` globs) mean either. The filter is a set of passage seqs, applied
+inside each retriever before fusion (engine/search.py): a filtered query
+still returns k hits whenever k passages match. The default "latest
+versions only" view (engine/store.py's lineages) is the same machinery: an
+excluded set of the superseded and retired versions' passages.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Sequence
+
+from .errors import invalid
+
+if TYPE_CHECKING:  # numpy loads where passages are filtered: `kx datasets list` never pays for it
+    import numpy as np
+
+EXAMPLE = "e.g. --where name:guide/* --where type:pdf --where after:2026-12-01 --where pages:1-10 --where ref:e535e0"
+
+_MEDIA = {
+    "pdf": ("application/pdf",),
+    "docx": ("application/vnd.openxmlformats-officedocument.wordprocessingml.document",),
+    "word": ("application/vnd.openxmlformats-officedocument.wordprocessingml.document",),
+    "html": ("text/html", "application/xhtml+xml"),
+    "epub": ("application/epub+zip",),
+    "md": ("text/markdown",), "markdown": ("text/markdown",),
+    "txt": ("text/plain",), "text": ("text/plain",),
+    "rst": ("text/x-rst",),
+    "record": ("application/x-kx-record+json",), "jsonl": ("application/x-kx-record+json",),
+}
+_KINDS = ("name", "type", "after", "before", "pages", "ref")
+
+
+@dataclass(frozen=True)
+class Where:
+    """Parsed `--where` clauses; an empty one lets everything through."""
+
+    names: tuple[str, ...] = ()
+    media_types: tuple[str, ...] = ()
+    after: float | None = None      # epoch seconds, inclusive
+    before: float | None = None     # epoch seconds, exclusive
+    pages: tuple[int, int] | None = None
+    refs: tuple[str, ...] = ()
+    clauses: tuple[str, ...] = field(default=(), compare=False)
+
+    def __bool__(self) -> bool:
+        return bool(self.names or self.media_types or self.after is not None or self.before is not None
+                    or self.pages is not None or self.refs)
+
+    def admits_document(self, name: str, source_path: str | None, media_type: str, ingested_at: float,
+                        ref: str) -> bool:
+        """The document-level clauses (all but pages)."""
+        import fnmatch
+
+        if self.names and not any(fnmatch.fnmatchcase(name, g) or (source_path is not None and
+                                                                  fnmatch.fnmatchcase(source_path, g))
+                                  for g in self.names):
+            return False
+        if self.media_types and media_type not in self.media_types:
+            return False
+        if self.after is not None and ingested_at < self.after:
+            return False
+        if self.before is not None and ingested_at >= self.before:
+            return False
+        return not self.refs or any(ref.startswith(r) for r in self.refs)
+
+
+def _bad(clause: str, why: str) -> Exception:
+    return invalid(f"bad filter {clause!r}: {why}; {EXAMPLE}")
+
+
+def _day(clause: str, value: str) -> float:
+    try:
+        day = _dt.date.fromisoformat(value)
+    except ValueError:
+        raise _bad(clause, "the date is YYYY-MM-DD") from None
+    return _dt.datetime(day.year, day.month, day.day, tzinfo=_dt.UTC).timestamp()
+
+
+def parse_where(clauses: Sequence[str] | str | None) -> Where:
+    """`--where` clauses -> a `Where`; INVALID_ARGUMENT (with an example) for bad syntax."""
+    if clauses is None:
+        return Where()
+    if isinstance(clauses, str):
+        clauses = [clauses]
+    names: list[str] = []
+    media: list[str] = []
+    refs: list[str] = []
+    after = before = None
+    pages = None
+    for clause in clauses:
+        if not isinstance(clause, str):
+            raise invalid(f"a filter is text like 'type:pdf', got {clause!r}; {EXAMPLE}")
+        kind, sep, value = clause.strip().partition(":")
+        kind, value = kind.strip().lower(), value.strip()
+        if not sep or kind not in _KINDS:
+            raise _bad(clause, f"a filter is KIND:VALUE with KIND one of {', '.join(_KINDS)}")
+        if not value:
+            raise _bad(clause, "the value after ':' is empty")
+        if kind == "name":
+            names.append(value)
+        elif kind == "type":
+            found = _MEDIA.get(value.lower().lstrip("."))
+            if found is None and "/" not in value:
+                raise _bad(clause, f"type is one of {', '.join(sorted(_MEDIA))} or a media type like text/csv")
+            media.extend(found or (value.lower(),))
+        elif kind == "after":
+            after = max(after or 0.0, _day(clause, value))
+        elif kind == "before":
+            day = _day(clause, value)
+            before = day if before is None else min(before, day)
+        elif kind == "pages":
+            match = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", value)
+            if match is None:
+                raise _bad(clause, "pages are A-B or one page number, counted from 1")
+            first = int(match.group(1))
+            last = int(match.group(2) or first)
+            if first < 1 or last < first:
+                raise _bad(clause, "pages are A-B with 1 <= A <= B")
+            pages = (first, last) if pages is None else (max(pages[0], first), min(pages[1], last))
+        else:
+            for part in value.split(","):
+                part = part.strip().lower()
+                if not re.fullmatch(r"[0-9a-f]{6,64}", part):
+                    raise _bad(clause, "a ref is a document's sha256, or at least its first 6 hex digits")
+                refs.append(part)
+    return Where(tuple(names), tuple(dict.fromkeys(media)), after, before, pages, tuple(refs), tuple(clauses))
+
+
+@dataclass(frozen=True)
+class PassageFilter:
+    """The passages a query may see: `allowed` (sorted seqs) when set, else all but `excluded`."""
+
+    allowed: np.ndarray | None = None
+    excluded: np.ndarray | None = None
+
+    def admits(self, seqs: np.ndarray) -> np.ndarray:
+        """A mask over `seqs`: which are let through."""
+        import numpy as np
+
+        seqs = np.asarray(seqs, dtype=np.int64)
+        if self.allowed is not None:
+            return np.isin(seqs, self.allowed, assume_unique=False)
+        if self.excluded is not None and self.excluded.size:
+            return ~np.isin(seqs, self.excluded)
+        return np.ones(seqs.shape, dtype=bool)
+
+    def hidden(self, total: int) -> int:
+        """How many of `total` passages it keeps out (an upper bound with `allowed`)."""
+        if self.allowed is not None:
+            return max(total - int(self.allowed.size), 0)
+        return 0 if self.excluded is None else int(self.excluded.size)
