@@ -286,6 +286,13 @@ class IngestIn(_Body):
                     "dimension) or for none.")
 
 
+# The shape of one --where clause (engine/filters.py); a date that is no calendar day, or pages B < A, are
+# refused by the engine with INVALID_ARGUMENT (rules a pattern cannot state).
+WHERE_PATTERN = (r"^(name:.*\S.*|type:(pdf|docx|word|html|epub|md|markdown|txt|text|rst|record|jsonl"
+                 r"|[A-Za-z0-9.+-]+/[A-Za-z0-9.+-]+)|(after|before):[0-9]{4}-[0-9]{2}-[0-9]{2}"
+                 r"|pages:[1-9][0-9]{0,8}(-[1-9][0-9]{0,8})?|ref:[0-9a-fA-F]{6,64}(,[0-9a-fA-F]{6,64})*)$")
+
+
 class QueryIn(_Body):
     """Text, or a vector (which searches dense: not with mode sparse), or both."""
 
@@ -303,11 +310,12 @@ class QueryIn(_Body):
     mode: RetrievalMode | None = Field(None, strict=False,  # strict bodies would want an enum object, not "dense"
                                        description="hybrid, dense or sparse (default KX_DEFAULT_MODE).")
     rerank: bool | None = Field(None, description="Apply the MMR pass (default KX_RERANK).")
-    where: list[Annotated[str, Field(max_length=1000)]] | None = Field(
+    where: list[Annotated[str, Field(max_length=1000, pattern=WHERE_PATTERN)]] | None = Field(
         None, max_length=64,
         description="Filters, all of which must hold (two of one kind: either): name:GLOB (document name or "
-                    "source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD, pages:1-10, ref:REF[,REF]. "
-                    "Applied inside both retrievers, before fusion.")
+                    "source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD (a calendar day), pages:A-B "
+                    "(1 <= A <= B), ref:REF[,REF] (6 to 64 hex digits). Applied inside both retrievers, before "
+                    "fusion.")
     versions: VersionView | None = Field(None, strict=False,
                                          description="latest (default): each lineage's current version only; "
                                                      "all: every stored version.")
@@ -628,7 +636,7 @@ def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
         return engine.ingest(name, docs, vectors).to_dict()
 
     @app.post(f"{API_PREFIX}/datasets/{{name}}/embed", tags=["datasets"], responses=_ERRORS)
-    def embed(name: str) -> dict[str, Any]:
+    def embed(name: Name) -> dict[str, Any]:
         """Finish the dataset's embedding backlog now (the gateway also does so by itself at start)."""
         return engine.embed(validate_name(name)).to_dict()
 

@@ -162,3 +162,27 @@ def test_cli_versions_and_where_through_the_real_model(tmp_path: Path) -> None:
     assert bad.code == Status.INVALID_ARGUMENT.exit_code and "--where type:pdf" in bad.stderr
     listed = json.loads(run_cli("datasets", "list", "--json").stdout)[0]
     assert (listed["documents"], listed["versions"]) == (2, 4)
+
+
+def test_where_and_versions_over_http(hash_engine: Engine) -> None:
+    from fastapi.testclient import TestClient
+
+    from engine.gateway import create_app
+
+    _corpus(hash_engine)
+    _versions(hash_engine)
+    headers = {"Authorization": "Bearer t0ken"}
+    with TestClient(create_app(hash_engine, "t0ken", allowed_hosts=["testserver"])) as client:
+        narrowed = client.post("/v1/datasets/corp/query", headers=headers,
+                               json={"text": "finance invoices", "k": 5, "where": ["type:md"]}).json()
+        assert len(narrowed["hits"]) == 5 and all(h["document_name"].startswith("special/")
+                                                  for h in narrowed["hits"])
+        for bad in (["colour:red"], ["after:2026-02-30"], ["pages:9-2"]):
+            refused = client.post("/v1/datasets/corp/query", headers=headers, json={"text": "x", "where": bad})
+            assert refused.status_code == 400 and refused.json()["code"] == "INVALID_ARGUMENT", bad
+        every = client.post("/v1/datasets/ver/query", headers=headers,
+                            json={"text": "office opens", "k": 10, "versions": "all"}).json()
+        assert sorted(h["version"] for h in every["hits"] if h["document_name"] == "guide/hours") == [1, 2, 3]
+        listed = client.get("/v1/datasets/ver/documents?versions=all", headers=headers).json()
+        assert listed["total"] == 4 and [d["version"] for d in listed["documents"]][:3] == [1, 2, 3]
+        assert client.get("/v1/datasets/ver/documents", headers=headers).json()["total"] == 2
