@@ -86,7 +86,9 @@ def run_model(model: str, files: list[Path], work: Path, cache: Path) -> dict:
     from engine.records import Progress
 
     home = work / f"home-{model}"
-    env = {**os.environ, "KX_HOME": str(home), "KX_MODEL_CACHE": str(cache), "PYTHONPATH": str(REPO)}
+    # the poller runs under the dataset's own model setting, as a user's second `kx` would
+    env = {**os.environ, "KX_HOME": str(home), "KX_MODEL_CACHE": str(cache), "PYTHONPATH": str(REPO),
+           "KX_SERVE_EMBED_MODEL": model}
     settings = load_settings({"home": str(home), "model_cache": str(cache), "embed_model": model}, env={})
     engine = Engine(settings)
     engine.prepare_model()  # the one-off export, outside the timing

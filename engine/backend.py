@@ -15,7 +15,10 @@ from .records import DatasetSummary, DocumentSummary, EmbedReport, IngestReport,
 
 EventFn = Callable[[object], None]
 MAX_DOCUMENTS_PAGE = 1000  # documents per list_documents call; page with `offset` for more
-MAX_OFFSET = 2**63 - 1  # SQLite's largest INTEGER: a larger offset is refused here, never an OverflowError there
+# The largest whole number every JSON parser reads exactly (2**53 - 1), well inside SQLite's INTEGER: a larger
+# offset is refused here, never an OverflowError there (and a schema's bound that a double cannot hold exactly
+# lets generators send numbers just past it)
+MAX_OFFSET = 2**53 - 1
 
 
 def check_page(offset: int, limit: int) -> None:

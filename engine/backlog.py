@@ -37,6 +37,20 @@ StopFn = Callable[[], bool]
 DENSE_SAVE_SECONDS = 10.0
 
 
+# Progress is reported once per encode batch: a batch should take about this long, so the display moves
+# at least every ~2 s however slow the CPU (a loaded 2-core machine embeds 2-3 passages/s, not 25).
+BATCH_SECONDS = 1.0
+_MIN_BATCH = 4
+
+
+def paced_batch(configured: int, passages: int, seconds: float) -> int:
+    """The batch size for the next chunk: the configured one, smaller when a batch would take over BATCH_SECONDS."""
+    if passages <= 0 or seconds <= 0:
+        return configured
+    fits = int(BATCH_SECONDS * passages / seconds)
+    return max(min(configured, fits), min(_MIN_BATCH, configured))
+
+
 class ModelSource(Protocol):
     settings: Settings
 
@@ -65,22 +79,23 @@ def embed_backlog(engine: ModelSource, dataset: Dataset, catalogue: Catalogue, e
     if callable(prepare):  # the first use may export the model's ONNX graph: say so, it takes seconds
         prepare(lambda line: emit(Notice("preparing", line)))
     settings = engine.settings
-    chunk = max(settings.embed_batch_size * 8, 64)
+    batch = settings.embed_batch_size
     done = 0
     emit(Progress("embedding", 0, waiting))
     last_save = time.monotonic()
     while should_stop is None or not should_stop():
-        rows = catalogue.unembedded(chunk)
+        rows = catalogue.unembedded(max(batch * 8, 32))
         if not rows:
             break
+        started = time.monotonic()
         def step(n: int) -> None:
             nonlocal done
             done = min(done + n, waiting)
             emit(Progress("embedding", done, waiting))
 
-        vectors = embedder.encode([text for _seq, text in rows], batch_size=settings.embed_batch_size,
-                                  progress=step)
+        vectors = embedder.encode([text for _seq, text in rows], batch_size=batch, progress=step)
         catalogue.store_vectors([seq for seq, _text in rows], vectors)
+        batch = paced_batch(settings.embed_batch_size, len(rows), time.monotonic() - started)
         if time.monotonic() - last_save >= DENSE_SAVE_SECONDS:
             dataset.sync_dense(catalogue, dense=dense)
             last_save = time.monotonic()

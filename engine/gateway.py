@@ -220,6 +220,7 @@ _CORS_PREFLIGHT = [(b"access-control-allow-methods", b"GET, POST"),
 # What the server enforces, stated in the OpenAPI schema too (a schema-valid request is never refused for
 # its shape). Patterns use JSON Schema's search semantics, hence the anchors.
 _NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
+_NOT_BLANK = r"[^\s\x1c-\x1f]"  # a character Python's strip() keeps (it also strips \x1c-\x1f)
 _SEGMENT_CHAR, _NOT_DOT = r"[^/\\\x00-\x1f\x7f]", r"[^/\\\x00-\x1f\x7f.]"
 _SEGMENT = rf"(?:{_NOT_DOT}{_SEGMENT_CHAR}*|\.{_NOT_DOT}{_SEGMENT_CHAR}*|\.\.{_SEGMENT_CHAR}+)?"  # never . or ..
 _DOCUMENT_NAME = rf"^{_SEGMENT}(?:[/\\]{_SEGMENT})*$"
@@ -244,8 +245,21 @@ class _Body(BaseModel):
         return self
 
 
+# A vector's numbers: finite in float32 (what the indexes store), and not all zero (no direction).
+_FLOAT32_MAX = 3.4028234663852886e38
+_FLOAT32_TINY = 1.2e-38  # below float32's smallest normal number a value may round to zero
+Number = Annotated[float, Field(ge=-_FLOAT32_MAX, le=_FLOAT32_MAX, json_schema_extra={"anyOf": [
+    {"const": 0}, {"minimum": _FLOAT32_TINY}, {"maximum": -_FLOAT32_TINY}]})]
+_SOME_NONZERO: dict[str, Any] = {"contains": {"not": {"const": 0}}}
+
+
 class DocumentIn(_Body):
     """One document: exactly one of `text` or `data_base64`; `vector` for all documents or none."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"oneOf": [
+        {"required": ["text"], "properties": {"text": {"type": "string"}, "data_base64": {"type": "null"}}},
+        {"required": ["data_base64"], "properties": {"data_base64": {"type": "string"}, "text": {"type": "null"}}},
+    ]})
 
     text: str | None = Field(None, description="The document as a string (stored as its UTF-8 bytes).")
     data_base64: str | None = Field(None, pattern=_BASE64, description="The document's raw bytes, base64 "
@@ -259,37 +273,61 @@ class DocumentIn(_Body):
                                     description="Where the client read it from; no control characters. Stored "
                                                 "marked as client-supplied (prefixed 'client:'), never taken for "
                                                 "a path on the gateway's machine.")
-    vector: list[float] | None = Field(None, description="A pre-computed embedding: the document becomes one "
-                                                         "passage with this vector (no model needed).")
+    vector: list[Number] | None = Field(None, min_length=1, json_schema_extra=_SOME_NONZERO,
+                                        description="A pre-computed embedding: the document becomes one "
+                                                    "passage with this vector (no model needed).")
 
 
 class IngestIn(_Body):
-    documents: list[DocumentIn] = Field(..., min_length=1, max_length=100_000)
+    documents: list[DocumentIn] = Field(..., min_length=1, max_length=100_000, json_schema_extra={"anyOf": [
+        {"items": {"required": ["vector"], "properties": {"vector": {"type": "array"}}}},  # a vector for every one
+        {"items": {"properties": {"vector": {"type": "null"}}}},                            # or for none
+    ]}, description="The documents; give a vector for every one of them (all of one length: the dataset's "
+                    "dimension) or for none.")
+
+
+# The shape of one --where clause (engine/filters.py); a date that is no calendar day, or pages B < A, are
+# refused by the engine with INVALID_ARGUMENT (rules a pattern cannot state).
+WHERE_PATTERN = (r"^(name:.*\S.*|type:(pdf|docx|word|html|epub|md|markdown|txt|text|rst|record|jsonl"
+                 r"|[A-Za-z0-9.+-]+/[A-Za-z0-9.+-]+)|(after|before):[0-9]{4}-[0-9]{2}-[0-9]{2}"
+                 r"|pages:[1-9][0-9]{0,8}(-[1-9][0-9]{0,8})?|ref:[0-9a-fA-F]{6,64}(,[0-9a-fA-F]{6,64})*)$")
 
 
 class QueryIn(_Body):
-    text: str | None = Field(None, description="The question or words to search for.")
-    vector: list[float] | None = Field(None, description="A pre-computed query embedding (searches dense).")
-    k: int | None = Field(None, ge=1, le=MAX_OFFSET, description="Hits wanted (clamped to the operator's KX_MAX_K).")
+    """Text, or a vector (which searches dense: not with mode sparse), or both."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"anyOf": [
+        {"required": ["text"], "properties": {"text": {"type": "string"}}},
+        {"required": ["vector"], "properties": {"vector": {"type": "array"}, "text": {"type": "null"},
+                                                "mode": {"enum": ["dense", "hybrid", None]}}},
+    ]})
+
+    text: str | None = Field(None, pattern=_NOT_BLANK, description="The question or words to search for (not blank).")
+    vector: list[Number] | None = Field(None, min_length=1, json_schema_extra=_SOME_NONZERO,
+                                        description="A pre-computed query embedding (searches dense).")
+    k: int | None = Field(None, ge=1, le=MAX_OFFSET, strict=False,  # 10.0 is an integer to JSON Schema
+                          description="Hits wanted (clamped to the operator's KX_MAX_K).")
     mode: RetrievalMode | None = Field(None, strict=False,  # strict bodies would want an enum object, not "dense"
                                        description="hybrid, dense or sparse (default KX_DEFAULT_MODE).")
     rerank: bool | None = Field(None, description="Apply the MMR pass (default KX_RERANK).")
-    where: list[Annotated[str, Field(max_length=1000)]] | None = Field(
+    where: list[Annotated[str, Field(max_length=1000, pattern=WHERE_PATTERN)]] | None = Field(
         None, max_length=64,
         description="Filters, all of which must hold (two of one kind: either): name:GLOB (document name or "
-                    "source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD, pages:1-10, ref:REF[,REF]. "
-                    "Applied inside both retrievers, before fusion.")
+                    "source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD (a calendar day), pages:A-B "
+                    "(1 <= A <= B), ref:REF[,REF] (6 to 64 hex digits). Applied inside both retrievers, before "
+                    "fusion.")
     versions: VersionView | None = Field(None, strict=False,
                                          description="latest (default): each lineage's current version only; "
                                                      "all: every stored version.")
 
 
 class AgentRunIn(_Body):
-    goal: str = Field(..., min_length=1, max_length=4000, description="What the agent should find out.")
+    goal: str = Field(..., min_length=1, max_length=4000, pattern=_NOT_BLANK,
+                      description="What the agent should find out (not blank).")
     dataset: str | None = Field(None, pattern=f"^{NAME_PATTERN}$",
                                 description="The dataset to research; none: a plain chat agent, if the "
                                             "gateway has a chat model (KX_AGENT_CHAT_URL).")
-    max_steps: int | None = Field(None, ge=1, le=MAX_OFFSET,
+    max_steps: int | None = Field(None, ge=1, le=MAX_OFFSET, strict=False,
                                   description="Most searches (never above the gateway's KX_AGENT_MAX_STEPS).")
 
 
@@ -598,7 +636,7 @@ def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
         return engine.ingest(name, docs, vectors).to_dict()
 
     @app.post(f"{API_PREFIX}/datasets/{{name}}/embed", tags=["datasets"], responses=_ERRORS)
-    def embed(name: str) -> dict[str, Any]:
+    def embed(name: Name) -> dict[str, Any]:
         """Finish the dataset's embedding backlog now (the gateway also does so by itself at start)."""
         return engine.embed(validate_name(name)).to_dict()
 

@@ -67,9 +67,12 @@ def open_regular_file(path: Path | str, *, follow_symlinks: bool = True) -> tupl
                 st = os.lstat(path)
             except OSError:
                 raise exc from None
-            if stat.S_ISLNK(st.st_mode):
+            if stat.S_ISLNK(st.st_mode) and not follow_symlinks:
                 raise invalid(f"{path} is a symbolic link and is not followed here; pass the file it points to") \
                     from None
+            if stat.S_ISLNK(st.st_mode):  # followed, and ELOOP: the links go round in a circle
+                raise invalid(f"{path} is a symbolic link that never reaches a file (the links lead in a loop, "
+                              "or through too many others); fix the link or pass the file itself") from None
             if not stat.S_ISREG(st.st_mode):
                 raise not_regular(path, st.st_mode) from None
         raise

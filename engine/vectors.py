@@ -24,7 +24,16 @@ def checked_vectors(value: Any, count: int, what: str) -> np.ndarray:
                       f"got shape {tuple(array.shape)}")
     if not np.all(np.isfinite(array)):
         raise invalid(f"{what}: NaN or infinite values; pass finite numbers")
-    norms = np.linalg.norm(array, axis=1)
-    if np.any(norms == 0):
-        raise invalid(f"{what}: a vector of all zeros has no direction; pass a non-zero vector")
+    with np.errstate(over="ignore", under="ignore"):
+        norms = np.linalg.norm(array, axis=1)
+    odd = (norms == 0) | ~np.isfinite(norms)
+    if np.any(odd):
+        # squaring a tiny float32 (1e-38) underflows to 0 and a huge one (3e38) overflows: those rows in float64
+        rows = array[odd].astype(np.float64)
+        lengths = np.linalg.norm(rows, axis=1)
+        if np.any(lengths == 0):
+            raise invalid(f"{what}: a vector of all zeros has no direction; pass a non-zero vector")
+        array = array.copy()
+        array[odd] = (rows / lengths[:, None]).astype(np.float32)
+        norms = np.where(odd, np.float32(1), norms)
     return array / norms[:, None]

@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -256,8 +257,10 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
     refused = [r for r in report.results if r.status == DocumentStatus.REFUSED]
     if refused:
         first = Status[refused[0].code or "INVALID_ARGUMENT"]
-        raise KxError(first, f"{len(refused)} of {len(report.results)} document(s) refused; "
-                             "the others were ingested (see the reasons above)")
+        rest = ("nothing was ingested" if len(refused) == len(report.results)
+                else "the others were ingested")
+        raise KxError(first, f"{len(refused)} of {len(report.results)} document(s) refused; {rest} "
+                             "(see the reasons above)")
 
 
 @datasets.command(context_settings=CONTEXT_SETTINGS)
@@ -348,8 +351,9 @@ def eval_command(ctx: click.Context, name: str, queries_path: Path, qrels_path: 
         with PipelineProgress(err) as progress:
             report = engine.ingest(name, docs, on_event=progress.update)
         if not as_json:
-            err.print(f"{name}: {report.count('added')} added, {report.count('unchanged')} unchanged, "
-                      f"{report.count('refused')} refused")
+            counts = {status: report.count(status) for status in DocumentStatus}
+            err.print(f"{name}: {counts[DocumentStatus.ADDED]} added, {counts[DocumentStatus.UNCHANGED]} unchanged, "
+                      f"{counts[DocumentStatus.REFUSED]} refused")
     variants = list(modes) or list(VARIANTS)
 
     def run_query(text: str, mode: str, rerank: bool):
@@ -367,6 +371,20 @@ def _fail(status_name: str, message: str, code: int) -> None:
     sys.exit(code)
 
 
+def _cancelled(message: str) -> None:
+    """Leave after Ctrl-C / SIGTERM: every commit is whole and the `finally` blocks have run by now, but a
+    helper thread (the model loading beside an ingest) may still be inside ONNX Runtime, and finalising the
+    interpreter under it aborts the process (exit -6); so leave without finalising, streams flushed."""
+    click.echo(f"error: CANCELLED: {message}", err=True)
+    # only as the process's own entry point (main() called in-process, as tests do, has its streams redirected)
+    if threading.active_count() > 1 and threading.current_thread() is threading.main_thread() \
+            and sys.stdout is sys.__stdout__:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    sys.exit(130)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: run the CLI, turning every failure into one line on stderr."""
     try:
@@ -375,14 +393,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         _fail(exc.status.name, exc.message, exc.status.exit_code)
     except click.exceptions.Abort as exc:  # click turns a KeyboardInterrupt (ours included) into Abort
         cause = exc.__cause__ or exc.__context__
-        _fail("CANCELLED", cause.message if isinstance(cause, Interrupted) else "interrupted", 130)
+        _cancelled(cause.message if isinstance(cause, Interrupted) else "interrupted")
     except click.exceptions.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except Interrupted as exc:
-        _fail("CANCELLED", exc.message, 130)
+        _cancelled(exc.message)
     except KeyboardInterrupt:
         _fail("CANCELLED", "interrupted", 130)
     except BrokenPipeError:

@@ -59,9 +59,12 @@ def print_table(console: _RichConsole, columns: Sequence[Column], rows: Sequence
         assumed = console.width
         console.width = sum(widths[h] + 2 for h in shown)
         try:
-            console.print(table, crop=False)
+            with console.capture() as captured:
+                console.print(table, crop=False)
         finally:
             console.width = assumed
+        for line in captured.get().splitlines():   # without the padding after the last column
+            console.out(line.rstrip(), highlight=False)
     left_out = [h for h in headings if h not in shown]
     if left_out:
         console.print(f"[dim]({', '.join(left_out)}: left out to fit {console.width} columns; "

@@ -187,3 +187,55 @@ def test_duplicate_and_unsafe_jsonl_ids_are_refused_with_their_lines(tmp_path: P
     assert "line 6 repeats the id of line 1" in docs[5].error.message  # type: ignore[union-attr]
     assert "corpus.jsonl:4" in docs[3].error.message and "'..'" in docs[3].error.message  # type: ignore[union-attr]
     assert "control character" in docs[4].error.message  # type: ignore[union-attr]
+
+
+# -- pages too deep or too large for a tree, links that loop -------------------------------------------
+
+
+def _deep_page(depth: int) -> bytes:
+    return ("<html><head><title>Deep page</title></head><body>" + "<div>" * depth
+            + "<h2>Refunds</h2><p>Refunds are paid within 30 days.</p><script>var x = '<p>no</p>';</script>"
+            + "<p hidden>secret</p>" + "</div>" * depth + "</body></html>").encode()
+
+
+def test_a_page_nested_200000_deep_is_extracted_with_a_flat_pass() -> None:
+    from engine.extract.html import extract_html
+
+    page = extract_html(_deep_page(200_000), "deep.html")  # was: "an HTML page with no visible text"
+    assert page.text == "Deep page\n\nRefunds\n\nRefunds are paid within 30 days."
+    assert [s.title for s in page.sections] == ["Refunds"]
+    assert "nest deeper than 256 levels" in page.notes[0] and "flat pass" in page.notes[0]
+
+
+def test_a_deep_page_goes_in_through_the_engine_and_is_found(engine: Engine) -> None:
+    from engine.documents import from_bytes
+
+    report = engine.ingest("hb", [from_bytes(_deep_page(20_000), "deep", media_type="text/html")])
+    assert [r.status for r in report.results] == ["added"]
+    hits = engine.query("hb", "refunds paid within 30 days", mode="sparse").hits
+    assert "deep" in [hit.document_name for hit in hits]
+
+
+def test_a_page_over_the_tree_size_goes_in_with_the_flat_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.extract import html
+
+    monkeypatch.setattr(html, "FLAT_ABOVE_BYTES", 10_000)  # a 40 MB page behaves so at the real 8 MB
+    body = "".join(f"<p>Paragraph {i} of a very long saved page.</p>" for i in range(1000))
+    page = html.extract_html(f"<html><body><nav>menu</nav>{body}</body></html>".encode(), "big.html")
+    assert "Paragraph 999 of a very long saved page." in page.text
+    assert "over the 0 MB above which main-content detection" in page.notes[0]
+
+
+def test_a_symlink_loop_is_called_a_loop(tmp_path: Path) -> None:
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    error = from_file_error(tmp_path / "a")
+    assert "never reaches a file" in error and "loop" in error and "not followed here" not in error
+
+
+def from_file_error(path: Path) -> str:
+    from engine.documents import from_file
+
+    doc = from_file(path, 1 << 20)
+    assert doc.error is not None
+    return doc.error.message

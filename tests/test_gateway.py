@@ -27,7 +27,7 @@ from engine import Engine, KxClient, KxError, RetrievalMode, Status, load_settin
 from engine.documents import from_text
 from engine.records import Hit, IngestReport, QueryResult
 
-from .helpers import REPO, HashEmbedder, run_cli, run_kx
+from .helpers import REPO, run_cli, run_kx
 
 pytestmark = pytest.mark.slow
 
@@ -395,50 +395,25 @@ def test_sigterm_during_queries_drains_and_exits_zero(tmp_path: Path) -> None:
 # -- property-based fuzzing of the OpenAPI description ------------------------------------------
 
 
-def test_fuzzing_the_openapi_description_finds_no_500(kx_home: Path) -> None:
-    import schemathesis
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
+def test_fuzzing_the_openapi_description_finds_no_500_and_no_valid_request_rejected(kx_home: Path) -> None:
+    """The slice of benchmarks/schemathesis_gateway.py: 25 schema-valid examples per operation."""
+    from .schema_campaign import build_app, run_campaign, summary
 
-    from engine.gateway import create_app
-
-    engine = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
-    engine.ingest("fuzz", [from_text(t) for t in DOCS.values()])
-    engine.ingest("vecs", [from_text("a"), from_text("b")], vectors=[[1, 0], [0, 1]])
-    auth = {"Authorization": "Bearer fuzz-token"}
-    # in-process clients send Host: testserver; name it, as an operator would name a LAN host
-    app = create_app(engine, "fuzz-token", max_request_bytes=1 << 20, allowed_hosts=["testserver"])
-    schema = schemathesis.openapi.from_asgi("/openapi.json", app, headers=auth)
-    failures: list[str] = []
-    statuses: dict[str, set[int]] = {}
-    for result in schema.get_all_operations():
-        operation = result.ok()
-        statuses[operation.label] = set()
-
-        @settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-        @given(case=operation.as_strategy(), named=st.sampled_from([None, "fuzz", "vecs"]))
-        def probe(case, named) -> None:
-            if named and case.path_parameters and "name" in case.path_parameters:
-                case.path_parameters["name"] = named  # reach past the name check into the engine
-            response = case.call(headers=auth)
-            statuses[operation.label].add(response.status_code)
-            if response.status_code >= 500:
-                failures.append(f"{case.method} {case.formatted_path} -> {response.status_code} {response.text}")
-            elif response.status_code >= 400:
-                body = response.json()
-                assert set(body) == {"code", "message"}, body
-                assert Status[body["code"]].http_status == response.status_code
-
-        probe()
-    assert failures == []
+    engine, app = build_app()
+    result = run_campaign(app, examples=25)
+    report = summary(result)
+    assert result.server_errors == [], report
+    assert result.rejected_valid == [], report  # every rule the server enforces on a request's shape is stated
+    assert result.nonconforming == [] and result.bad_errors == [], report
+    assert all(result.examples[label] >= 3 for label in result.examples), report
     # and the same app answers a well-formed request from the engine itself
     from fastapi.testclient import TestClient
 
     with TestClient(app) as client:
-        answer = client.post("/v1/datasets/fuzz/query", json={"text": "parking garage", "mode": "sparse"}, headers=auth)
+        answer = client.post("/v1/datasets/fuzz/query", json={"text": "parking garage", "mode": "sparse"},
+                             headers={"Authorization": "Bearer fuzz-token"})
     engine.close()
     assert answer.status_code == 200 and answer.json()["hits"]
-
 
 def test_a_hits_parent_text_comes_through_the_gateway(gateway: Gateway) -> None:
     with gateway.client() as client:

@@ -316,3 +316,36 @@ def test_kx_serve_finishes_backlogs_at_start(tmp_path: Path, kx_home: Path) -> N
         server.send_signal(signal.SIGTERM)
         _out, err = server.communicate(timeout=60)
     assert "hb: embedding the 4 passages an earlier ingest left" in err and "hb: 4 passages embedded" in err
+
+
+def test_the_backlog_and_coverage_come_through_the_gateway_and_the_sdk(hash_engine: Engine) -> None:
+    from fastapi.testclient import TestClient
+
+    from engine.client import _query_result
+    from engine.gateway import create_app
+
+    _stopped_ingest(hash_engine, "hb", HANDBOOK)
+    auth = {"Authorization": "Bearer t"}
+    app = create_app(hash_engine, "t", allowed_hosts=["testserver"])
+    with TestClient(app) as client:
+        listed = client.get("/v1/datasets", headers=auth).json()["datasets"]
+        assert listed[0]["backlog"] == 4
+        answer = client.post("/v1/datasets/hb/query", json={"text": "damaged logger refund"}, headers=auth).json()
+        assert answer["dense_coverage"] == 0.0 and _query_result(answer).dense_coverage == 0.0
+        documents = client.get("/v1/datasets/hb/documents", headers=auth).json()["documents"]
+        assert all(d["backlog"] == 1 for d in documents)
+        embedded = client.post("/v1/datasets/hb/embed", headers=auth).json()
+        assert embedded["embedded"] == 4 and embedded["backlog"] == 0
+        again = client.post("/v1/datasets/hb/query", json={"text": "damaged logger refund"}, headers=auth).json()
+        assert again["dense_coverage"] == 1.0
+        missing = client.post("/v1/datasets/nope/embed", headers=auth)
+        assert missing.status_code == 404 and missing.json()["code"] == "NOT_FOUND"
+
+
+def test_batches_shrink_on_a_slow_cpu_so_progress_keeps_moving() -> None:
+    from engine.backlog import paced_batch
+
+    assert paced_batch(32, 256, 8.0) == 32      # 32 passages/s: a batch of 32 takes a second
+    assert paced_batch(32, 256, 100.0) == 4     # 2.6 passages/s (a loaded machine): small batches
+    assert paced_batch(32, 256, 25.0) == 10
+    assert paced_batch(2, 256, 1000.0) == 2     # never above what the user configured

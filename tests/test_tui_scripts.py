@@ -37,6 +37,7 @@ def test_off_a_terminal_every_value_is_printed_whole() -> None:
     assert LONG in text and f"/srv/docs/{LONG}.md" in text and "…" not in text
     header = text.splitlines()[0].split()
     assert header == ["name", "pages", "passages", "size", "type", "ingested", "source"]
+    assert all(line == line.rstrip() for line in text.splitlines())   # no padding after the last column
 
 
 def test_on_a_narrow_terminal_columns_are_left_out_not_names_cut() -> None:

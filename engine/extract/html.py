@@ -28,6 +28,9 @@ from ..errors import invalid
 from .base import Extracted, Section
 
 EXTRACTOR_VERSION = 1
+# Above this size a page skips trafilatura's main-content detection (its cost grows faster than the page:
+# a 40 MB saved page outlasted the 60 s extraction limit) for the linear flat pass (~5 s for 40 MB here).
+FLAT_ABOVE_BYTES = 8 * 2**20
 _THIN_CHARS = 200
 _DROP = {"script", "style", "noscript", "template", "svg", "iframe", "object", "canvas", "button", "select",
          "nav", "math"}
@@ -48,7 +51,14 @@ def extractor_id() -> str:
 def extract_html(data: bytes, label: str, limits=None) -> Extracted:
     import trafilatura
 
-    page = _parse(data, label)
+    if len(data) > FLAT_ABOVE_BYTES:
+        return _flat_extract(data, label, f"{label}: the page is {len(data) / 2**20:.0f} MB, over the "
+                                          f"{FLAT_ABOVE_BYTES // 2**20} MB above which main-content detection "
+                                          "would outlast the extraction time limit")
+    page, too_deep = _parse_checked(data, label)
+    if too_deep:
+        return _flat_extract(data, label, f"{label}: its elements nest deeper than 256 levels, more than the HTML "
+                                          "parser builds a tree for")
     page_title = _page_title(page)
     try:  # trafilatura prunes the tree it is given: the fallback below parses the bytes afresh
         found = trafilatura.bare_extraction(page, with_metadata=True,
@@ -84,14 +94,142 @@ def extract_html(data: bytes, label: str, limits=None) -> Extracted:
 
 
 def _parse(data: bytes, label: str):
+    return _parse_checked(data, label)[0]
+
+
+def _parse_checked(data: bytes, label: str):
+    """(lxml's tree, whether the page nests deeper than libxml2 follows: it drops everything below 256 levels)."""
     import lxml.html
     from lxml import etree
 
+    parser = lxml.html.HTMLParser()
     try:
-        root = lxml.html.document_fromstring(data)
+        root = lxml.html.document_fromstring(data, parser=parser)
     except (etree.ParserError, ValueError) as exc:
         raise invalid(f"{label} is not a readable HTML page ({exc}); re-save it") from None
-    return root
+    too_deep = any(entry.type_name == "ERR_RESOURCE_LIMIT" and "depth" in entry.message for entry in parser.error_log)
+    return root, too_deep
+
+
+_RAW_TEXT = {"script", "style", "template", "noscript", "svg", "math", "iframe", "object", "canvas", "title",
+             "textarea"}
+_VOID = {"br", "hr", "img", "input", "meta", "link", "area", "base", "col", "embed", "source", "track", "wbr"}
+_TOKEN = re.compile(r"<!--.*?-->|<!\[CDATA\[.*?\]\]>|<[!?][^>]*>|<(/?)([A-Za-z][A-Za-z0-9:._-]*)([^>]*)>", re.DOTALL)
+_HIDDEN_ATTRS = re.compile(r"""\bhidden\b|aria-hidden\s*=\s*["']?true|display\s*:\s*none|visibility\s*:\s*hidden""",
+                           re.IGNORECASE)
+
+
+def flat_visible_text(page: str, out: BlockWriter) -> None:
+    """Visible text from a page of any depth into `out`: a tag stream cut by one regular expression, no tree.
+
+    For pages nested deeper than lxml builds a tree for (200,000 nested
+    <div>s is one): blocks, line breaks, cells and headings as `_walk` makes
+    them, but no main-content detection. Hidden and raw-text elements
+    (scripts, styles, ...) are skipped by a counter of open ones, never by
+    recursion: its cost is linear in the page's size.
+    """
+    import html
+
+    skipping: list[str] = []
+    heading: tuple[int, list[str]] | None = None
+    position = 0
+
+    def text(chunk: str) -> None:
+        if chunk and not skipping:
+            chunk = html.unescape(chunk)
+            if heading is not None:
+                heading[1].append(chunk)
+            else:
+                out.inline(chunk)
+
+    lowered = page.lower()
+    while True:
+        match = _TOKEN.search(page, position)
+        if match is None:
+            break
+        text(page[position:match.start()])
+        position = match.end()
+        if match.group(2) is None:
+            continue  # a comment, a doctype, a processing instruction
+        closing, tag, attrs = match.group(1) == "/", match.group(2).lower(), match.group(3)
+        if closing:
+            if skipping:
+                if tag in skipping:
+                    while skipping.pop() != tag:
+                        pass
+            elif heading is not None and _HEADING.match(tag):
+                out.add(" ".join("".join(heading[1]).split()), heading[0])
+                heading = None
+            elif tag in _CELLS:
+                out.inline(" | ")
+            elif tag in _BLOCKS:
+                out.flush()
+            continue
+        self_closing = attrs.endswith("/") or tag in _VOID
+        if skipping or tag in _RAW_TEXT or (attrs and _HIDDEN_ATTRS.search(attrs)):
+            if tag in ("script", "style", "textarea", "title") and not self_closing:
+                end = lowered.find(f"</{tag}", position)  # raw text: no tags inside, skip it whole
+                position = len(page) if end < 0 else end
+            elif not self_closing:
+                skipping.append(tag)
+            continue
+        level = _HEADING.match(tag)
+        if level:
+            out.flush()
+            heading = (int(level.group(1)), [])
+        elif tag in _BREAKS:
+            out.inline("\n")
+        elif tag in _BLOCKS:
+            out.flush()
+    text(page[position:])
+    out.flush()
+
+
+def _flat_extract(data: bytes, label: str, why: str) -> Extracted:
+    """A page too deep or too large for a tree: its visible text through `flat_visible_text`, with a note why."""
+    page = _decode(data)
+    flat = BlockWriter()
+    flat_visible_text(page, flat)
+    title = _title_of(page)
+    writer = BlockWriter()
+    if title and not flat.text().startswith(title):
+        writer.add(title)
+    writer.extend(flat)
+    text = writer.text()
+    if not text.strip():
+        raise invalid(f"{label} is an HTML page with no visible text (read with a flat pass: {why}); "
+                      "there is nothing to index")
+    note = (f"{why}; all of its visible text was read with a flat pass instead (no main-content detection, "
+            "so menus and footers may be included)")
+    return Extracted(text=text, media_type="text/html", sections=tuple(writer.sections), title=title,
+                     notes=(note,), extractor=extractor_id())
+
+
+def _decode(data: bytes) -> str:
+    """The page's text: the charset its first bytes declare (a BOM, a meta tag), else UTF-8; never fails."""
+    import codecs
+
+    if data.startswith(codecs.BOM_UTF8):
+        return data[3:].decode("utf-8", "replace")
+    for bom, codec in ((codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be")):
+        if data.startswith(bom):
+            return data[2:].decode(codec, "replace")
+    declared = re.search(rb"""charset\s*=\s*["']?([A-Za-z0-9._-]+)""", data[:4096])
+    if declared:
+        try:
+            return data.decode(declared.group(1).decode("ascii"), "replace")
+        except LookupError:
+            pass
+    return data.decode("utf-8", "replace")
+
+
+def _title_of(page: str) -> str | None:
+    match = re.search(r"<title[^>]*>(.*?)</title\s*>", page[:200_000], re.IGNORECASE | re.DOTALL)
+    if not match:
+        return None
+    import html
+
+    return " ".join(html.unescape(match.group(1)).split()) or None
 
 
 def _page_title(root) -> str | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from rich.markup import escape
 from textual.app import ComposeResult
@@ -22,7 +22,7 @@ from engine.backend import Backend
 from engine.config import Settings
 from engine.documents import DocumentInput
 from engine.errors import KxError
-from engine.records import EmbedReport, IngestReport
+from engine.records import DocumentSummary, EmbedReport, IngestReport
 from engine.watch import (
     BatchDone,
     FolderWatcher,
@@ -53,6 +53,13 @@ class _LocalIngest:
 
     def embed(self, name: str, on_event: Callable[[object], None] | None = None) -> EmbedReport:
         return self.backend.embed(name, on_event=on_event)   # the watcher embeds a batch's backlog behind it
+
+    def list_documents(self, name: str, offset: int = 0, limit: int = 100,
+                       versions: str | None = None) -> list[DocumentSummary]:
+        return self.backend.list_documents(name, offset=offset, limit=limit, versions=versions)
+
+    def retire(self, name: str, lineages: Sequence[str]) -> list[str]:
+        return self.backend.retire(name, lineages)   # files deleted from the folder retire their documents
 
 
 class WatchPanel(Vertical):
