@@ -87,7 +87,7 @@ def _day(clause: str, value: str) -> float:
     try:
         day = _dt.date.fromisoformat(value)
     except ValueError:
-        raise _bad(clause, "the date is YYYY-MM-DD") from None
+        raise _bad(clause, "the date is YYYY-MM-DD and must be a calendar day (not a calendar day)") from None
     return _dt.datetime(day.year, day.month, day.day, tzinfo=_dt.UTC).timestamp()
 
 

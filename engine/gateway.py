@@ -35,7 +35,6 @@ import ipaddress
 import json
 import logging
 import os
-import re
 import secrets
 from pathlib import Path
 from typing import Annotated, Any, Sequence
@@ -53,7 +52,6 @@ from .core import Engine
 from .dataset import NAME_PATTERN, NAME_RULE, validate_name
 from .documents import RECORD_MEDIA_TYPE, DocumentInput, check_document_name, check_source_path, client_supplied
 from .errors import KxError, Status, invalid, precondition
-from .filters import _MEDIA as _FILTER_MEDIA
 from .records import RetrievalMode, VersionView
 from .version import __version__
 
@@ -227,11 +225,6 @@ _SEGMENT_CHAR, _NOT_DOT = r"[^/\\\x00-\x1f\x7f]", r"[^/\\\x00-\x1f\x7f.]"
 _SEGMENT = rf"(?:{_NOT_DOT}{_SEGMENT_CHAR}*|\.{_NOT_DOT}{_SEGMENT_CHAR}*|\.\.{_SEGMENT_CHAR}+)?"  # never . or ..
 _DOCUMENT_NAME = rf"^{_SEGMENT}(?:[/\\]{_SEGMENT})*$"
 _BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
-# The filter forms the server always takes (engine/filters.py accepts a little more: any case, spaces,
-# page ranges A-B, every valid date); stated, not enforced here, so the parser keeps the last word.
-_DAY = r"[1-9][0-9]{3}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])"
-_WHERE = (r"^(?:name:[^\s\x1c-\x1f].*|type:(?:" + "|".join(re.escape(k) for k in sorted(_FILTER_MEDIA))
-          + r")|(?:after|before):" + _DAY + r"|pages:[1-9][0-9]{0,8}|ref:[0-9a-f]{6,64}(?:,[0-9a-f]{6,64})*)$")
 Name = Annotated[str, PathParam(pattern=f"^{NAME_PATTERN}$", description=f"A dataset name: {NAME_RULE}.")]
 
 
@@ -293,6 +286,13 @@ class IngestIn(_Body):
                     "dimension) or for none.")
 
 
+# The shape of one --where clause (engine/filters.py); a date that is no calendar day, or pages B < A, are
+# refused by the engine with INVALID_ARGUMENT (rules a pattern cannot state).
+WHERE_PATTERN = (r"^(name:.*\S.*|type:(pdf|docx|word|html|epub|md|markdown|txt|text|rst|record|jsonl"
+                 r"|[A-Za-z0-9.+-]+/[A-Za-z0-9.+-]+)|(after|before):[0-9]{4}-[0-9]{2}-[0-9]{2}"
+                 r"|pages:[1-9][0-9]{0,8}(-[1-9][0-9]{0,8})?|ref:[0-9a-fA-F]{6,64}(,[0-9a-fA-F]{6,64})*)$")
+
+
 class QueryIn(_Body):
     """Text, or a vector (which searches dense: not with mode sparse), or both."""
 
@@ -310,11 +310,12 @@ class QueryIn(_Body):
     mode: RetrievalMode | None = Field(None, strict=False,  # strict bodies would want an enum object, not "dense"
                                        description="hybrid, dense or sparse (default KX_DEFAULT_MODE).")
     rerank: bool | None = Field(None, description="Apply the MMR pass (default KX_RERANK).")
-    where: list[Annotated[str, Field(max_length=1000, json_schema_extra={"pattern": _WHERE})]] | None = Field(
+    where: list[Annotated[str, Field(max_length=1000, pattern=WHERE_PATTERN)]] | None = Field(
         None, max_length=64,
         description="Filters, all of which must hold (two of one kind: either): name:GLOB (document name or "
-                    "source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD, pages:1-10, ref:REF[,REF]. "
-                    "Applied inside both retrievers, before fusion.")
+                    "source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD (a calendar day), pages:A-B "
+                    "(1 <= A <= B), ref:REF[,REF] (6 to 64 hex digits). Applied inside both retrievers, before "
+                    "fusion.")
     versions: VersionView | None = Field(None, strict=False,
                                          description="latest (default): each lineage's current version only; "
                                                      "all: every stored version.")

@@ -209,6 +209,8 @@ class Hit:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["chunk"] = self.label
+        if self.answer_span is not None:
+            data["answer_span"] = list(self.answer_span)  # what JSON, the gateway and the SDK carry
         return data
 
 

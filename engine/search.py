@@ -171,11 +171,13 @@ class DatasetSearcher:
         held = len(self.dense)
         if held == 0:
             return []
-        if only.allowed is not None:
-            share = max(int(np.searchsorted(only.allowed, top, side="right")), 1) / held
-            k = min(held, max(2 * pool, int(2 * pool / share)))
+        hidden = only.hidden(held)
+        if only.allowed is None and hidden <= 4 * pool:
+            k = min(held, pool + hidden)  # enough at once: at most `hidden` of them are dropped
         else:
-            k = min(held, pool + only.hidden(held))
+            allowed = int(np.searchsorted(only.allowed, top, side="right")) if only.allowed is not None \
+                else held - hidden
+            k = min(held, max(2 * pool, int(2 * pool * held / max(allowed, 1))))
         while True:
             try:
                 pairs = self.dense.search(vector, k, dense_ef(k))

@@ -37,7 +37,7 @@ DOCS = ("The parking garage opens at seven.", "Refunds are paid within 30 days."
 _STATE_MARKERS = ("dimensions but dataset", "dimensional vectors but", "different embed model", "no embedding model",
                   "holds no documents", "has no model", "was made with", "chat model")
 # Rules between fields of different items that JSON Schema cannot state (said in the field's description).
-_INEXPRESSIBLE_MARKERS = ("all of one length",)
+_INEXPRESSIBLE_MARKERS = ("all of one length", "not a calendar day", "1 <= A <= B")
 
 
 @dataclass

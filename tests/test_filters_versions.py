@@ -120,3 +120,69 @@ def test_a_schema_3_catalogue_reads_as_before_and_migrates_in_place(hash_engine:
     assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "4"
     db.close()
     assert hash_engine.dataset_summary("ver").documents == 3
+
+
+def test_many_superseded_versions_still_leave_a_full_pool(hash_engine: Engine) -> None:
+    from engine.filters import Where
+
+    for i in range(30):  # 29 superseded versions: more than 4 x the pool (5 here) are kept out
+        hash_engine.ingest("many", [from_text(f"finance invoices paid version {i}", name="churn")])
+    hash_engine.ingest("many", [from_text(f"finance note {i} about invoices", name=f"note{i}") for i in range(8)])
+    vector = hash_engine.embedder().encode(["finance invoices paid version"])[0]
+    with hash_engine.reading("many") as searcher:
+        only = searcher.passage_filter(Where(), "latest")
+        assert only is not None and only.excluded is not None and only.excluded.size == 29
+        for found in (searcher.dense_candidates(vector, 5, only), searcher.sparse_candidates("finance paid", 5, only)):
+            assert len(found.hits) == 5
+            assert not set(found.seq_of.values()) & set(only.excluded.tolist())
+
+
+@pytest.mark.slow
+def test_cli_versions_and_where_through_the_real_model(tmp_path: Path) -> None:
+    import json
+
+    from .helpers import run_cli
+
+    docs = tmp_path / "docs"
+    (docs / "guide").mkdir(parents=True)
+    (docs / "other.md").write_text("The canteen serves soup on Mondays.")
+    for hour in ("eight", "nine", "ten"):  # a file edited twice, the folder ingested after each edit
+        (docs / "guide" / "hours.md").write_text(f"The office opens at {hour} in the morning.")
+        assert run_cli("datasets", "ingest", "hb", str(docs)).code == 0
+    latest = json.loads(run_cli("datasets", "query", "hb", "when does the office open", "--json").stdout)
+    assert [h["text"] for h in latest["hits"] if h["document_name"] == "guide/hours"] == [
+        "The office opens at ten in the morning."]
+    every = json.loads(run_cli("datasets", "query", "hb", "when does the office open", "--versions", "all",
+                               "--json").stdout)
+    assert sorted(h["version"] for h in every["hits"] if h["document_name"] == "guide/hours") == [1, 2, 3]
+    narrowed = json.loads(run_cli("datasets", "query", "hb", "soup", "--where", "name:guide/*", "--versions", "all",
+                                  "--json", "-k", "3").stdout)
+    assert len(narrowed["hits"]) == 3 and {h["document_name"] for h in narrowed["hits"]} == {"guide/hours"}
+    bad = run_cli("datasets", "query", "hb", "soup", "--where", "colour:red")
+    assert bad.code == Status.INVALID_ARGUMENT.exit_code and "--where type:pdf" in bad.stderr
+    listed = json.loads(run_cli("datasets", "list", "--json").stdout)[0]
+    assert (listed["documents"], listed["versions"]) == (2, 4)
+
+
+def test_where_and_versions_over_http(hash_engine: Engine) -> None:
+    from fastapi.testclient import TestClient
+
+    from engine.gateway import create_app
+
+    _corpus(hash_engine)
+    _versions(hash_engine)
+    headers = {"Authorization": "Bearer t0ken"}
+    with TestClient(create_app(hash_engine, "t0ken", allowed_hosts=["testserver"])) as client:
+        narrowed = client.post("/v1/datasets/corp/query", headers=headers,
+                               json={"text": "finance invoices", "k": 5, "where": ["type:md"]}).json()
+        assert len(narrowed["hits"]) == 5 and all(h["document_name"].startswith("special/")
+                                                  for h in narrowed["hits"])
+        for bad in (["colour:red"], ["after:2026-02-30"], ["pages:9-2"]):
+            refused = client.post("/v1/datasets/corp/query", headers=headers, json={"text": "x", "where": bad})
+            assert refused.status_code == 400 and refused.json()["code"] == "INVALID_ARGUMENT", bad
+        every = client.post("/v1/datasets/ver/query", headers=headers,
+                            json={"text": "office opens", "k": 10, "versions": "all"}).json()
+        assert sorted(h["version"] for h in every["hits"] if h["document_name"] == "guide/hours") == [1, 2, 3]
+        listed = client.get("/v1/datasets/ver/documents?versions=all", headers=headers).json()
+        assert listed["total"] == 4 and [d["version"] for d in listed["documents"]][:3] == [1, 2, 3]
+        assert client.get("/v1/datasets/ver/documents", headers=headers).json()["total"] == 2

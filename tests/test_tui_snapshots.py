@@ -130,10 +130,15 @@ def small_engine(kx_home: Path, monkeypatch: pytest.MonkeyPatch) -> Engine:
 
 
 async def _settle(pilot) -> None:
-    """Let workers finish and their messages land (a handler may start another worker)."""
+    """Let workers finish and their messages land (a handler may start another worker); stop the text boxes'
+    cursors blinking, so a snapshot never catches one half-way."""
+    from textual.widgets import Input
+
     for _ in range(4):
         await pilot.pause()
         await pilot.app.workers.wait_for_complete()
+    for box in pilot.app.screen.query(Input):
+        box.cursor_blink = False
     await pilot.pause()
 
 

@@ -88,6 +88,8 @@ export interface DocumentSummary {
 export interface PageOptions {
   offset?: number | undefined;
   limit?: number | undefined;
+  /** "latest" (default): each document's current version; "all": every stored version. */
+  versions?: "latest" | "all" | undefined;
 }
 
 /** A page of documents: the array, plus where it lies in the whole list. */
@@ -264,7 +266,7 @@ export class KxClient {
     }
     const documents: Schemas["DocumentIn"][] = [];
     for (const [i, doc] of docs.entries()) {
-      const item: Schemas["DocumentIn"] = {};
+      const item = {} as Schemas["DocumentIn"];
       if (typeof doc === "string") {
         item.text = doc;
       } else if (doc instanceof Uint8Array) {
@@ -305,6 +307,7 @@ export class KxClient {
   /** Dataset `name`'s documents in ingest order, `limit` (1..1000, default 100) from `offset`. */
   async listDocuments(name: string, options: PageOptions = {}): Promise<DocumentPage> {
     const query = new URLSearchParams({ offset: String(options.offset ?? 0), limit: String(options.limit ?? 100) });
+    if (options.versions !== undefined) query.set("versions", options.versions);
     const page = await this.#call<{ dataset: string; offset: number; limit: number; total: number;
                                      documents: DocumentSummary[] }>(
       "GET", `/v1/datasets/${segment(name)}/documents?${query}`);

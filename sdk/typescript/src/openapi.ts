@@ -188,7 +188,7 @@ export interface components {
             dataset?: string | null;
             /**
              * Goal
-             * @description What the agent should find out.
+             * @description What the agent should find out (not blank).
              */
             goal: string;
             /**
@@ -231,8 +231,14 @@ export interface components {
              * Vector
              * @description A pre-computed embedding: the document becomes one passage with this vector (no model needed).
              */
-            vector?: number[] | null;
-        };
+            vector?: (number | 0 | unknown | unknown)[] | null;
+        } & ({
+            data_base64?: null;
+            text: string;
+        } | {
+            data_base64: string;
+            text?: null;
+        });
         /** DocumentTextOut */
         DocumentTextOut: {
             /** Ref */
@@ -359,10 +365,16 @@ export interface components {
         };
         /** IngestIn */
         IngestIn: {
-            /** Documents */
-            documents: components["schemas"]["DocumentIn"][];
+            /**
+             * Documents
+             * @description The documents; give a vector for every one of them (all of one length: the dataset's dimension) or for none.
+             */
+            documents: components["schemas"]["DocumentIn"][] | unknown | unknown;
         };
-        /** QueryIn */
+        /**
+         * QueryIn
+         * @description Text, or a vector (which searches dense: not with mode sparse), or both.
+         */
         QueryIn: {
             /**
              * K
@@ -378,21 +390,28 @@ export interface components {
             rerank?: boolean | null;
             /**
              * Text
-             * @description The question or words to search for.
+             * @description The question or words to search for (not blank).
              */
             text?: string | null;
             /**
              * Vector
              * @description A pre-computed query embedding (searches dense).
              */
-            vector?: number[] | null;
+            vector?: (number | 0 | unknown | unknown)[] | null;
             /** @description latest (default): each lineage's current version only; all: every stored version. */
             versions?: components["schemas"]["VersionView"] | null;
             /**
              * Where
-             * @description Filters, all of which must hold (two of one kind: either): name:GLOB (document name or source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD, pages:1-10, ref:REF[,REF]. Applied inside both retrievers, before fusion.
+             * @description Filters, all of which must hold (two of one kind: either): name:GLOB (document name or source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD (a calendar day), pages:A-B (1 <= A <= B), ref:REF[,REF] (6 to 64 hex digits). Applied inside both retrievers, before fusion.
              */
             where?: string[] | null;
+        } | {
+            text: string;
+        } | {
+            /** @enum {unknown} */
+            mode?: "dense" | "hybrid" | null;
+            text?: null;
+            vector: unknown[];
         };
         /** QueryOut */
         QueryOut: {
@@ -1138,6 +1157,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description A dataset name: 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit (e.g. 'handbook'). */
                 name: string;
             };
             cookie?: never;

@@ -1,0 +1,82 @@
+"""Filtered queries against unfiltered ones, and a rebuild against a fresh ingest, on SciFact.
+
+    KX_BENCH_DIR=/tmp/somewhere python benchmarks/filters.py [--queries 150] [--no-rebuild]
+
+1. Every SciFact test query (the first --queries of them), hybrid, k=10, MMR
+   on, in turns: unfiltered, then `--where` name globs that keep ~1 %, ~10 %
+   and ~50 % of the documents (`name:*00`, `name:*0`, `name:*[02468]`; SciFact's
+   names are numeric ids). p50 / p95 of the whole query and the ratio to the
+   unfiltered p50 (target <= 2x), and how many queries got fewer than k hits.
+2. `rebuild scifact --as scifact-rebuilt` against a fresh ingest of the same
+   corpus into another dataset, both through the benchmark vector cache (so
+   both measure kx's pipeline, not the model): passages/s and the ratio
+   (target >= 0.95).
+Both ratios are measured in the same run on the same (loaded) machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+
+from common import BENCH_DIR, DATA, ensure_dataset, percentile
+
+FILTERS = {"1%": ["name:*00"], "10%": ["name:*0"], "50%": ["name:*[02468]"]}
+
+
+def filtered_latency(engine, queries: list[str]) -> dict:
+    for text in queries[:10]:  # warm-up: readers, filters' caches, the model
+        for where in (None, *FILTERS.values()):
+            engine.query("scifact", text, where=where)
+    samples: dict[str, list[float]] = {"none": [], **{label: [] for label in FILTERS}}
+    short: dict[str, int] = {label: 0 for label in samples}
+    for text in queries:
+        for label, where in (("none", None), *FILTERS.items()):
+            result = engine.query("scifact", text, where=where)
+            samples[label].append(result.timings_ms["total"] - result.timings_ms.get("embed", 0.0))
+            short[label] += len(result.hits) < result.k
+    base = percentile(samples["none"], 50)
+    return {label: {"p50_ms": round(percentile(v, 50), 2), "p95_ms": round(percentile(v, 95), 2),
+                    "ratio_p50": round(percentile(v, 50) / base, 2), "queries_short_of_k": short[label]}
+            for label, v in samples.items()}
+
+
+def rebuild_rate(engine) -> dict:
+    from engine.documents import from_jsonl
+
+    for name in ("scifact-rebuilt", "scifact-fresh"):
+        folder = engine.settings.datasets_dir / name
+        if folder.exists():
+            shutil.rmtree(folder)
+    docs = list(from_jsonl(DATA / "scifact" / "corpus.jsonl", engine.settings.max_document_bytes))
+    start = time.perf_counter()
+    fresh = engine.ingest("scifact-fresh", docs)
+    fresh_s = time.perf_counter() - start
+    start = time.perf_counter()
+    rebuilt = engine.rebuild("scifact", "scifact-rebuilt")
+    rebuilt_s = time.perf_counter() - start
+    return {"passages": rebuilt.passages, "fresh_s": round(fresh_s, 1), "rebuild_s": round(rebuilt_s, 1),
+            "fresh_passages_per_s": round(fresh.passages / fresh_s, 1),
+            "rebuild_passages_per_s": round(rebuilt.passages / rebuilt_s, 1),
+            "ratio": round((rebuilt.passages / rebuilt_s) / (fresh.passages / fresh_s), 3)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--queries", type=int, default=150)
+    parser.add_argument("--no-rebuild", action="store_true")
+    args = parser.parse_args()
+    from engine.evaluation import read_queries
+
+    engine = ensure_dataset("scifact")
+    queries = list(read_queries(DATA / "scifact" / "queries.jsonl").values())[:args.queries]
+    result = {"bench_dir": str(BENCH_DIR), "queries": len(queries), "filtered_ms": filtered_latency(engine, queries)}
+    if not args.no_rebuild:
+        result["rebuild"] = rebuild_rate(engine)
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
