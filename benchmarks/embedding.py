@@ -15,8 +15,11 @@ ratios (issue #10):
   Targets at the default batch: fp32 >= 1.0 x raw, int8 >= 1.7 x raw.
 - cold: fresh processes from a shell, median of 5 rounds: `python -c pass`,
   `kx datasets list`, `kx datasets query` (hybrid, ONNX) and the same query
-  with KX_EMBED_RUNTIME=torch. Targets: query <= 1.0 s and <= 5 x list;
-  list <= 4 x `python -c pass`.
+  with KX_EMBED_RUNTIME=torch, `kx info` and `kx --help`, with .pyc files
+  written. Targets: query <= 1.0 s and <= 8 x list (issue #27);
+  list <= 4 x `python -c pass`. --cold-baseline CHECKOUT runs list, info,
+  --help and the query from another checkout in the same rounds (before /
+  after a change).
 - quality: nDCG@10 of exact dense retrieval (cosine over every document,
   title + text, truncated by the model at 256 tokens) with fp32 and int8 on
   SciFact, Cranfield and CISI. fp32 ONNX gives torch's vectors (tests pin
@@ -36,6 +39,8 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 from common import DATA, HOME, REPO, percentile
 
@@ -150,13 +155,19 @@ def throughput(passages: list[str], rounds: int) -> dict:
 
 def _wall(args: list[str], env: dict) -> float:
     start = time.perf_counter()
-    proc = subprocess.run(args, env=env, capture_output=True, text=True, cwd=REPO)
+    # run in the checkout on PYTHONPATH: `python -m` puts the working directory first on sys.path
+    proc = subprocess.run(args, env=env, capture_output=True, text=True, cwd=env.get("PYTHONPATH", REPO))
     if proc.returncode != 0:
         raise SystemExit(f"{args} failed: {proc.stderr}")
     return time.perf_counter() - start
 
 
-def cold(rounds: int) -> dict:
+def cold(rounds: int, baseline: Path | None = None, torch: bool = True) -> dict:
+    """Fresh processes, interleaved; `baseline`: another checkout (e.g. main before a change) run alike.
+
+    Bytecode is written (PYTHONDONTWRITEBYTECODE dropped) and one unmeasured round runs first, so every
+    figure is a run with .pyc files in place, as after `pip install`.
+    """
     from engine import Engine, load_settings
     from engine.documents import from_text
 
@@ -165,24 +176,55 @@ def cold(rounds: int) -> dict:
         engine.ingest("handbook", [from_text(p.read_text(encoding="utf-8"), name=p.name)
                                    for p in sorted((REPO / "samples" / "handbook").glob("*.md"))])
     engine.prepare_model()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KX_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KX_") and k != "PYTHONDONTWRITEBYTECODE"}
     env.update({"KX_HOME": str(HOME), "PYTHONPATH": str(REPO)})
     kx = [sys.executable, "-m", "kx_tui"]
     query = kx + ["datasets", "query", "handbook", "--text", "how many days of paid leave", "--json"]
     runs = {"python -c pass": ([sys.executable, "-c", "pass"], env),
+            "kx --help": (kx + ["--help"], env),
             "kx datasets list": (kx + ["datasets", "list"], env),
             "kx info": (kx + ["info"], env),
-            "kx datasets query (hybrid, onnx)": (query, env),
-            "kx datasets query (hybrid, torch)": (query, {**env, "KX_EMBED_RUNTIME": "torch"})}
+            "kx datasets query (hybrid, onnx)": (query, env)}
+    if torch:
+        runs["kx datasets query (hybrid, torch)"] = (query, {**env, "KX_EMBED_RUNTIME": "torch"})
+    if baseline is not None:
+        old = {**env, "PYTHONPATH": str(baseline)}
+        runs.update({"baseline: kx --help": (kx + ["--help"], old),
+                     "baseline: kx datasets list": (kx + ["datasets", "list"], old),
+                     "baseline: kx info": (kx + ["info"], old),
+                     "baseline: kx datasets query (hybrid, onnx)": (query, old)})
+    for args, run_env in runs.values():  # writes the .pyc files; not measured
+        _wall(args, run_env)
     times: dict[str, list[float]] = {label: [] for label in runs}
-    for _ in range(rounds):
+    for r in range(rounds):
         for label, (args, run_env) in runs.items():
             times[label].append(_wall(args, run_env))
-    out = {label: {"median_s": round(statistics.median(v), 3)} for label, v in times.items()}
-    q, lst, py = (out[k]["median_s"] for k in ("kx datasets query (hybrid, onnx)", "kx datasets list",
-                                                "python -c pass"))
-    out["ratios"] = {"query / list": round(q / lst, 2), "list / python -c pass": round(lst / py, 2),
-                     "onnx query / torch query": round(q / out["kx datasets query (hybrid, torch)"]["median_s"], 3)}
+        print(f"cold round {r + 1}/{rounds}", file=sys.stderr, flush=True)
+    out: dict[str, Any] = {label: {"median_s": round(statistics.median(v), 3)} for label, v in times.items()}
+    out["bytecode"] = "written (.pyc in place; one unmeasured round first)"
+
+    def med(label: str) -> float:
+        return out[label]["median_s"]
+
+    ratios = {"query / list": round(med("kx datasets query (hybrid, onnx)") / med("kx datasets list"), 2),
+              "list / python -c pass": round(med("kx datasets list") / med("python -c pass"), 2),
+              "info / python -c pass": round(med("kx info") / med("python -c pass"), 2),
+              "--help / python -c pass": round(med("kx --help") / med("python -c pass"), 2)}
+    if torch:
+        ratios["onnx query / torch query"] = round(med("kx datasets query (hybrid, onnx)")
+                                                   / med("kx datasets query (hybrid, torch)"), 3)
+    if baseline is not None:
+        out["baseline"] = str(baseline)
+        ratios.update({
+            "baseline: query / list": round(med("baseline: kx datasets query (hybrid, onnx)")
+                                            / med("baseline: kx datasets list"), 2),
+            "baseline: list / python -c pass": round(med("baseline: kx datasets list") / med("python -c pass"), 2),
+            "baseline: info / python -c pass": round(med("baseline: kx info") / med("python -c pass"), 2),
+            "baseline: --help / python -c pass": round(med("baseline: kx --help") / med("python -c pass"), 2),
+            "list: this tree / baseline": round(med("kx datasets list") / med("baseline: kx datasets list"), 3),
+            "query: this tree / baseline": round(med("kx datasets query (hybrid, onnx)")
+                                                 / med("baseline: kx datasets query (hybrid, onnx)"), 3)})
+    out["ratios"] = ratios
     return out
 
 
@@ -239,6 +281,11 @@ def main() -> None:
     parser.add_argument("--passages", type=int, default=384)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cold-rounds", type=int, default=5)
+    parser.add_argument("--cold-baseline", type=Path, default=None, metavar="CHECKOUT",
+                        help="cold: also run list, info, --help and the query from this checkout (e.g. the "
+                             "commit before a change, `git worktree add` or `git archive` of it), interleaved")
+    parser.add_argument("--cold-without-torch", action="store_true",
+                        help="cold: skip the torch-runtime query (the slowest run of a round)")
     parser.add_argument("--collections", nargs="+", default=["scifact", "cranfield", "cisi"])
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
@@ -252,7 +299,7 @@ def main() -> None:
         result["throughput"] = throughput(_passages(args.passages), args.rounds)
         print(json.dumps(result["throughput"], indent=1), flush=True)
     if "cold" in args.parts:
-        result["cold"] = cold(args.cold_rounds)
+        result["cold"] = cold(args.cold_rounds, args.cold_baseline, torch=not args.cold_without_torch)
         print(json.dumps(result["cold"], indent=1), flush=True)
     if "quality" in args.parts:
         result["quality"] = quality(args.collections)

@@ -30,7 +30,6 @@ from .records import (
     VersionView,
 )
 from .storage_errors import check_catalogue_kept, check_home_writable, reads_still_work, storage_errors
-from .version import __version__
 
 if TYPE_CHECKING:
     import numpy as np
@@ -161,6 +160,8 @@ class Engine:
                 advisories.append(chat_model_advisory(card))
         except KxError as exc:  # shown as the model's state, not repeated as an advisory
             model = {"error": exc.to_dict()}
+        from .version import __version__  # importlib.metadata: only `kx info` pays for it
+
         return {
             "version": __version__,
             "home": str(self.settings.home),

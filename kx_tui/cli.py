@@ -7,6 +7,7 @@ status; a traceback reaching a user is a bug (set KX_DEBUG=1 to see one).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -20,33 +21,76 @@ import click
 from engine.errors import KxError, Status
 from engine.records import DocumentStatus, RetrievalMode
 
-from .agent_cmd import agent as agent_group
-from .completion_cmd import completion as completion_command
 from .context import CONTEXT_SETTINGS, backend_of, local_engine, parse_sets, settings_of
-from .documents_cmd import documents as documents_command
-from .embed_cmd import embed as embed_command
-from .mcp_cmd import mcp as mcp_command
-from .models_cmd import models as models_group
-from .progress import PipelineProgress
-from .rebuild_cmd import rebuild as rebuild_command
-from .render import (
-    Console,
-    print_datasets,
-    print_info,
-    print_ingest_line,
-    print_ingest_notes,
-    print_ingest_summary,
-    print_query,
-)
-from .serve_cmd import serve as serve_command
-from .stopping import Interrupted, StopSignals
-from .watch_cmd import watch as watch_command
+from .stopping import Interrupted
+
+# Imported inside the commands that use them, so a command pays only for its own modules: `kx datasets list
+# --json` never loads rich, a query never loads the watcher or the gateway (tests/test_import_hygiene.py).
 
 EXIT_INTERNAL = Status.INTERNAL.exit_code
 _INGEST_GIVE_UP_SECONDS = 9.0  # after Ctrl-C / SIGTERM, an ingest that found no stopping point leaves anyway
 
 
-@click.group(context_settings=CONTEXT_SETTINGS, invoke_without_command=True)
+class _LazyGroup(click.Group):
+    """A click group whose commands in other modules are imported when one of them runs, not before.
+
+    `lazy` maps a command's name to ("module:attribute", its one-line help); the help is what `kx --help`
+    lists without importing the module (tests/test_import_hygiene.py checks it matches the command's own).
+    """
+
+    def __init__(self, *args: Any, lazy: dict[str, tuple[str, str]] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            module, attribute = self.lazy[cmd_name][0].split(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's own listing, with the lazy commands' help from the table (their modules stay unloaded)."""
+        names = [n for n in self.list_commands(ctx) if n in self.lazy and n not in self.commands
+                 or not self.commands[n].hidden]
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            if name in self.lazy and name not in self.commands:
+                rows.append((name, click.utils.make_default_short_help(self.lazy[name][1], limit)))
+            else:
+                rows.append((name, self.commands[name].get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+_TOP_LEVEL = {
+    "serve": ("kx_tui.serve_cmd:serve",
+              "Serve the engine over HTTP (JSON API under /v1, description at /openapi.json)."),
+    "models": ("kx_tui.models_cmd:models", "Prepare the embedding model (see `kx info` for the one in use)."),
+    "agent": ("kx_tui.agent_cmd:agent", "Let an agent search a dataset on its own and answer with citations."),
+    "mcp": ("kx_tui.mcp_cmd:mcp",
+            "Serve kx to LLM clients over MCP: list_datasets, search, read_document, list_documents."),
+    "completion": ("kx_tui.completion_cmd:completion", "Print the completion script for SHELL (bash, zsh or fish)."),
+}
+_DATASETS = {
+    "documents": ("kx_tui.documents_cmd:documents",
+                  "List dataset NAME's documents: name, pages, passages, media type, size, when ingested, ref, "
+                  "source."),
+    "embed": ("kx_tui.embed_cmd:embed",
+              "Embed the passages of dataset NAME that are committed but have no vectors yet."),
+    "rebuild": ("kx_tui.rebuild_cmd:rebuild",
+                "Build dataset NEW from dataset NAME's stored original bytes under new settings."),
+    "watch": ("kx_tui.watch_cmd:watch",
+              "Watch folder DIR and ingest every file that lands in it into dataset NAME, until Ctrl-C."),
+}
+
+
+@click.group(cls=_LazyGroup, lazy=_TOP_LEVEL, context_settings=CONTEXT_SETTINGS, invoke_without_command=True)
 @click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where datasets live (overrides KX_HOME).")
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
@@ -92,10 +136,12 @@ def info(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(data, indent=2))
     else:
+        from .render import Console, print_info
+
         print_info(Console(), data)
 
 
-@cli.group(context_settings=CONTEXT_SETTINGS)
+@cli.group(cls=_LazyGroup, lazy=_DATASETS, context_settings=CONTEXT_SETTINGS)
 def datasets() -> None:
     """Create, fill and inspect datasets."""
 
@@ -109,6 +155,8 @@ def list_datasets(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
     else:
+        from .render import Console, print_datasets
+
         print_datasets(Console(), summaries)
 
 
@@ -144,6 +192,10 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
     from engine.dataset import validate_name
     from engine.documents import from_file, from_jsonl, from_text
     from engine.folders import folder_documents
+
+    from .progress import PipelineProgress
+    from .render import Console, print_ingest_line, print_ingest_notes, print_ingest_summary
+    from .stopping import StopSignals
 
     validate_name(name)
     settings = settings_of(ctx, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
@@ -254,6 +306,8 @@ def query(ctx: click.Context, name: str, question: tuple[str, ...], text: str | 
         return
     from engine.dataset import Dataset
 
+    from .render import Console, print_query
+
     stopwords = settings.stopwords
     if settings.gateway:  # highlight with the served dataset's analyzer, not this machine's settings
         stopwords = bool((engine.dataset_summary(name).fingerprint or {}).get("stopwords", stopwords))
@@ -283,7 +337,8 @@ def eval_command(ctx: click.Context, name: str, queries_path: Path, qrels_path: 
     from engine.documents import from_jsonl
     from engine.evaluation import EVAL_DEPTH, VARIANTS, evaluate, read_qrels, read_queries
 
-    from .render import print_eval
+    from .progress import PipelineProgress
+    from .render import Console, print_eval
 
     if settings_of(ctx).gateway:
         raise KxError(Status.FAILED_PRECONDITION, "kx eval runs in-process; drop --gateway")
@@ -309,18 +364,6 @@ def eval_command(ctx: click.Context, name: str, queries_path: Path, qrels_path: 
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
         print_eval(Console(), result)
-
-
-# The commands that live in their own modules register here, once the groups exist.
-datasets.add_command(documents_command)
-datasets.add_command(embed_command)
-datasets.add_command(rebuild_command)
-datasets.add_command(watch_command)
-cli.add_command(serve_command)
-cli.add_command(models_group)
-cli.add_command(agent_group)
-cli.add_command(mcp_command)
-cli.add_command(completion_command)
 
 
 def _fail(status_name: str, message: str, code: int) -> None:

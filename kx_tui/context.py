@@ -7,7 +7,6 @@ command module imports cli.py or another command module.
 
 from __future__ import annotations
 
-import socket
 from typing import TYPE_CHECKING, Any, Sequence
 
 import click
@@ -15,6 +14,8 @@ import click
 from engine.errors import KxError, Status
 
 if TYPE_CHECKING:  # the engine is imported when a command runs, not when `kx --help` is drawn
+    import socket
+
     from engine import Engine, Settings
     from engine.backend import Backend
     from engine.milvus.backend import MilvusBackend
@@ -70,6 +71,8 @@ def backend_of(ctx: click.Context, settings: Settings) -> Backend:
 def bind_socket(host: str, port: int) -> socket.socket:
     """A listening socket on host:port, bound before the server starts: a taken port is one error line
     (UNAVAILABLE), not a uvicorn traceback. `kx serve` and `kx mcp --http` use it."""
+    import socket  # here: only the servers bind, and every command imports this module
+
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:

@@ -8,13 +8,17 @@ page with its offset, limit and the dataset's total, as the gateway's
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
-from engine.backend import Backend
-from engine.records import DocumentStatus, IngestReport
+from engine.records import DocumentStatus
 
 from .context import CONTEXT_SETTINGS, backend_of, settings_of
+
+if TYPE_CHECKING:
+    from engine.backend import Backend
+    from engine.records import IngestReport
 
 PAGE = 100
 

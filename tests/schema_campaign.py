@@ -129,7 +129,7 @@ def _classify(result: CampaignResult, label: str, shown: str, response: Any, fai
             message = response.json().get("message", "")
         except Exception:
             pass
-        if any(marker in message.lower() for marker in _STATE_MARKERS + _INEXPRESSIBLE_MARKERS):
+        if any(marker.lower() in message.lower() for marker in _STATE_MARKERS + _INEXPRESSIBLE_MARKERS):
             result.state_dependent[f"{label}: {message[:100]}"] += 1
         else:
             result.rejected_valid.append(line)
