@@ -162,11 +162,13 @@ def _wall(args: list[str], env: dict) -> float:
     return time.perf_counter() - start
 
 
-def cold(rounds: int, baseline: Path | None = None, torch: bool = True) -> dict:
+def cold(rounds: int, baseline: Path | None = None, torch: bool = True, pyc: bool = True) -> dict:
     """Fresh processes, interleaved; `baseline`: another checkout (e.g. main before a change) run alike.
 
-    Bytecode is written (PYTHONDONTWRITEBYTECODE dropped) and one unmeasured round runs first, so every
-    figure is a run with .pyc files in place, as after `pip install`.
+    pyc: bytecode is written (PYTHONDONTWRITEBYTECODE dropped) and one unmeasured round runs first, so every
+    figure is a run with .pyc files in place, as after `pip install`. Without: kx's own modules have none
+    (their __pycache__ folders removed, PYTHONDONTWRITEBYTECODE=1), each run compiles them, as in a source
+    checkout where bytecode is off; the libraries keep theirs.
     """
     from engine import Engine, load_settings
     from engine.documents import from_text
@@ -177,6 +179,13 @@ def cold(rounds: int, baseline: Path | None = None, torch: bool = True) -> dict:
                                    for p in sorted((REPO / "samples" / "handbook").glob("*.md"))])
     engine.prepare_model()
     env = {k: v for k, v in os.environ.items() if not k.startswith("KX_") and k != "PYTHONDONTWRITEBYTECODE"}
+    if not pyc:
+        import shutil
+
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        for checkout in (REPO, baseline) if baseline is not None else (REPO,):
+            for cache in [*(checkout / "engine").rglob("__pycache__"), *(checkout / "kx_tui").rglob("__pycache__")]:
+                shutil.rmtree(cache)
     env.update({"KX_HOME": str(HOME), "PYTHONPATH": str(REPO)})
     kx = [sys.executable, "-m", "kx_tui"]
     query = kx + ["datasets", "query", "handbook", "--text", "how many days of paid leave", "--json"]
@@ -201,7 +210,8 @@ def cold(rounds: int, baseline: Path | None = None, torch: bool = True) -> dict:
             times[label].append(_wall(args, run_env))
         print(f"cold round {r + 1}/{rounds}", file=sys.stderr, flush=True)
     out: dict[str, Any] = {label: {"median_s": round(statistics.median(v), 3)} for label, v in times.items()}
-    out["bytecode"] = "written (.pyc in place; one unmeasured round first)"
+    out["bytecode"] = ("written (.pyc in place; one unmeasured round first)" if pyc else
+                       "none for kx's own modules (compiled on every run); the libraries' in place")
 
     def med(label: str) -> float:
         return out[label]["median_s"]
@@ -284,6 +294,9 @@ def main() -> None:
     parser.add_argument("--cold-baseline", type=Path, default=None, metavar="CHECKOUT",
                         help="cold: also run list, info, --help and the query from this checkout (e.g. the "
                              "commit before a change, `git worktree add` or `git archive` of it), interleaved")
+    parser.add_argument("--cold-no-pyc", action="store_true",
+                        help="cold: kx's modules without bytecode, compiled on every run (a source checkout with "
+                             "PYTHONDONTWRITEBYTECODE=1)")
     parser.add_argument("--cold-without-torch", action="store_true",
                         help="cold: skip the torch-runtime query (the slowest run of a round)")
     parser.add_argument("--collections", nargs="+", default=["scifact", "cranfield", "cisi"])
@@ -299,13 +312,14 @@ def main() -> None:
         result["throughput"] = throughput(_passages(args.passages), args.rounds)
         print(json.dumps(result["throughput"], indent=1), flush=True)
     if "cold" in args.parts:
-        result["cold"] = cold(args.cold_rounds, args.cold_baseline, torch=not args.cold_without_torch)
+        result["cold"] = cold(args.cold_rounds, args.cold_baseline, torch=not args.cold_without_torch,
+                              pyc=not args.cold_no_pyc)
         print(json.dumps(result["cold"], indent=1), flush=True)
     if "quality" in args.parts:
         result["quality"] = quality(args.collections)
         print(json.dumps(result["quality"], indent=1), flush=True)
     result["load_average_at_end"] = [round(x, 1) for x in os.getloadavg()]
-    target = OUT / f"embedding-{'-'.join(args.parts)}.json"
+    target = OUT / f"embedding-{'-'.join(args.parts)}{'-no-pyc' if args.cold_no_pyc else ''}.json"
     target.write_text(json.dumps(result, indent=2))
     print(f"written {target}")
 
