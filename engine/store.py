@@ -44,6 +44,7 @@ import sqlite3
 import time
 import uuid
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
@@ -651,7 +652,7 @@ class LineageState:
     versions: dict[str, list[str]]
     events: dict[str, str | None]
 
-    @property
+    @cached_property  # computed once: callers ask it per document (an O(n) walk each time would be O(n^2))
     def current(self) -> dict[str, str | None]:
         """lineage -> its current version's ref; None for a retired lineage."""
         out: dict[str, str | None] = {}
@@ -671,11 +672,14 @@ class LineageState:
     def live_count(self) -> int:
         return sum(1 for head in self.current.values() if head is not None)
 
+    @cached_property
+    def _positions(self) -> dict[str, int]:
+        return {ref: i + 1 for refs in self.versions.values() for i, ref in enumerate(refs)}
+
     def describe(self, ref: str, lineage: str) -> tuple[int, str | None, bool]:
         """(version number from 1, the ref that supersedes it or None, whether its lineage is retired)."""
-        refs = self.versions.get(lineage, [ref])
         head = self.current.get(lineage, ref)
-        version = refs.index(ref) + 1 if ref in refs else 1
+        version = self._positions.get(ref, 1)
         return version, (head if head is not None and head != ref else None), head is None
 
 
