@@ -385,7 +385,7 @@ HIT_FIELDS = {
     "rank", "score", "text", "passage_ref", "document_ref", "document_name", "chunk", "chunk_index", "chunk_count",
     "char_start", "char_end", "dense_rank", "dense_score", "sparse_rank", "sparse_score", "fused_score",
     "fused_rank", "mmr_moved", "duplicate_of", "page_start", "page_end", "section", "document_title",
-    "source_path", "answer_span",
+    "source_path", "answer_span", "version", "superseded_by",
 }
 
 
