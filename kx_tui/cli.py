@@ -295,7 +295,7 @@ def query(ctx: click.Context, name: str, question: tuple[str, ...], text: str | 
     if question and text is not None:
         raise click.UsageError("give the question once: after NAME or with --text, not both")
     text = " ".join(question) if question else text
-    if not text or not text.strip():
+    if text is None:  # a blank question given is the engine's to refuse (INVALID_ARGUMENT, "the query is empty")
         raise click.UsageError('missing the question: kx datasets query NAME "your question"')
     settings = settings_of(ctx)
     engine = backend_of(ctx, settings)

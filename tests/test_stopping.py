@@ -63,11 +63,13 @@ def prepared_cache(model_cache: Path, tmp_path_factory: pytest.TempPathFactory) 
 @pytest.mark.parametrize("moment", MOMENTS)
 def test_sigterm_stops_a_real_watch_within_10_s_with_exit_0_and_nothing_lost(
         moment: str, tmp_path: Path, prepared_cache: Path) -> None:
-    rng = random.Random(hash(moment) & 0xFFFF)
+    rng = random.Random(MOMENTS.index(moment))
     result = run_round(tmp_path, prepared_cache, moment, rng, files=100, restart=moment == "mid_batch",
                        seed=MOMENTS.index(moment))
     assert result.ok, result
-    assert result.exit_code == 0 and result.stop_seconds < 10
+    assert result.stop_seconds < 10
+    # a start-up signal may land before the interpreter reaches kx's code: the default action, nothing opened
+    assert result.exit_code == 0 or (result.pre_handler and result.committed == 0), result
 
 
 @pytest.mark.slow
