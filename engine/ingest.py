@@ -149,7 +149,7 @@ def run_ingest(
                                    on_first_commit=model.start)
             _prepare(engine.settings, docs, given, catalogue, results, emit, committer)
             committer.flush()
-            # old bytes offered again under their own name are that lineage's current version again
+            # stored bytes offered again are their lineage's current version (a new name takes them on)
             catalogue.record_current(committer.revived)
             totals = catalogue.counts()
             if defers and given is None:
@@ -236,7 +236,7 @@ def _cut(settings: Settings, docs, given, catalogue, results, emit, known, extra
         if ref in known or ref in seen:
             row = catalogue.document(ref)
             passages = row.passage_count if row else seen[ref]
-            if row is not None and row.name == doc.name:
+            if row is not None or ref in seen:  # current again for its lineage (or taken on by a new name)
                 committer.revived.append((doc.name, ref))
             results[position] = DocumentResult(doc.name, DocumentStatus.UNCHANGED, ref, passages, doc.source_path)
             emit(results[position])
@@ -328,7 +328,7 @@ class _Committer:
         self.opened = time.monotonic()
         self.documents, self.read, self.committed = documents, 0, 0
         self.embedded = 0  # single-stage backends: passages embedded so far
-        self.revived: list[tuple[str, str]] = []  # (lineage, ref) of unchanged documents under their own name
+        self.revived: list[tuple[str, str]] = []  # (lineage, ref) of unchanged documents
 
     def read_one(self) -> None:
         self.emit(Progress("reading", self.read, self.documents, unit="documents", passages=self.committed))

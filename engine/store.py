@@ -397,15 +397,25 @@ class Catalogue:
             for lineage, doc_ref, _seq in self._db.execute(
                     "SELECT lineage, doc_ref, MAX(seq) FROM lineage_events GROUP BY lineage"):
                 last[lineage] = doc_ref
+            # stored bytes that a lineage took on under another name (a renamed or copied file whose bytes
+            # were already in): versions of that lineage too
+            for lineage, doc_ref, _first in self._db.execute(
+                    "SELECT lineage, doc_ref, MIN(seq) AS first FROM lineage_events WHERE doc_ref IS NOT NULL "
+                    "GROUP BY lineage, doc_ref ORDER BY first"):
+                refs = versions.setdefault(lineage, [])
+                if doc_ref not in refs:
+                    refs.append(doc_ref)
         return LineageState(versions, last)
 
     def record_current(self, pairs: Sequence[tuple[str, str]]) -> int:
-        """Make each (lineage, ref) current where it is not (old bytes offered again); how many moved."""
+        """Make each stored `ref` current for `lineage` where it is not (old bytes offered again, or stored
+        bytes offered under a new name: a renamed or copied file); how many moved."""
         if not pairs:
             return 0
         state = self.lineage_state()
-        moved = [(lineage, ref) for lineage, ref in pairs if state.current.get(lineage) != ref
-                 and ref in state.versions.get(lineage, ())]
+        stored = self.known_refs([ref for _lineage, ref in pairs])
+        moved = [(lineage, ref) for lineage, ref in dict.fromkeys(pairs)
+                 if ref in stored and state.current.get(lineage) != ref]
         return self._append_events(moved)
 
     def retire(self, lineages: Sequence[str]) -> list[str]:
@@ -666,11 +676,15 @@ class LineageState:
 
     def hidden(self) -> set[str]:
         """Refs of every stored version that is not current (superseded, or of a retired lineage)."""
-        current = self.current
-        return {ref for lineage, refs in self.versions.items() for ref in refs if current[lineage] != ref}
+        return {ref for refs in self.versions.values() for ref in refs if ref not in self._shown}
 
     def live_count(self) -> int:
-        return sum(1 for head in self.current.values() if head is not None)
+        """Documents shown by default: the distinct current versions (two names may share one's bytes)."""
+        return len(self._shown)
+
+    @cached_property
+    def _shown(self) -> set[str]:
+        return {head for head in self.current.values() if head is not None}
 
     @cached_property
     def _positions(self) -> dict[str, int]:
@@ -680,6 +694,8 @@ class LineageState:
         """(version number from 1, the ref that supersedes it or None, whether its lineage is retired)."""
         head = self.current.get(lineage, ref)
         version = self._positions.get(ref, 1)
+        if ref in self._shown:  # current, maybe under another name (a renamed file's bytes)
+            return version, None, False
         return version, (head if head is not None and head != ref else None), head is None
 
 

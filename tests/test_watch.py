@@ -551,3 +551,19 @@ def test_a_file_missing_at_start_retires_and_survives_a_restart(drop: Path, watc
     again = _hash_engine()  # a new process's view: retirement is in the catalogue
     assert again.query("inbox", "archive basement", k=5, mode="sparse").hits == []
     assert again.dataset_summary("inbox").retired == 1
+
+
+def test_a_renamed_file_keeps_answering_under_its_new_name(drop: Path, watch) -> None:
+    engine = _hash_engine()
+    _, log = watch(engine, drop)
+    (drop / "draft.md").write_text("Visitors sign in at reception.")
+    log.wait_for(lambda l: len(l.of(Ingested)) == 1, "draft.md ingested")
+    (drop / "draft.md").rename(drop / "final.md")  # the same bytes under a new name: unchanged, taken on by it
+    log.wait_for(lambda l: [e.name for e in l.of(Retired)] == ["draft"] and l.paths(Unchanged) == ["final.md"],
+                 "the old name retired, the new one taken in")
+    assert _answering(engine, "visitors reception") == ["Visitors sign in at reception."]
+    assert len(engine.list_documents("inbox")) == 1 and engine.dataset_summary("inbox").documents == 1
+    (drop / "final.md").write_text("Visitors sign in at reception, with ID.")
+    log.wait_for(lambda l: [e.name for e in l.of(Ingested)] == ["draft", "final"], "final.md ingested")
+    assert _answering(engine, "visitors reception") == ["Visitors sign in at reception, with ID."]
+    assert [d.name for d in engine.list_documents("inbox")] == ["final"]
