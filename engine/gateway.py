@@ -43,7 +43,7 @@ from fastapi import FastAPI, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .backend import MAX_DOCUMENTS_PAGE, MAX_OFFSET
@@ -293,6 +293,13 @@ WHERE_PATTERN = (r"^(name:.*\S.*|type:(pdf|docx|word|html|epub|md|markdown|txt|t
                  r"|pages:[1-9][0-9]{0,8}(-[1-9][0-9]{0,8})?|ref:[0-9a-fA-F]{6,64}(,[0-9a-fA-F]{6,64})*)$")
 
 
+def _json_number(value: Any) -> Any:
+    """Refuse "5" and true where the schema says integer: lax validation would turn them into 5 and 1."""
+    if isinstance(value, (str, bool)):
+        raise ValueError("must be a JSON number, not a string or a boolean")
+    return value
+
+
 class QueryIn(_Body):
     """Text, or a vector (which searches dense: not with mode sparse), or both."""
 
@@ -305,8 +312,9 @@ class QueryIn(_Body):
     text: str | None = Field(None, pattern=_NOT_BLANK, description="The question or words to search for (not blank).")
     vector: list[Number] | None = Field(None, min_length=1, json_schema_extra=_SOME_NONZERO,
                                         description="A pre-computed query embedding (searches dense).")
-    k: int | None = Field(None, ge=1, le=MAX_OFFSET, strict=False,  # 10.0 is an integer to JSON Schema
-                          description="Hits wanted (clamped to the operator's KX_MAX_K).")
+    # lax, so 10.0 (an integer to JSON Schema) is taken; a string or a boolean is not a number at all
+    k: Annotated[int | None, BeforeValidator(_json_number)] = Field(
+        None, ge=1, le=MAX_OFFSET, strict=False, description="Hits wanted (clamped to the operator's KX_MAX_K).")
     mode: RetrievalMode | None = Field(None, strict=False,  # strict bodies would want an enum object, not "dense"
                                        description="hybrid, dense or sparse (default KX_DEFAULT_MODE).")
     rerank: bool | None = Field(None, description="Apply the MMR pass (default KX_RERANK).")
