@@ -137,11 +137,11 @@ class KxTools:
         return _guarded(run)
 
     def search(self, dataset: str, query: str, k: int = DEFAULT_K, mode: RetrievalMode | None = None,
-               rerank: bool | None = None) -> CallToolResult:
+               rerank: bool | None = None, where: list[str] | None = None) -> CallToolResult:
         def run() -> CallToolResult:
             if not query.strip():
                 raise invalid("query is empty; give the question or the words to look for")
-            result = self.backend.query(dataset, query, k=k, mode=mode, rerank=rerank)
+            result = self.backend.query(dataset, query, k=k, mode=mode, rerank=rerank, where=where or None)
             data = result.to_dict()
             for hit, record in zip(data["hits"], result.hits):
                 hit["citation"] = citation(record.document_name, record.page_start, record.page_end,
@@ -373,6 +373,12 @@ def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
         rerank: Annotated[bool | None, Field(
             description="MMR pass that pushes near-duplicate passages down (default: the server's KX_RERANK).")]
         = None,
+        where: Annotated[list[str] | None, Field(
+            max_length=64,
+            description="Filters, all of which must hold (two of one kind: either): name:GLOB (document name or "
+                        "source path, e.g. name:guide/*), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD, "
+                        "pages:A-B, ref:REF[,REF]. Applied inside both retrievers: k hits still come back when "
+                        "k matching passages exist.")] = None,
     ) -> CallToolResult:
         """Search a dataset for the passages that answer a question (hybrid dense + BM25 retrieval).
 
@@ -380,7 +386,7 @@ def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
         [report p. 6, chunk 3/12] to quote, its pages, section heading path, character range,
         document_ref and passage_ref (for read_document), and its rank in the dense and sparse lists.
         """
-        return tools.search(dataset, query, k, mode, rerank)
+        return tools.search(dataset, query, k, mode, rerank, where)
 
     @server.tool(annotations=read_only)
     def read_document(

@@ -103,6 +103,17 @@ def test_search_hits_carry_text_citation_pages_section_and_ranks(engine: Engine)
     assert "3 Model" in text
 
 
+def test_search_narrows_with_where_filters_and_refuses_bad_ones(engine: Engine) -> None:
+    server = build_server(engine)
+    narrowed = call(server, "search", {"dataset": "notes", "query": "logger receipt soup", "k": 5,
+                                       "where": ["name:cafe"]})
+    assert not narrowed.is_error
+    hits = narrowed.structured_content["hits"]
+    assert hits and {h["document_name"] for h in hits} == {"cafe"}
+    bad = call(server, "search", {"dataset": "notes", "query": "soup", "where": ["colour:blue"]})
+    assert bad.is_error and text_of(bad).startswith("INVALID_ARGUMENT")
+
+
 def test_search_passes_through_every_field_the_engine_records(engine: Engine) -> None:
     """Fields a hit gains later (answer spans, coverage) reach MCP clients: the record's own to_dict goes out."""
     own = json.loads(json.dumps(engine.query("notes", "return a logger", k=2, mode="sparse").to_dict()))  # as sent
