@@ -51,6 +51,13 @@ def paced_batch(configured: int, passages: int, seconds: float) -> int:
     return max(min(configured, fits), min(_MIN_BATCH, configured))
 
 
+def prepare_embedder(embedder: Embedder, emit: EventFn) -> None:
+    """Load the model now if it loads lazily; a first use exports its ONNX graph, said through `emit`."""
+    prepare = getattr(embedder, "prepare", None)
+    if callable(prepare):
+        prepare(lambda line: emit(Notice("preparing", line)))
+
+
 class ModelSource(Protocol):
     settings: Settings
 
@@ -75,9 +82,7 @@ def embed_backlog(engine: ModelSource, dataset: Dataset, catalogue: Catalogue, e
     embedder = engine.embedder()
     if embedder is None:
         raise no_embedder_error(f"embedding the {waiting} passages that wait for vectors")
-    prepare = getattr(embedder, "prepare", None)
-    if callable(prepare):  # the first use may export the model's ONNX graph: say so, it takes seconds
-        prepare(lambda line: emit(Notice("preparing", line)))
+    prepare_embedder(embedder, emit)
     settings = engine.settings
     batch = settings.embed_batch_size
     done = 0

@@ -56,15 +56,9 @@ class RuntimeEmbedder:
             if hasattr(self._inner, "device_reason"):  # ONNX Runtime: which device embeds, and why
                 status.update(device=getattr(self._inner, "device", "cpu"), device_reason=self._inner.device_reason)
             return status
-        from .onnx_cache import plan_runtime
+        from .onnx_cache import planned_status
 
-        plan = plan_runtime(self._settings, self._card)
-        planned: dict[str, object] = {"runtime": plan.runtime, "reason": plan.reason, "loaded": False}
-        if plan.runtime == "onnx":
-            from .devices import device_plan
-
-            planned.update(device_plan(self._settings.embed_device))
-        return planned
+        return planned_status(self._settings, self._card)
 
     def prepare(self, notify: NotifyFn | None = None) -> Embedder:
         """Choose the runtime and load the model now (exporting its graph if this is the first use)."""

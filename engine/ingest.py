@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence
 
 import numpy as np
 
-from .backlog import StopFn, embed_backlog
+from .backlog import StopFn, embed_backlog, prepare_embedder
 from .chunking import chunk_text
 from .config import Settings
 from .dataset import Dataset, validate_name
@@ -297,9 +297,8 @@ class _ModelLoader:
     def _load(self) -> None:
         try:
             embedder = self.engine.embedder()
-            prepare = getattr(embedder, "prepare", None)
-            if callable(prepare):  # a first use exports the ONNX graph: say so, it takes seconds
-                prepare(lambda line: self.emit(Notice("preparing", line)))
+            if embedder is not None:
+                prepare_embedder(embedder, self.emit)
         except BaseException as exc:  # handed to the main thread by ready()
             self.error = exc
 
@@ -380,9 +379,7 @@ def _vectors_for(engine: IngestEngine, group: list[_Prepared], done: int, total:
         progressed += n
         emit(Progress("embedding", progressed, total))
 
-    prepare = getattr(embedder, "prepare", None)
-    if callable(prepare):  # the first use may export the model's ONNX graph: say so, it takes seconds
-        prepare(lambda line: emit(Notice("preparing", line)))
+    prepare_embedder(embedder, emit)
     emit(Progress("embedding", done, total))
     return embedder.encode(texts, batch_size=engine.settings.embed_batch_size, progress=progress)
 

@@ -205,10 +205,15 @@ def runtime_status(embedder: Any, settings: Settings, card: ModelCard | None) ->
     if embedder is not None:
         return {"runtime": getattr(embedder, "runtime", "custom"), "reason": "an embedder given by the caller",
                 "loaded": True}
+    return planned_status(settings, card)
+
+
+def planned_status(settings: Settings, card: ModelCard) -> dict[str, Any]:
+    """The runtime (and, for ONNX, the device) a model not yet loaded will run on, and why; reads files only."""
+    from .devices import device_plan
+
     plan = plan_runtime(settings, card)
     planned: dict[str, Any] = {"runtime": plan.runtime, "reason": plan.reason, "loaded": False}
     if plan.runtime == "onnx":
-        from .devices import device_plan
-
         planned.update(device_plan(settings.embed_device))
     return planned
