@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from .config import Settings
 from .errors import invalid, not_found
@@ -94,16 +94,24 @@ class Dataset:
                                 "yet; ask again in a moment") from None
             raise
 
-    def _writer_busy(self) -> bool:
+    def _lock_if_free(self) -> Any:
+        """The write lock, taken, when no writer holds it; None when one does. Never waits."""
         from filelock import FileLock, Timeout
 
         lock = FileLock(str(self.folder / "write.lock"))
         try:
             lock.acquire(timeout=0)
         except Timeout:
-            return True
+            return None
+        return lock
+
+    def _writer_busy(self) -> bool:
+        try:
+            lock = self._lock_if_free()
         except OSError:  # a read-only folder: nobody can be writing there
             return False
+        if lock is None:
+            return True
         lock.release()
         return False
 
@@ -139,12 +147,8 @@ class Dataset:
                 return True
         finally:
             catalogue.close()
-        from filelock import FileLock, Timeout
-
-        lock = FileLock(str(self.folder / "write.lock"))
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
+        lock = self._lock_if_free()
+        if lock is None:
             return False
         try:
             writable = Catalogue(self.catalogue_path)
