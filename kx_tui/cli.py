@@ -379,9 +379,9 @@ def _cancelled(message: str) -> None:
     # only as the process's own entry point (main() called in-process, as tests do, has its streams redirected)
     if threading.active_count() > 1 and threading.current_thread() is threading.main_thread() \
             and sys.stdout is sys.__stdout__:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(130)
+        from .stopping import exit_without_finalising
+
+        exit_without_finalising(130)
     sys.exit(130)
 
 

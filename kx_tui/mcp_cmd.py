@@ -11,8 +11,6 @@ for a person goes to stderr.
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,7 +20,7 @@ import click
 from engine.errors import KxError
 
 from .context import CONTEXT_SETTINGS, backend_of, bind_socket, settings_of, show_host
-from .stopping import StopSignals
+from .stopping import StopSignals, join_or_leave
 
 if TYPE_CHECKING:
     import socket
@@ -81,11 +79,7 @@ def mcp(ctx: click.Context, use_http: bool, host: str, port: int, allow_ingest: 
             sock.close()
     # a client that leaves while the model still loads: let the load end (leaving the interpreter while a
     # thread is inside ONNX Runtime aborts the process); past the wait, leave without finalising
-    warming.join(_WARM_WAIT_SECONDS)
-    if warming.is_alive():
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+    join_or_leave(warming, _WARM_WAIT_SECONDS)
 
 
 def _warm_up(backend: Backend) -> threading.Thread:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import threading
 from typing import Any
 
@@ -18,7 +17,7 @@ import click
 from engine.errors import KxError, Status
 
 from .context import CONTEXT_SETTINGS, bind_socket, settings_of, show_host
-from .stopping import StopSignals
+from .stopping import StopSignals, join_or_leave
 
 DEFAULT_PORT = 50151
 _DRAIN_SECONDS = 30  # how long a stop waits for in-flight requests
@@ -78,11 +77,7 @@ def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool, quiet
     # A stop during the model's warm-up: let the load end first. Leaving the interpreter while another
     # thread is inside ONNX Runtime's C++ aborts the process ("terminate called without an active
     # exception", exit -6); if the load is still going after the wait, leave without finalising.
-    warming.join(_DRAIN_SECONDS)
-    if warming.is_alive():
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+    join_or_leave(warming, _DRAIN_SECONDS)
 
 
 def _warm_up(engine: Any) -> threading.Thread:
@@ -160,7 +155,6 @@ def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
     """
     import ctypes
     import ctypes.util
-    import os
 
     if os.environ.get("MALLOC_ARENA_MAX"):
         return False

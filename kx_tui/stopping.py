@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import sys
 import threading
 import time
 from types import FrameType
@@ -110,3 +111,23 @@ class StopSignals:
         previous, self._previous = self._previous, {}
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def exit_without_finalising(code: int) -> None:
+    """Leave now, streams flushed, without finalising the interpreter.
+
+    A helper thread still inside ONNX Runtime's C++ (a model loading beside a
+    command) makes finalisation abort the process ("terminate called without
+    an active exception", exit -6); every commit is whole by the time a
+    command calls this, so nothing is lost by skipping it.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def join_or_leave(thread: threading.Thread, seconds: float, code: int = 0) -> None:
+    """Wait up to `seconds` for `thread` (a model warm-up); if it still runs, leave without finalising."""
+    thread.join(seconds)
+    if thread.is_alive():
+        exit_without_finalising(code)
