@@ -130,12 +130,18 @@ class DenseIndex:
 
     def search(self, vector: np.ndarray, k: int, ef: int) -> list[tuple[int, float]]:
         """Up to k (seq, cosine similarity) pairs, nearest first."""
+        seqs, sims = self.search_arrays(vector, k, ef)
+        return list(zip(seqs.tolist(), sims.tolist()))
+
+    def search_arrays(self, vector: np.ndarray, k: int, ef: int) -> tuple[np.ndarray, np.ndarray]:
+        """Up to k nearest passages: their seqs (int64) and cosine similarities (float64), nearest first."""
         index = self.load()
         n = min(k, len(index))
         if n == 0:
-            return []
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         ids, distances = index.query(np.asarray(vector, dtype=np.float32), k=n, query_ef=max(ef, n))
-        return [(int(i), float(1.0 - d)) for i, d in zip(ids, distances)]
+        # 1 - d in float32, as voyager's distances are: the similarity is that float32, widened exactly
+        return ids.astype(np.int64), (1.0 - distances).astype(np.float64)
 
 
 def _verify_saved(path: Path, count: int, dimension: int) -> None:
