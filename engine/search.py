@@ -8,12 +8,14 @@ ranking: float noise between CPUs must not reorder passages, the ref decides.
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
+from .atomic import read_json
 from .dataset import Dataset
 from .filters import PassageFilter, Where
 from .fingerprint import Fingerprint
@@ -33,6 +35,14 @@ EXACT_FILTER_LIMIT = 4096
 
 
 _NO_PAIRS = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+
+
+def _identity(path: os.PathLike) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def dense_ef(pool: int) -> int:
@@ -129,6 +139,7 @@ class DatasetSearcher:
         # dense index holds fewer passages than the catalogue: these readers
         # say how many, and count as current until the catalogue or either
         # index moves on.
+        self._signature = self._read_signature()
         self._state = self._read_state()
         self.top = min(self._state)
         self.dense.load()
@@ -153,11 +164,34 @@ class DatasetSearcher:
     def _read_state(self) -> tuple[int, int, int]:
         return self.catalogue.max_passage_seq(), self.dense.watermark, self.sparse.watermark
 
+    def _read_signature(self) -> tuple[int, tuple]:
+        """What the state depends on, read without reading it: the catalogue's commit counter and the
+        identity (inode, size, mtime) of the sidecars and of the index files they vouch for. Files are
+        replaced, never rewritten in place, and a damaged one changes size or mtime. Remembers the files."""
+        files = [self.dense.sidecar, self.sparse.sidecar, self.dense.path]
+        meta = read_json(self.sparse.sidecar)
+        if isinstance(meta, dict) and isinstance(meta.get("files"), dict):
+            files += [self.sparse.folder / name for name in sorted(meta["files"])]
+        self._signature_files = files
+        return self.catalogue.data_version(), tuple(_identity(path) for path in files)
+
     def current(self) -> bool:
-        """Still a faithful view: nothing was committed, embedded or indexed since it was opened."""
+        """Still a faithful view: nothing was committed, embedded or indexed since it was opened.
+
+        Each query asks this: one catalogue pragma and a few stats answer while nothing moved; the
+        sidecars, checksums and catalogue are read again only when something did (the state may still be
+        the same: then the new signature is kept).
+        """
         with self.lock:
-            return (not self.closed and self._read_state() == self._state
-                    and self.catalogue.lineage_mark() == self._lineage_mark)  # a retirement moves no index
+            if self.closed:
+                return False
+            if (self.catalogue.data_version(), tuple(_identity(p) for p in self._signature_files)) == self._signature:
+                return True
+            signature = self._read_signature()  # before the state: a change in between is seen next time
+            if self._read_state() != self._state or self.catalogue.lineage_mark() != self._lineage_mark:
+                return False  # a retirement moves no index, only the lineage mark
+            self._signature = signature
+            return True
 
     def close(self) -> None:
         with self.lock:  # waits for a query in flight on these readers

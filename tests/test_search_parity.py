@@ -203,3 +203,26 @@ def test_dense_arrays_are_the_graphs_pairs(tie_engine: Engine) -> None:
             found = searcher.dense_candidates(vector, len(index))
             assert [(key, _bits(score)) for key, score in zip(found.keys, found.scores.tolist())] == \
                 [(seq, _bits(score)) for seq, score in pairs]
+
+
+# ------------------------------------------------------------------------ staleness
+
+
+def test_a_reader_stays_current_on_stats_and_notices_what_moved(tie_engine: Engine, monkeypatch) -> None:
+    searcher = tie_engine.searcher("ties")
+    assert searcher.current()
+    with monkeypatch.context() as patch:  # nothing moved: no sidecar, checksum or catalogue count is read
+        patch.setattr(searcher, "_read_state", lambda: pytest.fail("read the state though nothing moved"))
+        assert searcher.current()
+
+    Engine(tie_engine.settings, embedder=HashEmbedder()).ingest("ties", [from_text("brand new words", "new")])
+    assert not searcher.current()  # another connection committed (and the indexes caught up)
+    fresh = tie_engine.searcher("ties")
+    assert fresh is not searcher and fresh.current()
+    assert tie_engine.query("ties", "brand new words", mode="sparse").hits[0].document_name == "new"
+
+    fresh.catalogue.lineage_mark()  # a read on the reader's own connection moves nothing
+    assert fresh.current()
+    with open(fresh.dense.path, "ab") as graph:  # a damaged graph file: its checksum no longer matches
+        graph.write(b"\0")
+    assert not fresh.current()
