@@ -662,6 +662,27 @@ class LineageState:
     versions: dict[str, list[str]]
     events: dict[str, str | None]
 
+    @classmethod
+    def from_history(cls, documents: Iterator[tuple[str, str]] | Sequence[tuple[str, str]],
+                     events: Iterator[tuple[str, str | None]] | Sequence[tuple[str, str | None]]) -> LineageState:
+        """The state from documents (ref, name) in ingest order and events (lineage, ref or None) in the
+        order they were appended; an event naming a ref that is not stored is skipped (a backend without
+        transactions may have written it without its document: engine/milvus/store.py)."""
+        versions: dict[str, list[str]] = {}
+        for doc_ref, name in documents:
+            versions.setdefault(name, []).append(doc_ref)
+        stored = {ref for refs in versions.values() for ref in refs}
+        last: dict[str, str | None] = {}
+        for lineage, head in events:
+            if head is not None and head not in stored:
+                continue
+            last[lineage] = head
+            if head is not None:
+                refs = versions.setdefault(lineage, [])
+                if head not in refs:
+                    refs.append(head)
+        return cls(versions, last)
+
     @cached_property  # computed once: callers ask it per document (an O(n) walk each time would be O(n^2))
     def current(self) -> dict[str, str | None]:
         """lineage -> its current version's ref; None for a retired lineage."""
