@@ -425,6 +425,23 @@ class Catalogue:
         self._append_events([(name, None) for name in live])
         return live
 
+    def restore_ingested_at(self, times: dict[str, float]) -> int:
+        """Give documents (by ref) the time they were first ingested elsewhere (a rebuild keeps its source's
+        dates, so `after:`/`before:` filters mean the same on both); how many rows changed."""
+        if not times:
+            return 0
+        cur = self._db.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            cur.executemany("UPDATE documents SET ingested_at = ? WHERE ref = ? AND ingested_at != ?",
+                            [(at, ref, at) for ref, at in times.items()])
+            changed = cur.rowcount
+            cur.execute("COMMIT")
+        except BaseException:
+            _rollback(cur)
+            raise
+        return max(changed, 0)
+
     def _append_events(self, events: Sequence[tuple[str, str | None]]) -> int:
         if not events:
             return 0
