@@ -189,8 +189,9 @@ class MilvusBackend:
             if row is None:
                 continue
             version, superseded_by, retired = state.describe(row.ref, row.name)
+            name, source_path = state.shown(row.ref, row.name, row.source_path)   # a renamed file's
             out.append(dataclasses.replace(row.summary(), version=version, superseded_by=superseded_by,
-                                           retired=retired))
+                                           retired=retired, name=name, source_path=source_path))
         return out
 
     def retire(self, name: str, lineages: Sequence[str]) -> list[str]:
@@ -198,6 +199,12 @@ class MilvusBackend:
         with self._dataset(name).writing() as catalogue:
             catalogue.require_registered()
             return catalogue.retire(list(lineages))
+
+    def rename(self, name: str, moves: Sequence[tuple[str, str, str | None]]) -> list[str]:
+        """Carry lineages to new names, every version along (Engine.rename's contract)."""
+        with self._dataset(name).writing() as catalogue:
+            catalogue.require_registered()
+            return catalogue.rename(list(moves))
 
     def rebuild(self, name: str, new: str, on_event: EventFn | None = None,
                 should_stop: Callable[[], bool] | None = None) -> IngestReport:

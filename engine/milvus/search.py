@@ -26,7 +26,7 @@ import numpy as np
 from ..filters import PassageFilter, Where
 from ..fingerprint import Fingerprint
 from ..fusion import Ranked, rank_list
-from ..search import MAX_QUERY_TERMS, Candidates, dense_ef
+from ..search import MAX_QUERY_TERMS, Candidates, dense_ef, shown_documents
 from ..store import DocumentRow, LineageState, PassageRow
 from .store import PASSAGE_FIELDS, MilvusCatalogue, passage_row, quoted
 
@@ -87,7 +87,7 @@ class MilvusSearcher:
         if where or hidden:
             every = [ref for _t, ref, _n, _p, _m in keys]
             shown = [ref for at, ref, name, path, media in keys if ref not in hidden
-                     and (not where or where.admits_document(name, path, media, at, ref))]
+                     and (not where or where.admits_document(*state.shown(ref, name, path), media, at, ref))]
             clauses = []
             if len(shown) < len(every):
                 if len(shown) <= len(every) - len(shown):
@@ -206,4 +206,4 @@ class MilvusSearcher:
 
     def documents(self, refs: list[str]) -> dict[str, DocumentRow]:
         self._committed(refs)
-        return {ref: self._docs[ref] for ref in refs if ref in self._docs}
+        return shown_documents({ref: self._docs[ref] for ref in refs if ref in self._docs}, self._lineage()[1])
