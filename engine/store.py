@@ -425,6 +425,23 @@ class Catalogue:
         self._append_events([(name, None) for name in live])
         return live
 
+    def restore_ingested_at(self, times: dict[str, float]) -> int:
+        """Give documents (by ref) the time they were first ingested elsewhere (a rebuild keeps its source's
+        dates, so `after:`/`before:` filters mean the same on both); how many rows changed."""
+        if not times:
+            return 0
+        cur = self._db.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            cur.executemany("UPDATE documents SET ingested_at = ? WHERE ref = ? AND ingested_at != ?",
+                            [(at, ref, at) for ref, at in times.items()])
+            changed = cur.rowcount
+            cur.execute("COMMIT")
+        except BaseException:
+            _rollback(cur)
+            raise
+        return max(changed, 0)
+
     def _append_events(self, events: Sequence[tuple[str, str | None]]) -> int:
         if not events:
             return 0
@@ -661,6 +678,27 @@ class LineageState:
 
     versions: dict[str, list[str]]
     events: dict[str, str | None]
+
+    @classmethod
+    def from_history(cls, documents: Iterator[tuple[str, str]] | Sequence[tuple[str, str]],
+                     events: Iterator[tuple[str, str | None]] | Sequence[tuple[str, str | None]]) -> LineageState:
+        """The state from documents (ref, name) in ingest order and events (lineage, ref or None) in the
+        order they were appended; an event naming a ref that is not stored is skipped (a backend without
+        transactions may have written it without its document: engine/milvus/store.py)."""
+        versions: dict[str, list[str]] = {}
+        for doc_ref, name in documents:
+            versions.setdefault(name, []).append(doc_ref)
+        stored = {ref for refs in versions.values() for ref in refs}
+        last: dict[str, str | None] = {}
+        for lineage, head in events:
+            if head is not None and head not in stored:
+                continue
+            last[lineage] = head
+            if head is not None:
+                refs = versions.setdefault(lineage, [])
+                if head not in refs:
+                    refs.append(head)
+        return cls(versions, last)
 
     @cached_property  # computed once: callers ask it per document (an O(n) walk each time would be O(n^2))
     def current(self) -> dict[str, str | None]:
