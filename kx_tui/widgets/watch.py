@@ -61,6 +61,9 @@ class _LocalIngest:
     def retire(self, name: str, lineages: Sequence[str]) -> list[str]:
         return self.backend.retire(name, lineages)   # files deleted from the folder retire their documents
 
+    def rename(self, name: str, moves: Sequence[tuple[str, str, str | None]]) -> list[str]:
+        return self.backend.rename(name, moves)   # a file renamed in the folder keeps its versions
+
 
 class WatchPanel(Vertical):
     """Hidden until a watch starts: a header line (folder, dataset, files waiting) over the activity log."""
