@@ -29,7 +29,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from common import DATA, REPO, ensure_dataset
+from common import BENCH_DIR, DATA, REPO, ensure_dataset
 
 # (label, query keyword arguments)
 RUNS: tuple[tuple[str, dict], ...] = (
@@ -83,11 +83,12 @@ def _baseline_tree(commit: str, folder: Path) -> Path:
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     for name in _FILES:  # this script and its helpers, so both trees answer the same questions
         shutil.copy(REPO / "benchmarks" / name, tree / "benchmarks" / name)
+    (folder / DATA.parent.name).symlink_to(DATA.parent)  # the collections, where common.py looks for them
     return tree
 
 
 def _run_dump(tree: Path, out: Path, limit: int | None) -> None:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env = {**os.environ, "PYTHONPATH": str(tree), "KX_BENCH_DIR": str(BENCH_DIR)}  # one dataset for both
     args = [sys.executable, str(tree / "benchmarks" / "search_parity.py"), "--dump", str(out)]
     if limit:
         args += ["--limit", str(limit)]
