@@ -69,7 +69,8 @@ def run_rebuild(engine: RebuildEngine, source: str, target: str, on_event: Event
     catalogue = origin.reading()
     try:
         rows = catalogue.documents()
-        lineages = catalogue.lineage_state().current
+        state = catalogue.lineage_state()
+        lineages = state.current
         ingested_at = {row.ref: row.ingested_at for row in rows}
         results: list[DocumentResult] = []
         batch: list[DocumentInput] = []
@@ -79,7 +80,9 @@ def run_rebuild(engine: RebuildEngine, source: str, target: str, on_event: Event
             if data is None:
                 raise KxError(Status.DATA_LOSS, f"document {row.ref[:12]} ({row.name}) of '{source}' has no stored "
                                                 "bytes; the catalogue is damaged: restore it from a backup")
-            batch.append(DocumentInput(row.name, data, row.source_path, row.media_type))
+            # under the name its lineage has now: a renamed file's earlier versions stay in its lineage
+            name, source_path = state.shown(row.ref, row.name, row.source_path)
+            batch.append(DocumentInput(name, data, source_path, row.media_type))
             size += len(data)
             if size >= BATCH_BYTES:
                 results += _stage_one(engine, source, target, batch, emit)

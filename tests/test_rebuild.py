@@ -20,7 +20,8 @@ LONG = " ".join(f"Sentence {i} of the staff handbook explains the travel policy.
 
 def _source(hash_engine: Engine) -> None:
     for text in ("The office opens at eight.", "The office opens at nine."):
-        hash_engine.ingest("src", [from_text(text, name="guide/hours")])
+        hash_engine.ingest("src", [from_text(text, name="guide/draft")])
+    hash_engine.rename("src", [("guide/draft", "guide/hours", None)])   # a renamed file: its history goes along
     hash_engine.ingest("src", [from_text(LONG, name="travel"), from_text("Bikes go in the yard.", name="bikes")])
     hash_engine.retire("src", ["bikes"])
 
