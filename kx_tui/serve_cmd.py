@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import socket
 import threading
-import time
 from typing import Any
 
 import click
@@ -31,6 +30,7 @@ from .stopping import StopSignals, exit_without_finalising
 DEFAULT_PORT = 50151
 DRAIN_SECONDS = 5.0   # how long a stop waits for requests in flight to answer
 STOP_SECONDS = 8.5    # the most a stop takes, from the signal to the exit (the guard's bound)
+_LAST_WAIT_SECONDS = 0.5  # after the drain: how long the warm-up gets to reach its stopping point
 
 
 @click.command("serve", context_settings=CONTEXT_SETTINGS)
@@ -85,15 +85,15 @@ def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool, quiet
                  None if quiet else ("json" if log_json else "text"))
         finally:
             _request_stop(engine)  # also when uvicorn ended on its own (a bind error): the warm-up must end
-            stopped = time.monotonic()
             engine.close()
             sock.close()
-        # The warm-up leaves at its next embedding batch; a model still loading (a first-use export) cannot
-        # be interrupted. Whatever is still running when the bound is near (that, or a request's work past
-        # the drain) is left: exiting the interpreter would wait for it, or abort (-6) with a thread inside
-        # ONNX Runtime's C++, so the process leaves without finalising (every commit is whole by then).
+        # The warm-up and any request's work left past the drain stop at their next embedding batch, which on
+        # a loaded machine can be seconds away; a model still loading (a first-use export) cannot be
+        # interrupted at all. Their work in hand is uncommitted, so it is not waited for: exiting the
+        # interpreter would wait for such threads, or abort (-6) with one inside ONNX Runtime's C++, so the
+        # process leaves without finalising (every commit is whole by then; the backlog resumes next start).
         if warming is not None:
-            warming.join(max(0.5, STOP_SECONDS - 1.5 - (time.monotonic() - stopped)))
+            warming.join(_LAST_WAIT_SECONDS)
         if any(t.is_alive() and t is not threading.main_thread() and not t.name.startswith("kx-stop-guard")
                for t in threading.enumerate()):
             exit_without_finalising(0)

@@ -158,6 +158,10 @@ class StopSignals:
                     # select() calls writable takes PIPE_BUF (>= 512) bytes in one write
                     if select.select([], [2], [], 0)[1]:
                         os.write(2, with_newline.encode("utf-8", "replace")[:512])
+                        if os.environ.get("KX_DEBUG"):  # what held the stop up: every thread's stack
+                            import faulthandler
+
+                            faulthandler.dump_traceback(all_threads=True)
                 finally:
                     os._exit(self.exit_code)
 
