@@ -203,8 +203,10 @@ class Engine:
             out = []
             for row in rows:
                 version, superseded_by, retired = state.describe(row.ref, row.name)
+                name, source_path = state.shown(row.ref, row.name, row.source_path)   # a renamed file's
                 out.append(dataclasses.replace(row.summary(backlog=waiting.get(row.ref, 0)), version=version,
-                                               superseded_by=superseded_by, retired=retired))
+                                               superseded_by=superseded_by, retired=retired, name=name,
+                                               source_path=source_path))
             return out
 
     def document_passages(self, name: str, doc_ref: str) -> list[PassageSpan]:
@@ -232,6 +234,15 @@ class Engine:
         with storage_errors(dataset.folder):
             with dataset.writing() as catalogue:
                 return catalogue.retire(list(lineages))
+
+    def rename(self, name: str, moves: Sequence[tuple[str, str, str | None]]) -> list[str]:
+        """Carry lineages to new names: (old name, new name, the file's new path or None), as a file renamed
+        inside a watched folder does; every version goes along. Returns the old names that moved."""
+        dataset = Dataset(self.settings, name)
+        dataset.require(self.settings)
+        with storage_errors(dataset.folder):
+            with dataset.writing() as catalogue:
+                return catalogue.rename(list(moves))
 
     # -- ingest -------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ ranking: float noise between CPUs must not reorder passages, the ref decides.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -79,6 +80,18 @@ class Searcher(Protocol):
     def vectors(self, seqs: list[Any]) -> np.ndarray: ...
 
     def documents(self, refs: list[str]) -> dict[str, DocumentRow]: ...
+
+
+def shown_documents(rows: dict[str, DocumentRow], state: LineageState) -> dict[str, DocumentRow]:
+    """`rows` with a renamed lineage's documents under the name (and path) the lineage has now."""
+    if not state.renamed:
+        return rows
+    out = {}
+    for ref, row in rows.items():
+        name, path = state.shown(ref, row.name, row.source_path)
+        out[ref] = row if (name, path) == (row.name, row.source_path) else \
+            dataclasses.replace(row, name=name, source_path=path)
+    return out
 
 
 class DatasetSearcher:
@@ -218,7 +231,7 @@ class DatasetSearcher:
             hidden = self._lineages().hidden() if versions == "latest" else set()
             found: PassageFilter | None = None
             if where:
-                found = PassageFilter(allowed=self.catalogue.allowed_seqs(where, hidden))
+                found = PassageFilter(allowed=self.catalogue.allowed_seqs(where, hidden, self._lineages().renamed))
             elif hidden:
                 found = PassageFilter(excluded=self.catalogue.seqs_of_documents(sorted(hidden)))
             self._filters[key] = found
@@ -273,5 +286,6 @@ class DatasetSearcher:
         return self.catalogue.vectors_by_seq(seqs, self.fingerprint.dimension)
 
     def documents(self, refs: list[str]) -> dict[str, DocumentRow]:
-        """The hits' documents (name, title, source path), one catalogue read for all of them."""
-        return self.catalogue.documents_by_ref(refs)
+        """The hits' documents (name, title, source path), one catalogue read for all of them; a renamed
+        file's under the name and path it has now."""
+        return shown_documents(self.catalogue.documents_by_ref(refs), self._lineages())

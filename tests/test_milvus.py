@@ -145,6 +145,81 @@ def test_writes_are_batched_and_a_passage_longer_than_a_varchar_comes_back_whole
     backend.close()
 
 
+# -- lineages on Milvus (the shared contract: tests/test_backend_contract.py) -----------------------------
+
+
+def test_a_dataset_from_before_lineages_reads_as_before_and_takes_them_on(tmp_path: Path) -> None:
+    """No `kxl_` collection (written before lineages): each name's newest document is current."""
+    backend = _milvus(str(tmp_path / "old.db"))
+    first = backend.ingest("notes", [from_text("parcels leave the depot at noon", "guide"),
+                                     from_text("the garage opens at seven", "parking")])
+    time.sleep(0.01)   # ingested_at orders the versions of a dataset without events
+    second = backend.ingest("notes", [from_text("parcels leave the depot at dawn", "guide")])
+    catalogue = backend._catalogue("notes")
+    backend.store().drop(catalogue.lineages_col)   # what a dataset from before lineages looks like
+    backend.close()
+    reopened = _milvus(str(tmp_path / "old.db"))
+    assert [h.text for h in reopened.query("notes", "parcels depot", k=5) if h.document_name == "guide"] == \
+        ["parcels leave the depot at dawn"]
+    assert reopened.dataset_summary("notes").documents == 2
+    assert [d.version for d in reopened.list_documents("notes", versions="all") if d.name == "guide"] == [1, 2]
+    assert reopened.retire("notes", ["parking"]) == ["parking"]   # the first event makes the collection
+    assert {d.name for d in reopened.list_documents("notes")} == {"guide"}
+    assert first.results[0].ref != second.results[0].ref
+    reopened.close()
+
+
+def test_a_crash_between_documents_and_their_events_keeps_the_version_before(tmp_path: Path, monkeypatch) -> None:
+    """Milvus has no transactions: documents land first, events after; a crash between leaves the new version
+    stored but not current, and offering the file again (a watcher's start scan) makes it current."""
+    from engine.milvus.store import MilvusCatalogue
+
+    backend = _milvus(str(tmp_path / "crash.db"))
+    backend.ingest("notes", [from_text("parcels leave the depot at noon", "guide")])
+    real = MilvusCatalogue._append_events
+
+    def crash(self, events):
+        raise KxError(Status.UNAVAILABLE, "the process died here")
+
+    monkeypatch.setattr(MilvusCatalogue, "_append_events", crash)
+    with pytest.raises(KxError):
+        backend.ingest("notes", [from_text("parcels leave the depot at dawn", "guide")])
+    monkeypatch.setattr(MilvusCatalogue, "_append_events", real)
+    assert [h.text for h in backend.query("notes", "parcels depot", k=5)] == ["parcels leave the depot at noon"]
+    assert len(backend.list_documents("notes", versions="all")) == 2
+    again = backend.ingest("notes", [from_text("parcels leave the depot at dawn", "guide")])
+    assert [r.status for r in again.results] == ["unchanged"]
+    assert [h.text for h in backend.query("notes", "parcels depot", k=5)] == ["parcels leave the depot at dawn"]
+    backend.close()
+
+
+def test_rebuild_is_refused_on_milvus_saying_why_and_what_to_do(kx_home: Path, monkeypatch) -> None:
+    from milvus_lite.server_manager import server_manager_instance
+
+    path = str(kx_home.parent / "rebuild.db")
+    backend = _milvus(path)
+    backend.ingest("notes", [from_text("parcels leave the depot at noon", "guide")])
+    with pytest.raises(KxError) as err:
+        backend.rebuild("notes", "notes-small")
+    assert err.value.status is Status.FAILED_PRECONDITION
+    assert "original" in err.value.message and "kx datasets ingest notes-small" in err.value.message
+    with pytest.raises(KxError) as missing:
+        backend.rebuild("nothing", "other")
+    assert missing.value.status is Status.NOT_FOUND
+    backend.close()
+    monkeypatch.setenv("KX_BACKEND", "milvus")
+    monkeypatch.setenv("KX_MILVUS_URI", path)
+    monkeypatch.setenv("KX_EMBED_MODEL", "none")
+    try:
+        shown = run_cli("datasets", "rebuild", "notes", "--as", "notes-small", "--chunk-size", "300")
+        assert shown.code != 0 and "FAILED_PRECONDITION" in shown.stderr and "original" in shown.stderr
+        after = _milvus(path)
+        assert [d.name for d in after.list_datasets()] == ["notes"]   # nothing was made
+        after.close()
+    finally:
+        server_manager_instance.release_server(path)
+
+
 # -- kx info -----------------------------------------------------------------------------------------------
 
 
