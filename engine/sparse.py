@@ -290,6 +290,12 @@ class Bm25Scorer:
         each term's BM25 contribution is multiplied by it. `mask` (over
         document numbers, see `docnum_seqs`) restricts the scored postings.
         """
+        seqs, scores = self.top_arrays(terms, k, counts, mask)
+        return list(zip(seqs.tolist(), scores.tolist()))
+
+    def top_arrays(self, terms: list[str], k: int, counts: list[int] | None = None,
+                   mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """`top` as arrays: the seqs (int64) and their scores (float64), best first."""
         scores = np.zeros(self.total, dtype=np.float64)
         matched = np.zeros(self.total, dtype=bool)
         for i, term in enumerate(terms):
@@ -307,12 +313,14 @@ class Bm25Scorer:
             matched &= mask
         candidates = np.flatnonzero(matched)
         if candidates.size == 0:
-            return []
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         if candidates.size > k:
             cut = np.partition(scores[candidates], candidates.size - k)[candidates.size - k]
             candidates = candidates[scores[candidates] >= cut]  # keep every tie at the cut-off
         order = candidates[np.argsort(-scores[candidates], kind="stable")]
-        return [(self._seq_of(int(doc)), float(scores[doc])) for doc in order]
+        seq_of = self._seq_of
+        seqs = np.fromiter((seq_of(doc) for doc in order.tolist()), dtype=np.int64, count=order.size)
+        return seqs, scores[order]
 
     def docnum_seqs(self) -> np.ndarray:
         """Each document number's passage seq (read once per scorer: a filter masks by it)."""

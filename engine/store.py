@@ -385,6 +385,10 @@ class Catalogue:
         passages = self._db.execute("SELECT COUNT(*) FROM passages").fetchone()[0]
         return int(docs), int(passages)
 
+    def data_version(self) -> int:
+        """Moves whenever another connection (a writer, in any process) commits to the catalogue."""
+        return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+
     def max_passage_seq(self) -> int:
         return int(self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM passages").fetchone()[0])
 

@@ -160,8 +160,8 @@ def test_many_superseded_versions_still_leave_a_full_pool(hash_engine: Engine) -
         only = searcher.passage_filter(Where(), "latest")
         assert only is not None and only.excluded is not None and only.excluded.size == 29
         for found in (searcher.dense_candidates(vector, 5, only), searcher.sparse_candidates("finance paid", 5, only)):
-            assert len(found.hits) == 5
-            assert not set(found.seq_of.values()) & set(only.excluded.tolist())
+            assert len(found.keys) == 5
+            assert not set(found.keys) & set(only.excluded.tolist())
 
 
 @pytest.mark.slow

@@ -337,6 +337,16 @@ def test_the_gateway_fronts_milvus_over_http(tmp_path: Path, request: pytest.Fix
             assert [h.to_dict() for h in result.hits] == [h.to_dict() for h in direct.hits]
             text = client.document_text("notes", result.hits[0].document_ref)
             assert text == "Refunds are paid within thirty days."
+            narrowed = client.query_dataset("notes", text="refunds thirty days", k=2, where=["name:park*"])
+            assert [h.document_name for h in narrowed.hits] == ["parking"]   # filtered inside Milvus's searches
+            client.ingest_documents("notes", ["Refunds are paid within ten days."], names=["refunds"])
+            latest = client.query_dataset("notes", text="refunds days", k=5)
+            assert [h.text for h in latest.hits if h.document_name == "refunds"] == [
+                "Refunds are paid within ten days."]
+            every = client.query_dataset("notes", text="refunds days", k=5, versions="all")
+            assert sorted(h.version for h in every.hits if h.document_name == "refunds") == [1, 2]
+            assert len(client.list_documents("notes", versions="all")) == 3
+            assert len(client.list_documents("notes")) == 2
             info = client.info()
             assert info["backend"]["kind"] == "milvus" and info["backend"]["uri"] == store["milvus_uri"]
             with pytest.raises(KxError) as err:
