@@ -17,7 +17,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
@@ -76,21 +76,36 @@ class SparseIndex:
         self.folder.mkdir(parents=True)
         return index.create_in(str(self.folder), _schema(self.stopwords)), 0
 
-    def catch_up(self, catalogue: Catalogue, upto: int) -> int:
-        """Index the catalogue's passages above the watermark in one commit."""
+    def catch_up(self, catalogue: Catalogue, upto: int,
+                 on_progress: Callable[[int, int], None] | None = None) -> int:
+        """Index the catalogue's passages above the watermark in one commit.
+
+        `on_progress(done, total)`, if given, is called every few thousand
+        passages added and as whoosh writes the commit's postings (total is
+        twice the passages: adding, then committing), so indexing one huge
+        document shows progress. It may raise to abandon the commit: the
+        index and its sidecar stay as they were.
+        """
         from whoosh.query import NumericRange
 
         ix, start = self._open_for_write(self.watermark)
-        writer = ix.writer(limitmb=256)
+        # Postings are sorted in runs of this size (spilled to a temporary file beyond it): small runs keep
+        # each silent sort short and memory low; the merge of the runs at commit reports progress.
+        writer = ix.writer(limitmb=_POOL_MB)
         added = 0
+        total = catalogue.passages_upto(upto) - catalogue.passages_upto(start) if on_progress else 0
+        if on_progress is not None:
+            _count_postings(writer, lambda share: on_progress(total + int(share * total), 2 * total))
         try:
             # A crash after whoosh committed but before the sidecar was written
             # leaves these seqs indexed already; drop them so none is doubled.
             writer.delete_by_query(NumericRange("seq", start + 1, None))
-            for rows in catalogue.iter_passages_after(start, upto):
+            for rows in catalogue.iter_passages_after(start, upto, batch=_PROGRESS_PASSAGES):
                 for seq, text, _vec in rows:
                     writer.add_document(seq=seq, body=text)
                 added += len(rows)
+                if on_progress is not None:
+                    on_progress(added, 2 * total)
         except BaseException:
             writer.cancel()
             raise
@@ -175,6 +190,40 @@ class SparseIndex:
             return scorer.top(list(counts), k, list(counts.values()))
         finally:
             scorer.close()
+
+
+_POOL_MB = 16                # whoosh's in-memory sort run, in its own (over-)estimate of MB
+_PROGRESS_PASSAGES = 512     # passages read from the catalogue (and reported) at a time: ~1 s of adding
+_PROGRESS_POSTINGS = 20_000   # postings written between two progress calls during a commit
+
+
+def _count_postings(writer: Any, on_share: Callable[[float], None]) -> None:
+    """Call `on_share(fraction)` as whoosh's commit writes the postings it pooled (a SegmentWriter's pool).
+
+    whoosh has no progress hook; its commit reads every posting through
+    `pool.iter_postings()`, so that iterator is wrapped to count. The total is
+    what the pool sorted to disk plus what it still holds. A writer without
+    such a pool (another whoosh writer class) is left alone: no progress, same
+    index.
+    """
+    pool = getattr(writer, "pool", None)
+    if pool is None or not callable(getattr(pool, "iter_postings", None)) or not hasattr(pool, "save"):
+        return
+    saved = [0]
+    save, iter_postings = pool.save, pool.iter_postings
+
+    def counting_save() -> None:
+        saved[0] += len(pool.current)
+        save()
+
+    def counted() -> Iterator[Any]:
+        total = max(saved[0] + len(pool.current), 1)
+        for number, posting in enumerate(iter_postings(), start=1):
+            if number % _PROGRESS_POSTINGS == 0:
+                on_share(min(number / total, 1.0))
+            yield posting
+
+    pool.save, pool.iter_postings = counting_save, counted
 
 
 class Bm25Scorer:

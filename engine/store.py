@@ -723,9 +723,11 @@ class LineageState:
         names = {ref: name for ref, name in documents}
         evented = {event[1] for event in events if event[1] is not None}
         versions: dict[str, list[str]] = {}
+        members: dict[str, set[str]] = {}   # versions' refs as sets: a lineage edited often stays linear
         for doc_ref, name in documents:
             if doc_ref not in evented:
                 versions.setdefault(name, []).append(doc_ref)
+                members.setdefault(name, set()).add(doc_ref)
         last: dict[str, str | None] = {}
         paths: dict[str, str] = {}
         for lineage, head, moved_from, path in events:
@@ -733,16 +735,17 @@ class LineageState:
                 continue
             if moved_from is not None:   # the old name's history continues under the new one, oldest first
                 history = versions.pop(moved_from, [])
+                moved = members.pop(moved_from, set())
                 last.pop(moved_from, None)
                 paths.pop(moved_from, None)
-                versions[lineage] = history + [ref for ref in versions.get(lineage, []) if ref not in history]
+                versions[lineage] = history + [ref for ref in versions.get(lineage, []) if ref not in moved]
+                members[lineage] = moved | members.get(lineage, set())
                 if path:
                     paths[lineage] = path
             last[lineage] = head
-            if head is not None:
-                refs = versions.setdefault(lineage, [])
-                if head not in refs:
-                    refs.append(head)
+            if head is not None and head not in members.setdefault(lineage, set()):
+                versions.setdefault(lineage, []).append(head)
+                members[lineage].add(head)
         return cls(versions, last, paths, names)
 
     @cached_property  # computed once: callers ask it per document (an O(n) walk each time would be O(n^2))

@@ -213,3 +213,22 @@ def test_where_and_versions_over_http(hash_engine: Engine) -> None:
         listed = client.get("/v1/datasets/ver/documents?versions=all", headers=headers).json()
         assert listed["total"] == 4 and [d["version"] for d in listed["documents"]][:3] == [1, 2, 3]
         assert client.get("/v1/datasets/ver/documents", headers=headers).json()["total"] == 2
+
+
+def test_a_lineage_state_follows_renames_and_a_name_used_again() -> None:
+    from engine.store import LineageState
+
+    documents = [("r1", "a"), ("r2", "a"), ("r3", "a"), ("r4", "old")]   # r4: written before lineages
+    events = [("a", "r1", None, None), ("a", "r2", None, None),
+              ("b", "r2", "a", "/d/b.md"),            # a renamed to b: r1, r2 go along
+              ("a", "r3", None, None)]                # a new file under the old name: a lineage of its own
+    state = LineageState.from_history(documents, events)
+    assert state.versions == {"old": ["r4"], "b": ["r1", "r2"], "a": ["r3"]}
+    assert state.current == {"old": "r4", "b": "r2", "a": "r3"}
+    assert state.describe("r1", "a") == (1, "r2", False) and state.describe("r2", "a") == (2, None, False)
+    assert state.shown("r1", "a", "/d/a.md") == ("b", "/d/b.md") and state.shown("r3", "a", "/d/a.md") == \
+        ("a", "/d/a.md")
+    assert state.renamed == {"r1": ("b", "/d/b.md"), "r2": ("b", "/d/b.md")}
+    assert state.hidden() == {"r1"} and state.live_count() == 3
+    retired = LineageState.from_history(documents, [*events, ("b", None, None, None)])
+    assert retired.current["b"] is None and retired.describe("r2", "a") == (2, None, True)
