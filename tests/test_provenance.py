@@ -353,6 +353,7 @@ def served(hash_engine: Engine):
     thread.join(timeout=30)
 
 
+@pytest.mark.slow  # a server on loopback
 def test_bytes_with_a_media_type_go_through_the_sdk_and_hits_come_back_with_provenance(
         served, monkeypatch) -> None:
     import httpx
