@@ -239,6 +239,7 @@ def test_a_damaged_sparse_index_is_rebuilt_from_the_catalogue(hash_engine: Engin
         assert searcher.doc_count() == report.passages
 
 
+@pytest.mark.slow  # threads racing an ingest: seconds
 def test_queries_from_many_threads_while_ingesting_all_answer(hash_engine: Engine) -> None:
     import threading
 
