@@ -209,6 +209,10 @@ SPECS: tuple[SettingSpec, ...] = (
                 "and gives up its slot to every other passage (1.0: only identical vectors)"),
     SettingSpec("rerank", "KX_RERANK", _bool, lambda: True,
                 "apply the MMR pass by default (on/off)"),
+    SettingSpec("query_expansion", "KX_QUERY_EXPANSION", _bool, lambda: False,
+                "expand queries by default (on/off): a first pass's top passages add RM3 terms to the sparse "
+                "list and move the dense query vector towards them (engine/expansion.py); off by default: it "
+                "helps some collections and hurts others (BENCHMARKS.md)"),
     SettingSpec("mmr_depth", "KX_MMR_DEPTH", _int_in(2, 10_000), lambda: 30,
                 "how many of the best fused passages MMR may reorder"),
     SettingSpec("default_mode", "KX_DEFAULT_MODE", _mode, lambda: RetrievalMode.HYBRID,
@@ -301,6 +305,7 @@ class Settings:
     mmr_depth: int
     mmr_duplicate_threshold: float
     rerank: bool
+    query_expansion: bool
     default_mode: RetrievalMode
     bm25_k1: float
     bm25_b: float

@@ -17,7 +17,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -233,7 +233,7 @@ class Bm25Scorer:
                 self._postings[term] = (block[0], block[1], having)
         return self._postings[term]
 
-    def top(self, terms: list[str], k: int, counts: list[int] | None = None,
+    def top(self, terms: list[str], k: int, counts: Sequence[float] | None = None,
             mask: np.ndarray | None = None) -> list[tuple[int, float]]:
         """The k best (seq, score) for the OR of `terms`; ties at the cut-off all kept.
 
