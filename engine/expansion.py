@@ -28,7 +28,6 @@ import numpy as np
 
 if TYPE_CHECKING:
     from .filters import PassageFilter
-    from .fusion import Fused
     from .search import Candidates, Searcher
 
 # Measured on Cranfield and CISI (BENCHMARKS.md): 5 passages and 10 terms at an even mix; a Rocchio step of
@@ -72,19 +71,21 @@ def rocchio(query: np.ndarray, feedback: np.ndarray) -> np.ndarray:
 
 
 def expanded_lists(searcher: Searcher, text: str | None, query_vector: np.ndarray | None,
-                   lists: Mapping[str, Candidates], fused: Sequence[Fused], seq_of: Mapping[str, Any], pool: int,
+                   lists: Mapping[str, Candidates], top_keys: Sequence[Any], top_scores: Sequence[float], pool: int,
                    only: PassageFilter | None, notes: list[str]) -> tuple[dict[str, Candidates], list[str]]:
-    """The second pass's lists (each retriever of the first pass, expanded) and the terms added."""
-    top = list(fused[:FEEDBACK_PASSAGES])
-    keys = [seq_of[f.ref] for f in top]
+    """The second pass's lists (each retriever of the first pass, expanded) and the terms added.
+
+    `top_keys` and `top_scores`: the first pass's best fused passages (the feedback) and their fused scores.
+    """
     out, added = dict(lists), []
+    keys = list(top_keys)
     if "sparse" in lists and text is not None:
         expand_sparse = getattr(searcher, "sparse_expanded", None)
         if expand_sparse is None:
             notes.append("query expansion: this backend expands the dense list only")
         else:
             rows = searcher.passages(keys)
-            out["sparse"], added = expand_sparse(text, [(rows[k].text, f.score) for k, f in zip(keys, top)],
+            out["sparse"], added = expand_sparse(text, [(rows[k].text, w) for k, w in zip(keys, top_scores)],
                                                  pool, only)
     if "dense" in lists and query_vector is not None and keys:
         out["dense"] = searcher.dense_candidates(rocchio(query_vector, searcher.vectors(keys)), pool, only)

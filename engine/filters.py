@@ -143,10 +143,16 @@ def parse_where(clauses: Sequence[str] | str | None) -> Where:
 
 @dataclass(frozen=True)
 class PassageFilter:
-    """The passages a query may see: `allowed` (sorted seqs) when set, else all but `excluded`."""
+    """The passages a query may see: `allowed` (sorted seqs) when set, else all but `excluded`.
+
+    `expression`: the same thing in a backend's own filter language (Milvus: a boolean expression over
+    the passages' fields, applied inside its searches); that backend's searcher alone reads it, and
+    `nothing` says no passage matches at all (Milvus has no literal for an empty match)."""
 
     allowed: np.ndarray | None = None
     excluded: np.ndarray | None = None
+    expression: str | None = None
+    nothing: bool = False
 
     def admits(self, seqs: np.ndarray) -> np.ndarray:
         """A mask over `seqs`: which are let through."""

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence
 
 import numpy as np
 
-from .backlog import StopFn, embed_backlog, prepare_embedder
+from .backlog import BesideStage1, StopFn, embed_backlog, prepare_embedder
 from .chunking import chunk_text
 from .config import Settings
 from .dataset import Dataset, validate_name
@@ -54,6 +54,9 @@ EventFn = Callable[[object], None]
 
 # A commit group closes after this long even when small, so the first documents are searchable within seconds.
 COMMIT_SECONDS = 2.0
+# A step on one document (cutting it, indexing its passages) reports its own progress at most this often; a
+# step shorter than this reports nothing, so only large documents ever do.
+PART_SECONDS = 0.5
 
 
 class IngestEngine(Protocol):
@@ -132,10 +135,15 @@ def run_ingest(
             emit(result)
         return IngestReport(name, refusals, False, 0, 0, [])
     unusable_model = False
-    # the model loads (a first use exports it) while stage 1 reads and commits: no wait before the first answer
-    model = _ModelLoader(engine, emit, wanted=given is None and bool(getattr(dataset, "defers_embedding", False)))
+    defers = given is None and bool(getattr(dataset, "defers_embedding", False))
+    # stage 2 runs beside stage 1 from its first commit: the model loads (a first use exports it) and then
+    # embeds while extraction goes on in its worker processes; no wait before the first keyword answer
+    beside = BesideStage1(engine, dataset, emit, should_stop) if defers else None
+    if beside is not None:
+        emit = beside.emit  # both stages' events reach the caller one at a time
     totals = (0, 0)
     results: list[DocumentResult | None] = [None] * len(docs)
+    committer: _Committer | None = None
     try:
         # storage failures become KxErrors here already, so a full disk can be told with what went in first
         with storage_errors(getattr(dataset, "folder", engine.settings.datasets_dir / name)), \
@@ -144,29 +152,33 @@ def run_ingest(
             if stored is not None:
                 _check_stored(name, stored, current, given is not None)
             fingerprint = stored or current
-            defers = bool(getattr(dataset, "defers_embedding", False))
-            committer = _Committer(engine, dataset, catalogue, fingerprint, results, emit, defers, len(docs),
-                                   on_first_commit=model.start)
-            _prepare(engine.settings, docs, given, catalogue, results, emit, committer)
-            committer.flush()
-            # stored bytes offered again are their lineage's current version (a new name takes them on)
-            catalogue.record_current(committer.revived)
-            totals = catalogue.counts()
-            if defers and given is None:
-                try:
-                    if catalogue.backlog():
-                        model.ready()
-                    model.join()  # never leave with the loader inside ONNX Runtime: the process would abort
-                    embed_backlog(engine, dataset, catalogue, emit, should_stop)
-                except KxError as exc:
-                    # the model cannot embed: a dataset this command created would be pinned to it for
-                    # good (its fingerprint), so it goes; an existing one keeps its commits as a backlog
-                    unusable_model = exc.status is Status.FAILED_PRECONDITION
-                    raise
-            elif defers:  # the caller's vectors: no model was checked against the dataset's, so embed nothing
-                dataset.sync_dense(catalogue)
-            else:
-                dataset.sync_indexes(catalogue, on_stage=lambda stage: emit(Progress(f"indexing {stage}", 0, 1)))
+            committer = _Committer(engine, dataset, catalogue, fingerprint, results, emit,
+                                   bool(getattr(dataset, "defers_embedding", False)), len(docs), beside)
+            try:
+                _prepare(engine.settings, docs, given, catalogue, results, emit, committer)
+                committer.flush()
+                if committer.defers:  # a stop or a crash during an earlier command's keyword indexing: finish it
+                    dataset.sync_sparse(catalogue, on_progress=committer.part("indexing for keyword search"))
+                # stored bytes offered again are their lineage's current version (a new name takes them on)
+                catalogue.record_current(committer.revived)
+                totals = catalogue.counts()
+                if beside is not None:
+                    try:
+                        already = beside.finish()
+                        embed_backlog(engine, dataset, catalogue, emit, should_stop, already)
+                    except KxError as exc:
+                        # the model cannot embed: a dataset this command created would be pinned to it for
+                        # good (its fingerprint), so it goes; an existing one keeps its commits as a backlog
+                        unusable_model = exc.status is Status.FAILED_PRECONDITION
+                        raise
+                elif committer.defers:  # the caller's vectors: no model was checked against the dataset's
+                    dataset.sync_dense(catalogue)
+                else:
+                    dataset.sync_indexes(catalogue,
+                                         on_stage=lambda stage: emit(Progress(f"indexing {stage}", 0, 1)))
+            finally:
+                if beside is not None:
+                    beside.stop()  # before the lock is let go; never leave ONNX Runtime running at exit
     except KxError as exc:
         added = sum(1 for r in results if r is not None and r.status == DocumentStatus.ADDED)
         if exc.status is Status.RESOURCE_EXHAUSTED and added:
@@ -175,7 +187,8 @@ def run_ingest(
                                       "from the catalogue by the next command on this dataset") from None
         raise
     finally:
-        if created and (unusable_model or totals[0] == 0 and not any(
+        stored = committer is not None and committer.stored > 0  # committed, if not yet reported (a stop)
+        if created and (unusable_model or totals[0] == 0 and not stored and not any(
                 r is not None and r.status == DocumentStatus.ADDED for r in results)):
             # nothing went in (all refused, or a failure before the first commit): leave no empty
             # dataset behind. A failure or a stop AFTER a commit keeps the dataset: its documents are in.
@@ -254,7 +267,8 @@ def _cut(settings: Settings, docs, given, catalogue, results, emit, known, extra
         if given is not None:
             spans = [(0, len(text), text, 0, 1)]
         else:
-            chunks = chunk_text(text, settings.chunk_size, settings.chunk_overlap)
+            chunks = chunk_text(text, settings.chunk_size, settings.chunk_overlap,
+                                on_progress=committer.part(f"cutting {doc.name} into passages"))
             spans = [(c.start, c.end, c.text, c.index, c.count) for c in chunks]
         seen[ref] = len(spans)
         committer.add(_Prepared(
@@ -275,63 +289,49 @@ def _new_document(doc: DocumentInput, ref: str, extracted: Extracted, spans) -> 
                        text=extracted.text, title=extracted.title, page_count=extracted.page_count,
                        extractor=extracted.extractor or None, notes=extracted.notes)
 
-class _ModelLoader:
-    """Loads the embedding model on a thread of its own, beside stage 1; `ready()` waits and re-raises.
-
-    Started by the first group stage 1 commits to the backlog: a command whose
-    documents all come back unchanged never loads the model for nothing.
-    """
-
-    def __init__(self, engine: IngestEngine, emit: EventFn, wanted: bool) -> None:
-        self.engine, self.emit, self.wanted = engine, emit, wanted
-        self.error: BaseException | None = None
-        self.thread: Any = None
-
-    def start(self) -> None:
-        import threading
-
-        if self.wanted and self.thread is None:
-            self.thread = threading.Thread(target=self._load, name="kx-model-load", daemon=True)
-            self.thread.start()
-
-    def _load(self) -> None:
-        try:
-            embedder = self.engine.embedder()
-            if embedder is not None:
-                prepare_embedder(embedder, self.emit)
-        except BaseException as exc:  # handed to the main thread by ready()
-            self.error = exc
-
-    def ready(self) -> None:
-        self.start()
-        self.join()
-        if self.error is not None:
-            raise self.error
-
-    def join(self) -> None:
-        if self.thread is not None:
-            self.thread.join()
-
-
 class _Committer:
     """Groups cut documents and commits each group: to the backlog (two stages) or with its vectors."""
 
     def __init__(self, engine: IngestEngine, dataset: Any, catalogue: Any, fingerprint: Fingerprint,
                  results: list[DocumentResult | None], emit: EventFn, defers: bool, documents: int,
-                 on_first_commit: Callable[[], None] = lambda: None) -> None:
+                 beside: BesideStage1 | None = None) -> None:
         self.engine, self.dataset, self.catalogue, self.fingerprint = engine, dataset, catalogue, fingerprint
-        self.on_first_commit = on_first_commit
+        self.beside = beside
         self.results, self.emit, self.defers = results, emit, defers
         self.group: list[_Prepared] = []
         self.size = 0
         self.opened = time.monotonic()
         self.documents, self.read, self.committed = documents, 0, 0
         self.embedded = 0  # single-stage backends: passages embedded so far
+        self.stored = 0    # documents in the catalogue (committed), reported "added" or not yet
         self.revived: list[tuple[str, str]] = []  # (lineage, ref) of unchanged documents
+        self._shown = 0    # the `done` of the last reading event
 
     def read_one(self) -> None:
-        self.emit(Progress("reading", self.read, self.documents, unit="documents", passages=self.committed))
+        self._reading(self.read)
         self.read += 1
+
+    def _reading(self, done: int, **part: Any) -> None:
+        self._shown = done
+        self.emit(Progress("reading", done, self.documents, unit="documents", passages=self.committed, **part))
+
+    def part(self, label: str) -> Callable[[int, int], None]:
+        """A progress callback for one long step on one document (`label`), reported at most every PART_SECONDS.
+
+        Events go through `emit` like every other, so a stop asked for meanwhile is honoured there too
+        (the CLI raises from its event handler): nothing of the step is committed yet, or it is
+        committed whole and only its derived index is left for the next writer.
+        """
+        started = last = time.monotonic()
+
+        def report(done: int, total: int) -> None:
+            nonlocal last
+            now = time.monotonic()
+            if now - last >= PART_SECONDS or (done >= total and now - started >= PART_SECONDS):
+                last = now
+                self._reading(self._shown, part=label, part_done=min(done, total), part_total=total)
+
+        return report
 
     def add(self, item: _Prepared) -> None:
         if not self.group:
@@ -348,20 +348,24 @@ class _Committer:
             own = group[0].vector is not None
             if self.defers and not own:
                 vectors = None  # stage 2 embeds them (engine/backlog.py)
-                self.on_first_commit()
             else:
                 vectors = _vectors_for(self.engine, group, self.embedded, self.embedded + size, self.emit)
                 self.embedded += size
             self.catalogue.commit_documents([p.document for p in group], vectors, self.fingerprint)
+            self.stored += len(group)
             if self.defers:  # keyword-searchable now, group by group: a document is in both or in neither
-                self.dataset.sync_sparse(self.catalogue)
+                self.dataset.sync_sparse(self.catalogue,
+                                         on_progress=self.part(f"indexing {size:,} passages for keyword search"))
+            if self.beside is not None:
+                self.beside.raise_if_stopped()  # a stop asked through an event in the embedding thread
+                self.beside.start()            # embed this group (and load the model the first time)
             self.committed += size
             for p in group:
                 doc = p.document
                 self.results[p.position] = DocumentResult(doc.name, DocumentStatus.ADDED, doc.ref,
                                                           len(doc.passages), doc.source_path)
                 self.emit(self.results[p.position])
-        self.emit(Progress("reading", self.read, self.documents, unit="documents", passages=self.committed))
+        self._reading(self.read)
 
 
 def _vectors_for(engine: IngestEngine, group: list[_Prepared], done: int, total: int, emit: EventFn) -> np.ndarray:

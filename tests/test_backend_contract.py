@@ -4,7 +4,10 @@ and a Milvus cluster when KX_TEST_MILVUS_URI names one (the step before trusting
 Each test runs once per backend (tests/backends.py) and asserts what a user
 of any of them must be able to rely on: ingest and dedupe, listing, the
 three query modes with explained hits, fingerprint refusals, provenance,
-pre-computed vectors, the error statuses and deterministic answers.
+pre-computed vectors, the error statuses and deterministic answers; and
+the lineages of issue 22: the latest version by default, every version on
+request, retirement that survives a restart, and `--where` filters applied
+inside both retrievers (k hits from a filtered set under 5 % of passages).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import numpy as np
 import pytest
 
 from engine import KxError, Status
-from engine.documents import from_bytes, from_text
+from engine.documents import DocumentInput, from_bytes, from_text
 from engine.extract import Extracted, Section
 
 from .helpers import HashEmbedder, inject_extraction
@@ -206,3 +209,119 @@ def test_user_mistakes_have_statuses_not_tracebacks(backend_factory) -> None:
     result = backend.query("notes", "the of and", mode="sparse")   # nothing indexable for BM25 ...
     assert result.hits == [] or all(h.sparse_rank for h in result.hits)   # ... or only what it matched
     assert backend.query("notes", "x", k=500).k == 64                       # clamped to KX_MAX_K, said
+
+
+# -- lineages, retirement and filters (issue 22), the same on every backend -------------------------
+
+TOPICS = ["invoices are paid within thirty days of receipt by the finance team",
+          "the finance team pays invoices after approval by a manager",
+          "late invoices incur a fee and the finance team sends a reminder"]
+
+
+def _filter_corpus() -> list[DocumentInput]:
+    """120 plain notes and 5 markdown guides: the guides are 4 % of the passages (one passage each)."""
+    docs = [DocumentInput(f"plain/{i:03d}", f"{TOPICS[i % 3]} case {i}".encode(), media_type="text/plain")
+            for i in range(120)]
+    docs += [DocumentInput(f"special/{i}", f"travel expenses handbook chapter {i} with invoices".encode(),
+                           source_path=f"/docs/special/{i}.md", media_type="text/markdown") for i in range(5)]
+    return docs
+
+
+def test_a_filter_matching_under_5_percent_still_returns_k_hits(backend_factory) -> None:
+    backend = backend_factory()
+    report = backend.ingest("corp", _filter_corpus())
+    assert report.passages == 125
+    special = {r.ref for r in report.results[-5:]}
+    for mode in ("hybrid", "dense", "sparse"):
+        plain = backend.query("corp", "finance team invoices", k=5, mode=mode, rerank=False)
+        assert len(plain) == 5 and not any(h.document_name.startswith("special/") for h in plain), mode
+        for clause in ("type:md", "name:special/*", "name:/docs/special/*"):
+            hits = backend.query("corp", "finance team invoices", k=5, mode=mode, rerank=False, where=[clause])
+            assert len(hits) == 5 and {h.document_ref for h in hits} == special, (mode, clause)
+        narrower = backend.query("corp", "invoices", k=5, mode=mode, where=["name:special/[12]", "type:md"])
+        assert sorted(h.document_name for h in narrower) == ["special/1", "special/2"], mode
+        either = backend.query("corp", "invoices", k=10, mode=mode, where=["name:special/1", "name:plain/007"])
+        assert sorted(h.document_name for h in either) == ["plain/007", "special/1"], mode
+        assert len(backend.query("corp", "finance", k=5, mode=mode, where=["pages:1-3"])) == 0  # text has no pages
+        assert len(backend.query("corp", "finance", k=5, mode=mode, where=["type:pdf"])) == 0
+    prefixes = sorted(special)[:2]
+    by_ref = backend.query("corp", "invoices", k=10, where=[f"ref:{','.join(r[:8] for r in prefixes)}"])
+    assert {h.document_ref for h in by_ref} == set(prefixes)
+    with pytest.raises(KxError) as err:
+        backend.query("corp", "invoices", where=["colour:red"])
+    assert err.value.status is Status.INVALID_ARGUMENT and "--where type:pdf" in err.value.message
+
+
+def test_pages_and_type_filters_narrow_to_passages(backend_factory, monkeypatch) -> None:
+    inject_extraction(monkeypatch, lambda doc: PAPER if doc.data == PAPER_BYTES else None)
+    backend = backend_factory()
+    report = backend.ingest("papers", [from_bytes(PAPER_BYTES, "cold-chains", "application/pdf"),
+                                       from_text("A plain note about carriers and loggers.", "note")])
+    paper = report.results[0].ref
+    for mode in ("hybrid", "dense", "sparse"):
+        pdf = backend.query("papers", "carriers loggers", k=20, mode=mode, where=["type:pdf"])
+        assert pdf.hits and {h.document_ref for h in pdf} == {paper}, mode
+        second = backend.query("papers", "loggers logger carriers carrier", k=20, mode=mode, where=["pages:2"])
+        assert second.hits and all(h.page_start <= 2 <= h.page_end for h in second), mode
+        everything = backend.query("papers", "loggers logger carriers carrier", k=20, mode=mode,
+                                   where=["type:pdf"])
+        assert {h.passage_ref for h in second} < {h.passage_ref for h in everything}, mode
+
+
+def test_only_the_latest_version_answers_unless_all_are_asked_for(backend_factory) -> None:
+    backend = backend_factory()
+    texts = [f"The shipping guide, edition {n}: parcels leave the depot at {n} o'clock."
+             for n in ("one", "two", "three")]
+    refs = []
+    for text in texts:   # one file edited twice: three ingests under one name
+        report = backend.ingest("notes", [from_text(text, "guide"), from_text(NOTES["parking"], "parking")])
+        refs.append(report.results[0].ref)
+    assert [r.status for r in report.results] == ["added", "unchanged"]
+    for mode in ("hybrid", "dense", "sparse"):
+        latest = backend.query("notes", "shipping guide edition parcels depot", k=10, mode=mode)
+        guide = [h for h in latest if h.document_name == "guide"]
+        assert [h.text for h in guide] == [texts[2]] and guide[0].version == 3 and guide[0].superseded_by is None
+        every = backend.query("notes", "shipping guide edition parcels depot", k=10, mode=mode, versions="all")
+        seen = {h.document_ref: (h.version, h.superseded_by) for h in every if h.document_name == "guide"}
+        assert seen == {refs[0]: (1, refs[2]), refs[1]: (2, refs[2]), refs[2]: (3, None)}, mode
+    shown = backend.list_documents("notes")
+    assert sorted((d.name, d.ref) for d in shown) == sorted([("guide", refs[2]), ("parking", shown[0].ref)])
+    stored = backend.list_documents("notes", versions="all")
+    assert [(d.name, d.version) for d in stored if d.name == "guide"] == [("guide", 1), ("guide", 2), ("guide", 3)]
+    summary = backend.dataset_summary("notes")
+    assert (summary.documents, summary.versions, summary.retired) == (2, 4, 0)
+    # the first edition's bytes offered again: unchanged (stored once), and current again
+    again = backend.ingest("notes", [from_text(texts[0], "guide")])
+    assert [r.status for r in again.results] == ["unchanged"]
+    top = backend.query("notes", "shipping guide edition parcels depot", k=10)
+    assert [h.text for h in top if h.document_name == "guide"] == [texts[0]]
+    with pytest.raises(KxError) as err:
+        backend.list_documents("notes", versions="some")
+    assert err.value.status is Status.INVALID_ARGUMENT
+
+
+def test_a_retired_lineage_stops_answering_survives_a_restart_and_comes_back(backend_factory) -> None:
+    backend = backend_factory()
+    backend.ingest("notes", _notes())
+    watching = backend_factory()   # another process's view (a gateway), opened before the retirement
+    assert "parking" in {h.document_name for h in watching.query("notes", "parking garage vacation laptop", k=5)}
+    assert backend.retire("notes", ["parking", "no-such-note"]) == ["parking"]
+    assert backend.retire("notes", ["parking"]) == []   # retired already
+    for reader in (backend, watching, backend_factory()):   # the last: a restart
+        for mode in ("hybrid", "dense", "sparse"):
+            names = {h.document_name for h in reader.query("notes", "parking garage vacation laptop", k=5, mode=mode)}
+            assert "parking" not in names and names, mode
+        assert "parking" not in {d.name for d in reader.list_documents("notes")}
+        [retired] = [d for d in reader.list_documents("notes", versions="all") if d.name == "parking"]
+        assert retired.retired and retired.superseded_by is None
+        summary = reader.dataset_summary("notes")
+        assert (summary.documents, summary.versions, summary.retired) == (4, 5, 1)
+        hits = reader.query("notes", "parking garage vacation laptop", k=5, versions="all")
+        assert "parking" in {h.document_name for h in hits}
+    back = backend.ingest("notes", [from_text(NOTES["parking"], "parking")])   # the file is put back
+    assert [r.status for r in back.results] == ["unchanged"]
+    assert watching.query("notes", "parking garage vacation laptop", k=5).hits[0].document_name == "parking"
+    assert backend.dataset_summary("notes").retired == 0
+    with pytest.raises(KxError) as err:
+        backend.retire("missing", ["x"])
+    assert err.value.status is Status.NOT_FOUND

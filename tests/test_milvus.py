@@ -145,6 +145,98 @@ def test_writes_are_batched_and_a_passage_longer_than_a_varchar_comes_back_whole
     backend.close()
 
 
+# -- lineages on Milvus (the shared contract: tests/test_backend_contract.py) -----------------------------
+
+
+def test_a_dataset_from_before_lineages_reads_as_before_and_takes_them_on(tmp_path: Path) -> None:
+    """No `kxl_` collection (written before lineages): each name's newest document is current."""
+    backend = _milvus(str(tmp_path / "old.db"))
+    first = backend.ingest("notes", [from_text("parcels leave the depot at noon", "guide"),
+                                     from_text("the garage opens at seven", "parking")])
+    time.sleep(0.01)   # ingested_at orders the versions of a dataset without events
+    second = backend.ingest("notes", [from_text("parcels leave the depot at dawn", "guide")])
+    catalogue = backend._catalogue("notes")
+    backend.store().drop(catalogue.lineages_col)   # what a dataset from before lineages looks like
+    backend.close()
+    reopened = _milvus(str(tmp_path / "old.db"))
+    assert [h.text for h in reopened.query("notes", "parcels depot", k=5) if h.document_name == "guide"] == \
+        ["parcels leave the depot at dawn"]
+    assert reopened.dataset_summary("notes").documents == 2
+    assert [d.version for d in reopened.list_documents("notes", versions="all") if d.name == "guide"] == [1, 2]
+    assert reopened.retire("notes", ["parking"]) == ["parking"]   # the first event makes the collection
+    assert {d.name for d in reopened.list_documents("notes")} == {"guide"}
+    assert first.results[0].ref != second.results[0].ref
+    reopened.close()
+
+
+def test_a_crash_between_documents_and_their_events_keeps_the_version_before(tmp_path: Path, monkeypatch) -> None:
+    """Milvus has no transactions: documents land first, events after; a crash between leaves the new version
+    stored but not current, and offering the file again (a watcher's start scan) makes it current."""
+    from engine.milvus.store import MilvusCatalogue
+
+    backend = _milvus(str(tmp_path / "crash.db"))
+    backend.ingest("notes", [from_text("parcels leave the depot at noon", "guide")])
+    real = MilvusCatalogue._append_events
+
+    def crash(self, events):
+        raise KxError(Status.UNAVAILABLE, "the process died here")
+
+    monkeypatch.setattr(MilvusCatalogue, "_append_events", crash)
+    with pytest.raises(KxError):
+        backend.ingest("notes", [from_text("parcels leave the depot at dawn", "guide")])
+    monkeypatch.setattr(MilvusCatalogue, "_append_events", real)
+    assert [h.text for h in backend.query("notes", "parcels depot", k=5)] == ["parcels leave the depot at noon"]
+    assert len(backend.list_documents("notes", versions="all")) == 2
+    again = backend.ingest("notes", [from_text("parcels leave the depot at dawn", "guide")])
+    assert [r.status for r in again.results] == ["unchanged"]
+    assert [h.text for h in backend.query("notes", "parcels depot", k=5)] == ["parcels leave the depot at dawn"]
+    backend.close()
+
+
+def test_rebuild_is_refused_on_milvus_saying_why_and_what_to_do(kx_home: Path, monkeypatch) -> None:
+    from milvus_lite.server_manager import server_manager_instance
+
+    path = str(kx_home.parent / "rebuild.db")
+    backend = _milvus(path)
+    backend.ingest("notes", [from_text("parcels leave the depot at noon", "guide")])
+    with pytest.raises(KxError) as err:
+        backend.rebuild("notes", "notes-small")
+    assert err.value.status is Status.FAILED_PRECONDITION
+    assert "original" in err.value.message and "kx datasets ingest notes-small" in err.value.message
+    with pytest.raises(KxError) as missing:
+        backend.rebuild("nothing", "other")
+    assert missing.value.status is Status.NOT_FOUND
+    backend.close()
+    monkeypatch.setenv("KX_BACKEND", "milvus")
+    monkeypatch.setenv("KX_MILVUS_URI", path)
+    monkeypatch.setenv("KX_EMBED_MODEL", "none")
+    try:
+        shown = run_cli("datasets", "rebuild", "notes", "--as", "notes-small", "--chunk-size", "300")
+        assert shown.code != 0 and "FAILED_PRECONDITION" in shown.stderr and "original" in shown.stderr
+        after = _milvus(path)
+        assert [d.name for d in after.list_datasets()] == ["notes"]   # nothing was made
+        after.close()
+    finally:
+        server_manager_instance.release_server(path)
+
+
+def test_a_cli_reading_a_milvus_dataset_prints_no_pymilvus_warnings(kx_home: Path) -> None:
+    """Importing pymilvus sets up its own stderr logging; a kx command must not print its iterator warnings."""
+    from milvus_lite.server_manager import server_manager_instance
+
+    from .helpers import run_kx
+
+    path = str(kx_home.parent / "quiet.db")
+    backend = _milvus(path)
+    backend.ingest("notes", [from_text("parcels leave the depot at noon", "guide")])
+    backend.close()
+    server_manager_instance.release_server(path)
+    shown = run_kx("datasets", "documents", "notes", "--versions", "all",
+                   env={"KX_BACKEND": "milvus", "KX_MILVUS_URI": path, "KX_EMBED_MODEL": "none"}, timeout=120)
+    assert shown.code == 0 and "guide" in shown.stdout, shown.stderr
+    assert shown.stderr == ""
+
+
 # -- kx info -----------------------------------------------------------------------------------------------
 
 
@@ -262,6 +354,16 @@ def test_the_gateway_fronts_milvus_over_http(tmp_path: Path, request: pytest.Fix
             assert [h.to_dict() for h in result.hits] == [h.to_dict() for h in direct.hits]
             text = client.document_text("notes", result.hits[0].document_ref)
             assert text == "Refunds are paid within thirty days."
+            narrowed = client.query_dataset("notes", text="refunds thirty days", k=2, where=["name:park*"])
+            assert [h.document_name for h in narrowed.hits] == ["parking"]   # filtered inside Milvus's searches
+            client.ingest_documents("notes", ["Refunds are paid within ten days."], names=["refunds"])
+            latest = client.query_dataset("notes", text="refunds days", k=5)
+            assert [h.text for h in latest.hits if h.document_name == "refunds"] == [
+                "Refunds are paid within ten days."]
+            every = client.query_dataset("notes", text="refunds days", k=5, versions="all")
+            assert sorted(h.version for h in every.hits if h.document_name == "refunds") == [1, 2]
+            assert len(client.list_documents("notes", versions="all")) == 3
+            assert len(client.list_documents("notes")) == 2
             info = client.info()
             assert info["backend"]["kind"] == "milvus" and info["backend"]["uri"] == store["milvus_uri"]
             with pytest.raises(KxError) as err:

@@ -71,6 +71,61 @@ def test_committed_passages_answer_by_keyword_before_any_is_embedded(hash_engine
     assert "kx datasets embed hb" in refused.value.message
 
 
+def _slow_extraction(monkeypatch, seconds: float) -> None:
+    """Every document takes `seconds` to extract, as a PDF does in its worker process."""
+    from engine.extract import Extracted
+
+    from .helpers import inject_extraction
+
+    def slow(doc):
+        time.sleep(seconds)
+        return Extracted(doc.data.decode("utf-8"), "text/plain")
+
+    inject_extraction(monkeypatch, slow)
+
+
+def test_embedding_runs_while_later_documents_are_still_extracted(monkeypatch, kx_home: Path) -> None:
+    engine = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40, "ingest_commit_passages": 2}),
+                    embedder=HashEmbedder())
+    _slow_extraction(monkeypatch, 0.25)
+    words = ["amber", "birch", "cedar", "dune", "ember", "fjord", "garnet", "heath",
+             "iris", "juniper", "kelp", "larch", "maple", "nettle", "oak", "pine"]
+    texts = [f"The {w} parcel ships from the Leeds warehouse." for w in words]
+    events: list[object] = []
+    engine.ingest("hb", [from_text(t, name=f"note-{i}") for i, t in enumerate(texts)], on_event=events.append)
+
+    last_document = max(i for i, e in enumerate(events) if getattr(e, "status", None) is not None)
+    embedded_early = [e for e in events[:last_document]
+                      if isinstance(e, Progress) and e.stage == "embedding" and e.done > 0]
+    assert embedded_early, "stage 2 waited for stage 1 to finish"
+    # every passage has its vector: each embedded once, none left
+    assert set(_vector_lengths(kx_home, "hb")) == {HashEmbedder().card.dimension * 4}
+    result = engine.query("hb", "the garnet parcel", mode="hybrid")
+    assert result.dense_coverage == 1.0 and "garnet" in result[0].text
+
+
+def test_a_stop_asked_from_the_embedding_thread_ends_the_ingest_and_keeps_its_commits(
+        monkeypatch, kx_home: Path) -> None:
+    engine = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40, "ingest_commit_passages": 2}),
+                    embedder=HashEmbedder())
+    _slow_extraction(monkeypatch, 0.2)
+    import threading
+
+    def on_event(event: object) -> None:  # what the TUI does when its worker is cancelled
+        if isinstance(event, Progress) and event.stage == "embedding" and event.done > 0:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        engine.ingest("hb", [from_text(f"Note {i} about the Leeds warehouse.", name=f"n{i}") for i in range(20)],
+                      on_event=on_event)
+    assert not [t for t in threading.enumerate() if t.name == "kx-embed"]  # nothing left running
+    summary = engine.dataset_summary("hb")
+    assert 0 < summary.documents < 20  # stage 1 stopped early; what it committed stays, searchable
+    assert len(engine.query("hb", "Leeds warehouse", mode="sparse")) > 0
+    engine.embed("hb")
+    assert engine.dataset_summary("hb").backlog == 0
+
+
 def test_a_dense_query_never_hears_about_stopwords(hash_engine: Engine) -> None:
     hash_engine.ingest("hb", [from_text(t) for t in HANDBOOK])
     dense = hash_engine.query("hb", "the of and", mode="dense")

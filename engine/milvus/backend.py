@@ -25,9 +25,17 @@ from ..config import Settings, load_settings
 from ..core import Engine
 from ..dataset import validate_name
 from ..documents import DocumentInput
-from ..errors import KxError, not_found
+from ..errors import KxError, Status, invalid, not_found
 from ..models import ModelCard
-from ..records import DatasetSummary, DocumentSummary, EmbedReport, IngestReport, PassageSpan, QueryResult
+from ..records import (
+    DatasetSummary,
+    DocumentSummary,
+    EmbedReport,
+    IngestReport,
+    PassageSpan,
+    QueryResult,
+    VersionView,
+)
 from .errors import MilvusConnection, is_local, redacted
 from .schema import ANALYZER, collections_of
 
@@ -35,8 +43,9 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..embedders import Embedder
+    from ..store import LineageState
     from .search import MilvusSearcher
-    from .store import MilvusStore
+    from .store import MilvusCatalogue, MilvusStore
 
 EventFn = Callable[[object], None]
 NotifyFn = Callable[[str], None]
@@ -58,6 +67,7 @@ class MilvusBackend:
         self._store: MilvusStore | None = None
         self._started_lite = False
         self._searchers: dict[str, MilvusSearcher] = {}
+        self._pictures: dict[str, tuple[tuple[int, int], list, LineageState]] = {}   # by dataset: see _lineages
         self._lock = threading.Lock()
 
     # -- the model (the embedded engine's) ------------------------------------------------
@@ -108,6 +118,20 @@ class MilvusBackend:
 
         return MilvusDataset(self.store(), validate_name(name))
 
+    def _lineages(self, catalogue: MilvusCatalogue) -> tuple[list, LineageState]:
+        """The dataset's document keys and lineage state, read again only when events or documents were
+        added (two count queries): listing a large dataset's counts must not reread every row each time."""
+        mark = (catalogue.lineage_mark(), catalogue.counts()[0])
+        with self._lock:
+            cached = self._pictures.get(catalogue.name)
+        if cached is not None and cached[0] == mark:
+            return cached[1], cached[2]
+        keys = catalogue.document_keys()
+        state = catalogue.lineage_state(keys)
+        with self._lock:
+            self._pictures[catalogue.name] = (mark, keys, state)
+        return keys, state
+
     def _catalogue(self, name: str):
         from .store import MilvusCatalogue
 
@@ -128,8 +152,10 @@ class MilvusBackend:
         catalogue = self._catalogue(name)
         docs, passages = catalogue.counts()
         fingerprint = catalogue.fingerprint()
+        _keys, state = self._lineages(catalogue)
         return DatasetSummary(
-            name=name, documents=docs, passages=passages,
+            name=name, documents=state.live_count(), versions=docs,
+            retired=sum(1 for head in state.current.values() if head is None), passages=passages,
             embed_model=fingerprint.embed_model if fingerprint else None,
             created_at=catalogue.created_at,
             fingerprint=fingerprint.to_dict() if fingerprint else None,
@@ -160,14 +186,51 @@ class MilvusBackend:
 
     def list_documents(self, name: str, offset: int = 0, limit: int = 100,
                        versions: str | None = None) -> list[DocumentSummary]:
-        """Documents of dataset `name` in ingest order, `limit` (1..1000) from `offset`."""
-
+        """Documents of dataset `name` in ingest order, `limit` (1..1000) from `offset`; the current version
+        of each lineage, or every stored version with `versions="all"`."""
         check_page(offset, limit)
-        return [row.summary() for row in self._catalogue(name).documents(offset, limit)]
+        try:
+            view = VersionView.parse(versions or VersionView.LATEST)
+        except ValueError as exc:
+            raise invalid(str(exc)) from None
+        catalogue = self._catalogue(name)
+        keys, state = self._lineages(catalogue)
+        hidden = state.hidden() if view is VersionView.LATEST else set()
+        page = [ref for _t, ref, _n, _p, _m in keys if ref not in hidden][offset:offset + limit]
+        found = catalogue.documents_by_ref(page)
+        out = []
+        for ref in page:
+            row = found.get(ref)
+            if row is None:
+                continue
+            version, superseded_by, retired = state.describe(row.ref, row.name)
+            name, source_path = state.shown(row.ref, row.name, row.source_path)   # a renamed file's
+            out.append(dataclasses.replace(row.summary(), version=version, superseded_by=superseded_by,
+                                           retired=retired, name=name, source_path=source_path))
+        return out
 
     def retire(self, name: str, lineages: Sequence[str]) -> list[str]:
-        """Lineages are not kept on Milvus yet: nothing is retired, every stored version keeps answering."""
-        return []
+        """Retire lineages (documents by name) whose source is gone; those that were live (Backend's contract)."""
+        with self._dataset(name).writing() as catalogue:
+            catalogue.require_registered()
+            return catalogue.retire(list(lineages))
+
+    def rename(self, name: str, moves: Sequence[tuple[str, str, str | None]]) -> list[str]:
+        """Carry lineages to new names, every version along (Engine.rename's contract)."""
+        with self._dataset(name).writing() as catalogue:
+            catalogue.require_registered()
+            return catalogue.rename(list(moves))
+
+    def rebuild(self, name: str, new: str, on_event: EventFn | None = None,
+                should_stop: Callable[[], bool] | None = None) -> IngestReport:
+        """Refused: a Milvus dataset keeps each document's extracted text, not its original bytes."""
+        self._catalogue(name)  # an unknown dataset is NOT_FOUND first
+        raise KxError(Status.FAILED_PRECONDITION,
+                      f"dataset '{name}' is on the Milvus backend, which keeps each document's extracted text "
+                      "but not its original file, and a rebuild re-reads the originals (pages, headings and "
+                      "titles come from them); ingest the source files again into a new dataset under the new "
+                      f"settings instead (kx datasets ingest {new} PATH...), or keep datasets to rebuild on "
+                      "the embedded backend")
 
     def document_passages(self, name: str, doc_ref: str) -> list[PassageSpan]:
         """Where each passage of one document lies in its text, in chunk order."""
@@ -234,6 +297,7 @@ class MilvusBackend:
         self._models.close()
         with self._lock:
             self._searchers.clear()
+            self._pictures.clear()
             conn, self._conn, self._store = self._conn, None, None
         if conn is not None:
             conn.close()

@@ -5,6 +5,8 @@ One dataset is three collections, never a shared one with a dataset field:
     kxp_<name>   passages: text (BM25 analyzer), provenance, the dense vector, the BM25 sparse vector
     kxd_<name>   documents: the catalogue row of each document (the commit point of an ingest)
     kxt_<name>   document texts, in pieces (what passages' character ranges index into)
+    kxl_<name>   lineage events, append-only: which stored version of a lineage is current, or that it was
+                 retired (engine/store.py's `lineage_events`, made when a dataset first records one)
 
 plus one registry `kx_datasets` (a row per dataset: its fingerprint and creation time).
 
@@ -62,6 +64,11 @@ def collections_of(name: str) -> tuple[str, str, str]:
     """(passages, documents, texts) collection names of dataset `name`."""
     enc = encode_name(name)
     return f"kxp_{enc}", f"kxd_{enc}", f"kxt_{enc}"
+
+
+def lineages_of(name: str) -> str:
+    """The lineage events collection of dataset `name` (absent in datasets made before lineages)."""
+    return f"kxl_{encode_name(name)}"
 
 
 def _client_types():
@@ -126,6 +133,21 @@ def texts_schema(client: Any) -> tuple[Any, Any]:
     schema.add_field("doc_ref", DataType.VARCHAR, max_length=64)
     schema.add_field("piece", DataType.INT64)
     schema.add_field("text", DataType.VARCHAR, max_length=VARCHAR_BYTES)
+    schema.add_field("_v", DataType.FLOAT_VECTOR, dim=len(PLACEHOLDER))
+    return schema, _placeholder_index(client)
+
+
+def lineages_schema(client: Any) -> tuple[Any, Any]:
+    """One row per lineage event; `seq` orders them (nanoseconds since the epoch, unique per writer)."""
+    DataType, _, _ = _client_types()
+    schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+    schema.add_field("seq", DataType.INT64, is_primary=True)
+    schema.add_field("lineage", DataType.VARCHAR, max_length=VARCHAR_BYTES)
+    schema.add_field("doc_ref", DataType.VARCHAR, max_length=64, nullable=True)   # NULL: the lineage was retired
+    schema.add_field("at", DataType.DOUBLE)
+    # a rename: lineage `moved_from` continues as `lineage`, its file now at `source_path`
+    schema.add_field("moved_from", DataType.VARCHAR, max_length=VARCHAR_BYTES, nullable=True)
+    schema.add_field("source_path", DataType.VARCHAR, max_length=VARCHAR_BYTES, nullable=True)
     schema.add_field("_v", DataType.FLOAT_VECTOR, dim=len(PLACEHOLDER))
     return schema, _placeholder_index(client)
 

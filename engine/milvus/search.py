@@ -13,6 +13,14 @@ embedded searcher, scores are rounded to 6 decimals and ties go to the
 ascending ref. A candidate whose document row is not there (a crash between
 a passage write and its document's commit) is dropped: it is not in the
 dataset yet.
+
+Versions and filters: the latest-versions view and `--where` clauses are
+decided here with the embedded backend's own `LineageState` and `Where`
+over the documents' rows and the lineage events (reread only when the
+events collection's count moved: one count query a query), and reach Milvus
+as a filter expression inside both searches, so a filtered search still
+fills its pool from the matching passages. Hits show a renamed lineage's
+documents under its current name (engine/store.py, renames).
 """
 
 from __future__ import annotations
@@ -23,15 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import KxError, Status
 from ..filters import PassageFilter, Where
 from ..fingerprint import Fingerprint
-from ..fusion import Ranked, rank_list
-from ..search import MAX_QUERY_TERMS, Candidates, dense_ef
-from ..store import DocumentRow, PassageRow
-from .store import PASSAGE_FIELDS, MilvusCatalogue, passage_row
+from ..search import MAX_QUERY_TERMS, Candidates, dense_ef, shown_documents
+from ..store import DocumentRow, LineageState, PassageRow
+from .store import PASSAGE_FIELDS, MilvusCatalogue, passage_row, quoted
 
-_SCORE_DECIMALS = 6
 _DOC_CACHE_LIMIT = 100_000   # committed document rows kept (they never change: the store is append-only)
 _ROW_CACHE_LIMIT = 20_000   # candidate rows kept between a query's pools and its hits
 _WORD = re.compile(r"\w+")
@@ -52,6 +57,10 @@ class MilvusSearcher:
         self._rows: dict[str, dict[str, Any]] = {}     # this query's candidates, by ref
         self._docs: dict[str, DocumentRow] = {}
         self._rows_lock = threading.Lock()
+        # the lineage picture (document keys, LineageState) and the filters made from it, while `_mark` holds
+        self._mark = -1
+        self._picture: tuple[list[tuple[float, str, str, str | None, str]], LineageState] | None = None
+        self._filters: dict[tuple[Where, str], PassageFilter | None] = {}
 
     def current(self) -> bool:
         return not self.closed   # Milvus answers from what it holds now: never stale
@@ -61,22 +70,83 @@ class MilvusSearcher:
 
     # -- the pools ----------------------------------------------------------------------
 
-    # -- filters: not on Milvus yet (lineages, retirements and --where are the embedded backend's) ---------
+    # -- filters: `--where` and the latest-versions view, as Milvus filter expressions -------------
 
     def passage_filter(self, where: Where, versions: str) -> PassageFilter | None:
-        if where:
-            raise KxError(Status.FAILED_PRECONDITION, "--where filters are not available on the Milvus backend "
-                                                      "yet; query without them, or use the embedded backend")
-        return None  # every stored version answers here: Milvus keeps no lineages yet
+        """The documents a query may see, as an expression Milvus applies inside both searches.
+
+        The document-level clauses are decided here over the documents' rows
+        (the same `Where.admits_document` as the embedded backend: globs,
+        types, days and ref prefixes mean exactly the same), then named to
+        Milvus by ref: `doc_ref in [...]` or `doc_ref not in [...]`,
+        whichever list is shorter; `pages:` is a clause on the passages' own
+        page fields. Recomputed whenever a lineage event was appended.
+        """
+        self._refresh()
+        key = (where, str(versions))
+        with self._rows_lock:
+            if key in self._filters:
+                return self._filters[key]
+        keys, state = self._lineage()
+        hidden = state.hidden() if versions == "latest" else set()
+        found: PassageFilter | None = None
+        if where or hidden:
+            every = [ref for _t, ref, _n, _p, _m in keys]
+            shown = [ref for at, ref, name, path, media in keys if ref not in hidden
+                     and (not where or where.admits_document(*state.shown(ref, name, path), media, at, ref))]
+            clauses = []
+            if len(shown) < len(every):
+                if len(shown) <= len(every) - len(shown):
+                    clauses.append(f"doc_ref in {quoted(shown)}")
+                else:
+                    kept = set(shown)
+                    clauses.append(f"doc_ref not in {quoted([ref for ref in every if ref not in kept])}")
+            if where.pages is not None:
+                first, last = where.pages
+                clauses.append(f"(page_start <= {int(last)} and (page_end >= {int(first)} "
+                               f"or (page_end is null and page_start >= {int(first)})))")
+            if not shown:
+                found = PassageFilter(nothing=True)
+            elif clauses:
+                found = PassageFilter(expression=" and ".join(clauses))
+        with self._rows_lock:
+            if len(self._filters) >= 16:
+                self._filters.clear()
+            self._filters[key] = found
+        return found
 
     def versions(self, documents: dict[str, DocumentRow]) -> dict[str, tuple[int, str | None]]:
-        return {}
+        _keys, state = self._lineage()
+        return {ref: state.describe(ref, row.name)[:2] for ref, row in documents.items()}
+
+    def _refresh(self) -> None:
+        """Forget the lineage picture when an event was appended since it was read (one count query)."""
+        mark = self.catalogue.lineage_mark()
+        with self._rows_lock:
+            if mark != self._mark:
+                self._mark, self._picture, self._filters = mark, None, {}
+
+    def _lineage(self) -> tuple[list[tuple[float, str, str, str | None, str]], LineageState]:
+        with self._rows_lock:
+            picture = self._picture
+        if picture is None:
+            keys = self.catalogue.document_keys()
+            picture = (keys, self.catalogue.lineage_state(keys))
+            with self._rows_lock:
+                self._picture = picture
+        return picture
+
+    @staticmethod
+    def _search_filter(only: PassageFilter | None) -> dict[str, Any]:
+        return {"filter": only.expression} if only is not None and only.expression else {}
 
     def dense_candidates(self, vector: np.ndarray, pool: int, only: PassageFilter | None = None) -> Candidates:
+        if only is not None and only.nothing:
+            return Candidates.empty()
         found = self._conn.call(
             "search", self.catalogue.passages_col, data=[np.asarray(vector, dtype=np.float32).tolist()],
             anns_field="vector", limit=pool, output_fields=PASSAGE_FIELDS,
-            search_params={"metric_type": "COSINE", "params": {"ef": dense_ef(pool)}})
+            search_params={"metric_type": "COSINE", "params": {"ef": dense_ef(pool)}}, **self._search_filter(only))
         return self._candidates(found[0], lambda distance: float(distance))
 
     def sparse_candidates(self, text: str, pool: int, only: PassageFilter | None = None) -> Candidates:
@@ -89,11 +159,11 @@ class MilvusSearcher:
             keep = set(distinct[:MAX_QUERY_TERMS])
             dropped = len(distinct) - MAX_QUERY_TERMS
             words = [w for w in words if w in keep]
-        if not words:
-            return Candidates([], {})
+        if not words or (only is not None and only.nothing):
+            return Candidates.empty()
         found = self._conn.call(
             "search", self.catalogue.passages_col, data=[" ".join(words)], anns_field="sparse", limit=pool,
-            output_fields=PASSAGE_FIELDS, search_params={"metric_type": "BM25"})
+            output_fields=PASSAGE_FIELDS, search_params={"metric_type": "BM25"}, **self._search_filter(only))
         candidates = self._candidates(found[0], lambda distance: abs(float(distance)))
         candidates.dropped_terms = dropped
         candidates.kept_terms = "first"
@@ -108,8 +178,7 @@ class MilvusSearcher:
                 self._rows.clear()
             for entity, _ in kept:
                 self._rows[entity["ref"]] = entity
-        ranked = rank_list(Ranked(entity["ref"], round(score, _SCORE_DECIMALS)) for entity, score in kept)
-        return Candidates(ranked, {entity["ref"]: entity["ref"] for entity, _ in kept})
+        return Candidates.of([entity["ref"] for entity, _ in kept], [score for _, score in kept])
 
     def _committed(self, doc_refs: list[str]) -> set[str]:
         missing = [ref for ref in dict.fromkeys(doc_refs) if ref not in self._docs]
@@ -122,6 +191,9 @@ class MilvusSearcher:
         return {ref for ref in doc_refs if ref in self._docs}
 
     # -- the hits -------------------------------------------------------------------------
+
+    def refs(self, keys: list[str]) -> list[str | None]:
+        return list(keys)  # passages are keyed by their refs here
 
     def passages(self, seqs: list[str]) -> dict[str, PassageRow]:
         with self._rows_lock:
@@ -142,4 +214,4 @@ class MilvusSearcher:
 
     def documents(self, refs: list[str]) -> dict[str, DocumentRow]:
         self._committed(refs)
-        return {ref: self._docs[ref] for ref in refs if ref in self._docs}
+        return shown_documents({ref: self._docs[ref] for ref in refs if ref in self._docs}, self._lineage()[1])

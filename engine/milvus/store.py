@@ -18,6 +18,15 @@ upserts exactly those rows. Writes go in batches (`_BATCH_ROWS` rows, about
 There is no write lock across processes: two writers adding the same bytes
 upsert identical rows; a lock within this process keeps one ingest per
 dataset at a time, as the embedded engine's file lock does.
+
+Lineages (engine/store.py's schema 4) live in a fourth, append-only
+collection of events (`kxl_<name>`): each committed document appends "this
+ref is its lineage's current version", a retirement appends a NULL. Events
+are written after the document rows, so a crash in between leaves the new
+version stored but not current (its lineage keeps answering with the
+version before); offering the same file again (a watcher's start scan does)
+makes it current. A dataset from before lineages has no such collection:
+each name's newest document is current, as in an un-migrated catalogue.
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import KxError, Status, not_found
 from ..fingerprint import Fingerprint
-from ..store import DocumentRow, NewDocument, PassageRow
+from ..store import DocumentRow, LineageState, NewDocument, PassageRow
 from . import schema
 from .schema import (
     PLACEHOLDER,
@@ -39,6 +48,7 @@ from .schema import (
     TEXT_PIECE_CHARS,
     collections_of,
     cut_to_bytes,
+    lineages_of,
 )
 
 if TYPE_CHECKING:
@@ -55,6 +65,19 @@ PASSAGE_FIELDS = ["ref", "doc_ref", "chunk_index", "chunk_count", "char_start", 
                   "page_start", "page_end", "section"]
 DOCUMENT_FIELDS = ["ref", "name", "source_path", "size", "media_type", "ingested_at", "text_length", "passage_count",
                    "title", "page_count", "extractor", "notes", "text_pieces"]
+
+
+_seq_lock = threading.Lock()
+_last_seq = 0
+
+
+def next_seqs(count: int) -> list[int]:
+    """`count` lineage event numbers: nanoseconds since the epoch, strictly rising within this process."""
+    global _last_seq
+    with _seq_lock:
+        first = max(time.time_ns(), _last_seq + 1)
+        _last_seq = first + count - 1
+    return list(range(first, first + count))
 
 
 def quoted(values: Sequence[str]) -> str:
@@ -212,10 +235,15 @@ class MilvusCatalogue:
         self.store = store
         self.name = name
         self.passages_col, self.documents_col, self.texts_col = collections_of(name)
+        self.lineages_col = lineages_of(name)
         self._registry: dict[str, Any] | None = None
 
     def close(self) -> None:
         """Nothing to release: the connection belongs to the backend."""
+
+    def require_registered(self) -> None:
+        """NOT_FOUND unless the dataset exists (what a write that cannot create one checks first)."""
+        MilvusDataset(self.store, self.name).require()
 
     # -- metadata ---------------------------------------------------------------------
 
@@ -287,9 +315,73 @@ class MilvusCatalogue:
 
     # -- the write --------------------------------------------------------------------
 
+    # -- lineages (see the module head) -------------------------------------------------
+
+    def lineage_mark(self) -> int:
+        """Moves whenever an event is appended (every committed document appends one): readers compare it."""
+        return self.store.count(self.lineages_col)
+
+    def document_keys(self) -> list[tuple[float, str, str, str | None, str]]:
+        """(ingested_at, ref, name, source_path, media_type) of every document, in ingest order."""
+        if not self.store.has(self.documents_col):
+            return []
+        return sorted((float(r["ingested_at"]), r["ref"], r["name"], r.get("source_path"), r["media_type"])
+                      for r in self.store.all_rows(self.documents_col,
+                                                   ["ref", "name", "source_path", "media_type", "ingested_at"]))
+
+    def lineage_state(self, keys: Sequence[tuple[float, str, str, str | None, str]] | None = None) -> LineageState:
+        """Every document's lineage and version; `keys` (document_keys()) when the caller read them already."""
+        keys = self.document_keys() if keys is None else keys
+        events: list[tuple[int, str, str | None, str | None, str | None]] = []
+        if self.store.has(self.lineages_col):
+            events = sorted((int(r["seq"]), r["lineage"], r.get("doc_ref"), r.get("moved_from"), r.get("source_path"))
+                            for r in self.store.all_rows(self.lineages_col, ["seq", "lineage", "doc_ref",
+                                                                             "moved_from", "source_path"]))
+        return LineageState.from_history([(ref, name) for _t, ref, name, _p, _m in keys],
+                                         [event[1:] for event in events])
+
     def record_current(self, pairs: Sequence[tuple[str, str]]) -> int:
-        """Lineages are not kept on Milvus yet: every stored version answers (see engine/store.py)."""
-        return 0
+        """Make each stored `ref` current for `lineage` where it is not (engine/store.py's contract)."""
+        if not pairs:
+            return 0
+        state = self.lineage_state()
+        stored = self.known_refs([ref for _lineage, ref in pairs])
+        moved = [(lineage, ref) for lineage, ref in dict.fromkeys(pairs)
+                 if ref in stored and state.current.get(lineage) != ref]
+        return self._append_events(moved)
+
+    def retire(self, lineages: Sequence[str]) -> list[str]:
+        """Retire lineages whose source is gone; those that were live."""
+        state = self.lineage_state()
+        live = [name for name in dict.fromkeys(lineages) if state.current.get(name) is not None]
+        self._append_events([(name, None) for name in live])
+        return live
+
+    def rename(self, moves: Sequence[tuple[str, str, str | None]]) -> list[str]:
+        """Carry live lineages to new names (engine/store.py's contract); the old names that moved."""
+        moved = []
+        for old, new, path in moves:
+            head = self.lineage_state().current.get(old) if old != new else None
+            if head is not None:
+                self._append_events([(new, head, old, path)])
+                moved.append(old)
+        return moved
+
+    def _append_events(self, events: Sequence[tuple[str, str | None] | tuple[str, str | None, str, str | None]]
+                       ) -> int:
+        """Append events: (lineage, ref or None) or, for a rename, (lineage, ref, moved_from, source_path)."""
+        if not events:
+            return 0
+        self.store.create(self.lineages_col, schema.lineages_schema(self.store.conn.client))
+        now = time.time()
+        rows = []
+        for seq, event in zip(next_seqs(len(events)), events):
+            moved_from, path = event[2:] if len(event) == 4 else (None, None)
+            rows.append({"seq": seq, "lineage": cut_to_bytes(event[0])[0], "doc_ref": event[1], "at": now,
+                         "moved_from": moved_from and cut_to_bytes(moved_from)[0],
+                         "source_path": path and cut_to_bytes(path)[0], "_v": PLACEHOLDER})
+        self.store.upsert(self.lineages_col, rows)
+        return len(events)
 
     def commit_documents(self, documents: Sequence[NewDocument], vectors: np.ndarray,
                          fingerprint: Fingerprint) -> None:
@@ -330,13 +422,16 @@ class MilvusCatalogue:
             })
         self.store.upsert(self.passages_col, passages)
         self.store.upsert(self.texts_col, texts)
-        self.store.upsert(self.documents_col, docs)   # last: from here on the documents are in
+        self.store.upsert(self.documents_col, docs)   # from here on the documents are in
+        # then each is its lineage's current version (a crash before this: see the module head)
+        self._append_events([(doc.name, doc.ref) for doc in documents])
 
     def _create(self, fingerprint: Fingerprint) -> None:
         client = self.store.conn.client
         self.store.create(self.passages_col, schema.passages_schema(client, fingerprint.dimension))
         self.store.create(self.documents_col, schema.documents_schema(client))
         self.store.create(self.texts_col, schema.texts_schema(client))
+        self.store.create(self.lineages_col, schema.lineages_schema(client))
         self.store.register(self.name, fingerprint)
         stored = self.store.registry_row(self.name)   # read back: a writer racing us may have stamped first
         if stored is None:
@@ -350,7 +445,7 @@ class MilvusCatalogue:
             check_compatible(self.name, theirs, fingerprint)
 
     def flush(self) -> None:
-        for collection in (self.passages_col, self.texts_col, self.documents_col):
+        for collection in (self.passages_col, self.texts_col, self.documents_col, self.lineages_col):
             if self.store.has(collection):
                 self.store.conn.call("flush", collection)
 
@@ -402,5 +497,6 @@ class MilvusDataset:
             if self.store.count(catalogue.documents_col):
                 return
             self.store.unregister(self.name)
-            for collection in (catalogue.passages_col, catalogue.documents_col, catalogue.texts_col):
+            for collection in (catalogue.passages_col, catalogue.documents_col, catalogue.texts_col,
+                               catalogue.lineages_col):
                 self.store.drop(collection)
