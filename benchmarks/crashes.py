@@ -1,6 +1,7 @@
 """Crash campaign: SIGKILL kx at random moments and check nothing reported is lost, doubled or corrupt.
 
-    python benchmarks/crashes.py [--ingest 50] [--watch 20] [--gateway 20] [--embedding 20] [--docs 20] [--seed 13]
+    python benchmarks/crashes.py [--ingest 50] [--watch 20] [--gateway 20] [--embedding 20] [--retire 20]
+                                 [--rebuild 20] [--docs 20] [--seed 13]
 
 By hand, not in CI (minutes per dozen kills). Three targets, each a real
 `kx` process on a SciFact slice (one abstract per file, KX_INGEST_COMMIT_PASSAGES
@@ -19,6 +20,23 @@ small so a command makes many commits for a kill to land between):
   `kx datasets embed` finishes it. Checked: the resumer embedded exactly the
   backlog the kill left (0 embedded twice), every passage has one vector,
   the dense graph holds every passage, each document is found by its text.
+- retire:  `kx datasets watch crash-retire DIR --json` on a folder its dataset
+  already holds, with 2-6 files deleted since (every other round: before the
+  watch starts, so its start scan retires them; or while it watches) and the
+  files the previous round deleted put back; killed at a moment drawn from
+  the time that retiring (and restoring) takes. Checked after the kill: every
+  file reported `retired` answers no more by default, nothing doubled; after a
+  restart, the documents that answer by default are exactly the folder's files
+  (retired ones gone, restored ones back), every one found by its own text.
+- rebuild: `kx datasets rebuild crash-source --as crash-rebuilt-N --chunk-size
+  600 --chunk-overlap 100` from a source with two retired lineages, killed at a
+  moment drawn from the uninterrupted command's duration; then the same
+  command again (a rebuild continues into its own unfinished target). Checked:
+  the source untouched (same documents, passages, vectors and lineage state),
+  the target's catalogue consistent after the kill and, after the resumed
+  command, the source's documents with its lineage state (retired ones not
+  answering), every passage embedded once, indexes at the top, each live
+  document found by its own text.
 
 After every kill, before anything else touches the dataset:
 `PRAGMA integrity_check` is ok and every document the killed process
@@ -97,6 +115,8 @@ class Reader:
 
 
 def _slice(count: int, start: int) -> list[dict]:
+    """`count` SciFact abstracts from line `start` on; refuses a slice past the corpus's end (a campaign of
+    empty commands would never get a kill in)."""
     out = []
     with (DATA / "scifact" / "corpus.jsonl").open(encoding="utf-8") as handle:
         for number, line in enumerate(handle):
@@ -105,6 +125,8 @@ def _slice(count: int, start: int) -> list[dict]:
             if number >= start:
                 record = json.loads(line)
                 out.append({"name": f"sf-{record['_id']}", "text": f"{record['title']}\n\n{record['text']}"})
+    if len(out) < count:
+        raise SystemExit(f"SciFact has no {count} abstracts from line {start} on")
     return out
 
 
@@ -156,7 +178,7 @@ def check_after_kill(home: Path, dataset: str, reported: set[str], tally: Tally,
 
 
 def check_after_restart(home: Path, dataset: str, expected: dict[str, str], tally: Tally, what: str,
-                        embedder) -> bool:
+                        embedder, settings: dict[str, object] | None = None) -> bool:
     """Indexes caught up, every expected document findable by its text in both retrievers, nothing doubled."""
     from engine import Engine, load_settings
 
@@ -189,7 +211,7 @@ def check_after_restart(home: Path, dataset: str, expected: dict[str, str], tall
         tally.lost += len(missing)
         tally.problems.append(f"{what}: after the restart {len(missing)} documents missing")
         ok = False
-    engine = Engine(load_settings({"home": str(home)}), embedder=embedder)
+    engine = Engine(load_settings({"home": str(home), **(settings or {})}), embedder=embedder)
     try:
         for name in sorted(set(expected) & set(names)):
             for mode in ("sparse", "dense"):
@@ -450,7 +472,8 @@ def campaign_embedding(root: Path, rounds: int, per: int, rng: random.Random, em
     number = 0
     while tally.kills < rounds:
         home, dataset = root / f"embedding-home-{number}", "crash-embedding"
-        docs = _slice(per * 3, 8000 + number * per * 3)  # enough passages for several embedding chunks
+        # enough passages for several embedding chunks; SciFact has 5,183 abstracts (each round has its own home)
+        docs = _slice(per * 3, (number * per * 3) % 5000)
         paths = _write(root / f"embedding-files-{number}", docs)
         # embedding chunks of 8 x 8 passages: many vector commits for a kill to land between
         proc = _kx(home, "datasets", "ingest", dataset, *map(str, paths), extra={"KX_EMBED_BATCH_SIZE": "8"})
@@ -491,6 +514,224 @@ def campaign_embedding(root: Path, rounds: int, per: int, rng: random.Random, em
         _finish(home, dataset, docs, set(), _added_lines(out.splitlines()), good, tally, what, embedder)
 
 
+def _live(home: Path, dataset: str) -> set[str]:
+    """Names that answer by default (each lineage's current version, not retired), through a fresh engine."""
+    from engine import Engine, load_settings
+
+    engine = Engine(load_settings({"home": str(home)}), embedder=None)
+    try:
+        names: set[str] = set()
+        offset = 0
+        while True:
+            page = engine.list_documents(dataset, offset, 1000)
+            names.update(d.name for d in page)
+            if len(page) < 1000:
+                return names
+            offset += len(page)
+    finally:
+        engine.close()
+
+
+def _integrity(home: Path, dataset: str, tally: Tally, what: str) -> bool:
+    """integrity_check ok, no name doubled, no partial document (read-write: a hot WAL is replayed)."""
+    path = _catalogue(home, dataset)
+    if not path.exists():
+        return True
+    db = sqlite3.connect(path)
+    try:
+        verdict = db.execute("PRAGMA integrity_check").fetchone()[0]
+        names = [row[0] for row in db.execute("SELECT name FROM documents")]
+        broken = db.execute("SELECT COUNT(*) FROM (SELECT d.ref FROM documents d LEFT JOIN passages p "
+                            "ON p.doc_ref = d.ref GROUP BY d.ref HAVING COUNT(p.seq) != d.passage_count)"
+                            ).fetchone()[0]
+    finally:
+        db.close()
+    if verdict != "ok" or len(names) != len(set(names)) or broken:
+        tally.corrupt += 1
+        tally.problems.append(f"{what}: integrity {verdict}, {len(names) - len(set(names))} doubled names, "
+                              f"{broken} partial documents")
+        return False
+    return True
+
+
+def _watch_until(home: Path, dataset: str, inbox: Path, done, timeout: float = 300) -> tuple[bool, list[str]]:
+    """Run the watch on `inbox` until `done()` holds (polled after its first line), then SIGTERM it."""
+    proc = _kx(home, "datasets", "watch", dataset, str(inbox), "--json", "--settle", "0.3")
+    reader = Reader(proc)
+    deadline = time.monotonic() + timeout
+    ok = False
+    while time.monotonic() < deadline and proc.poll() is None:
+        if any('"watching"' in line for line in reader.lines) and not _pending(reader.lines) and done():
+            ok = True
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    reader.join()
+    return ok, reader.lines
+
+
+def campaign_retire(root: Path, rounds: int, per: int, rng: random.Random, embedder, tally: Tally) -> None:
+    home, dataset = root / "retire-home", "crash-retire"
+    inbox, shelf = root / "retire-inbox", root / "retire-shelf"
+    docs = {d["name"]: d for d in _slice(per, 4600)}
+    _write(inbox, list(docs.values()))
+    shelf.mkdir()
+    filled, _ = _watch_until(home, dataset, inbox, lambda: _count(home, dataset) >= per
+                             if _catalogue(home, dataset).exists() else False)
+    if not filled:
+        raise SystemExit("retire: the watched folder never got in whole")
+    # how long a start scan takes to retire a few files, and a live deletion to be retired (settle included)
+    spans = {}
+    for variant in ("start", "live"):
+        gone = sorted(docs)[:3]
+        started = time.monotonic()
+        if variant == "start":
+            for name in gone:
+                (inbox / f"{name}.txt").rename(shelf / f"{name}.txt")
+            ok, _ = _watch_until(home, dataset, inbox, lambda: not set(gone) & _live(home, dataset))
+        else:
+            proc = _kx(home, "datasets", "watch", dataset, str(inbox), "--json", "--settle", "0.3")
+            reader = Reader(proc)
+            while not any('"watching"' in line for line in reader.lines) and proc.poll() is None:
+                time.sleep(0.05)
+            started = time.monotonic()
+            for name in gone:
+                (inbox / f"{name}.txt").rename(shelf / f"{name}.txt")
+            while time.monotonic() - started < 120 and sum('"retired"' in line for line in reader.lines) < 3:
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+            reader.join()
+        spans[variant] = time.monotonic() - started
+        for name in gone:  # back for the next calibration and the rounds
+            (shelf / f"{name}.txt").rename(inbox / f"{name}.txt")
+    _watch_until(home, dataset, inbox, lambda: _live(home, dataset) == set(docs))
+    print(f"retire: a start scan retires 3 files in {spans['start']:.1f} s after spawn; a live deletion is retired "
+          f"{spans['live']:.1f} s after it; kills drawn from [0, 1.2 x that]", flush=True)
+    shelved: list[str] = []
+    for number in range(rounds):
+        variant = "start" if number % 2 == 0 else "live"
+        for name in shelved:  # the previous round's deletions come back (the next watch restores them)
+            (shelf / f"{name}.txt").rename(inbox / f"{name}.txt")
+        present = sorted(docs)
+        shelved = rng.sample(present, rng.randint(2, 6))
+        delay = rng.uniform(0, spans[variant] * 1.2)
+        if variant == "start":
+            for name in shelved:
+                (inbox / f"{name}.txt").rename(shelf / f"{name}.txt")
+            proc = _kx(home, "datasets", "watch", dataset, str(inbox), "--json", "--settle", "0.3")
+            reader = Reader(proc)
+        else:
+            proc = _kx(home, "datasets", "watch", dataset, str(inbox), "--json", "--settle", "0.3")
+            reader = Reader(proc)
+            while not any('"watching"' in line for line in reader.lines) and proc.poll() is None:
+                time.sleep(0.05)
+            for name in shelved:
+                (inbox / f"{name}.txt").rename(shelf / f"{name}.txt")
+        killed = _kill_at(proc, delay)
+        reader.join()
+        what = f"retire kill {tally.kills + 1} ({variant}, {len(shelved)} gone) at {delay:.2f} s"
+        if not killed:
+            tally.finished_first += 1
+            continue
+        tally.kills += 1
+        retired = {json.loads(l)["name"] for l in reader.lines if l.startswith('{"event": "retired"')}
+        tally.before_first_commit += not retired
+        good = _integrity(home, dataset, tally, what)
+        live = _live(home, dataset)
+        if retired & live:
+            tally.lost += len(retired & live)
+            tally.problems.append(f"{what}: reported retired but still answering: {sorted(retired & live)[:5]}")
+            good = False
+        expected = set(docs) - set(shelved)
+        settled, _ = _watch_until(home, dataset, inbox, lambda: _live(home, dataset) == expected, timeout=180)
+        if not settled:
+            live = _live(home, dataset)
+            tally.problems.append(f"{what}: after a restart {len(live - expected)} gone files still answer, "
+                                  f"{len(expected - live)} present ones do not")
+            good = False
+        good = _integrity(home, dataset, tally, what) and good
+        good = check_after_restart(home, dataset, {n: docs[n]["text"] for n in expected}, tally, what,
+                                   embedder) and good
+        tally.survived += good
+        print(f"  {what}: {len(retired)} reported retired before the kill -> {'ok' if good else 'FAILED'}",
+              flush=True)
+
+
+def _digest(home: Path, dataset: str) -> tuple:
+    """What a rebuild must leave alone in its source: documents, passages, vectors, lineage events."""
+    db = sqlite3.connect(f"file:{_catalogue(home, dataset)}?mode=ro", uri=True)
+    try:
+        return (tuple(db.execute("SELECT ref, name FROM documents ORDER BY ref")),
+                db.execute("SELECT COUNT(*), SUM(length(vector)), MAX(seq) FROM passages").fetchone(),
+                tuple(db.execute("SELECT lineage, doc_ref FROM lineage_events ORDER BY rowid")))
+    finally:
+        db.close()
+
+
+def campaign_rebuild(root: Path, rounds: int, per: int, rng: random.Random, embedder, tally: Tally) -> None:
+    from engine import Engine, load_settings
+
+    home, source = root / "rebuild-home", "crash-source"
+    docs = _slice(per, 4700)
+    paths = _write(root / "rebuild-files", docs)
+    made = _kx(home, "datasets", "ingest", source, *map(str, paths))
+    _out, err = made.communicate(timeout=600)
+    if made.returncode != 0:
+        raise SystemExit(f"rebuild: the source ingest failed: {err[-300:]}")
+    retired = [docs[0]["name"], docs[1]["name"]]
+    engine = Engine(load_settings({"home": str(home)}), embedder=embedder)
+    try:
+        engine.retire(source, retired)
+    finally:
+        engine.close()
+    live = {d["name"]: d["text"] for d in docs if d["name"] not in retired}
+    before = _digest(home, source)
+    args = ["--chunk-size", "600", "--chunk-overlap", "100"]
+    started = time.monotonic()
+    calibration = _kx(home, "datasets", "rebuild", source, "--as", "crash-calibrate", *args)
+    calibration.communicate(timeout=600)
+    span = time.monotonic() - started
+    print(f"rebuild: an uninterrupted rebuild of {per} documents takes {span:.1f} s; kills drawn from [0, {span:.1f}]",
+          flush=True)
+    for number in range(rounds):
+        target = f"crash-rebuilt-{number}"
+        proc = _kx(home, "datasets", "rebuild", source, "--as", target, *args)
+        reader = Reader(proc)
+        delay = rng.uniform(0, span)
+        killed = _kill_at(proc, delay)
+        reader.join()
+        if not killed:
+            tally.finished_first += 1
+            continue
+        tally.kills += 1
+        what = f"rebuild kill {tally.kills} at {delay:.2f} s"
+        tally.before_first_commit += not _catalogue(home, target).exists()
+        good = _integrity(home, target, tally, what)
+        again = _kx(home, "datasets", "rebuild", source, "--as", target, *args)
+        _out, err = again.communicate(timeout=600)
+        if again.returncode != 0:
+            tally.problems.append(f"{what}: the same rebuild again exited {again.returncode}: {err.strip()[-300:]}")
+            print(f"  {what}: resuming FAILED: {err.strip()[-300:]}", flush=True)
+            continue
+        if _digest(home, source) != before:
+            tally.corrupt += 1
+            tally.problems.append(f"{what}: the source dataset changed")
+            good = False
+        answering = _live(home, target)
+        if answering != set(live):
+            tally.problems.append(f"{what}: the rebuilt dataset answers with {len(answering)} documents, the source "
+                                  f"with {len(live)} (retired carried: {not set(retired) & answering})")
+            good = False
+        good = _integrity(home, target, tally, what) and good
+        good = check_after_restart(home, target, live, tally, what, embedder,
+                                   {"chunk_size": 600, "chunk_overlap": 100}) and good
+        tally.survived += good
+        print(f"  {what}: {'a target existed' if _catalogue(home, target).exists() else 'no target'} after the kill "
+              f"-> {'ok' if good else 'FAILED'}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ingest", type=int, default=50, help="kills of `kx datasets ingest`")
@@ -498,6 +739,9 @@ def main() -> None:
     parser.add_argument("--gateway", type=int, default=20, help="kills of `kx serve` during an upload")
     parser.add_argument("--embedding", type=int, default=20,
                         help="kills of `kx datasets ingest` during its embedding stage, resumed by `kx datasets embed`")
+    parser.add_argument("--retire", type=int, default=20,
+                        help="kills of `kx datasets watch` while it retires files deleted from its folder")
+    parser.add_argument("--rebuild", type=int, default=20, help="kills of `kx datasets rebuild`, then resumed")
     parser.add_argument("--docs", type=int, default=20, help="SciFact abstracts per round")
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
@@ -517,7 +761,8 @@ def main() -> None:
     results = {}
     for target, count, run in (("ingest", args.ingest, campaign_ingest), ("watch", args.watch, campaign_watch),
                                ("gateway", args.gateway, campaign_gateway),
-                               ("embedding", args.embedding, campaign_embedding)):
+                               ("embedding", args.embedding, campaign_embedding),
+                               ("retire", args.retire, campaign_retire), ("rebuild", args.rebuild, campaign_rebuild)):
         if count <= 0:
             continue
         tally = Tally()

@@ -1,7 +1,7 @@
 """Filtered queries against unfiltered ones, and a rebuild against a fresh ingest, on SciFact.
 
     KX_BENCH_DIR=/tmp/somewhere python benchmarks/filters.py [--queries 150] [--no-rebuild] [--no-filters]
-        [--rebuild-first]
+        [--rebuild-first] [--backend embedded|milvus-lite]
 
 1. Every SciFact test query (the first --queries of them), hybrid, k=10, MMR
    on, in turns: unfiltered, then `--where` name globs that keep ~1 %, ~10 %
@@ -13,6 +13,9 @@
    both measure kx's pipeline, not the model): passages/s and the ratio
    (target >= 0.95).
 Both ratios are measured in the same run on the same (loaded) machine.
+With `--backend milvus-lite` (1. only: a Milvus dataset cannot be rebuilt)
+the same corpus goes into a milvus-lite file under KX_BENCH_DIR once, and
+the filters run as Milvus filter expressions inside its searches.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 import time
 
 from common import BENCH_DIR, DATA, ensure_dataset, percentile
@@ -42,6 +46,29 @@ def filtered_latency(engine, queries: list[str]) -> dict:
     return {label: {"p50_ms": round(percentile(v, 50), 2), "p95_ms": round(percentile(v, 95), 2),
                     "ratio_p50": round(percentile(v, 50) / base, 2), "queries_short_of_k": short[label]}
             for label, v in samples.items()}
+
+
+def milvus_dataset():
+    """A MilvusBackend over KX_BENCH_DIR/filters-milvus/scifact.db with SciFact in it (ingested once)."""
+    from vector_cache import CachedEmbedder
+
+    from engine import Engine, load_settings
+    from engine.documents import from_jsonl
+    from engine.embedders import load_embedder
+    from engine.milvus.backend import MilvusBackend
+
+    folder = BENCH_DIR / "filters-milvus"
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = load_settings({"home": str(folder / "home"), "backend": "milvus",
+                              "milvus_uri": str(folder / "scifact.db")}, env={})
+    card = Engine(settings).model_card()
+    backend = MilvusBackend(settings, embedder=CachedEmbedder(load_embedder(card, settings), "scifact"))
+    if "scifact" not in {s.name for s in backend.list_datasets()}:
+        corpus = DATA / "scifact" / "corpus.jsonl"
+        print(f"ingesting {corpus} into milvus-lite ...", file=sys.stderr, flush=True)
+        backend.ingest("scifact", list(from_jsonl(corpus, settings.max_document_bytes)))
+        time.sleep(15)   # milvus-lite seals and indexes segments after the flush: let it finish first
+    return backend
 
 
 def rebuild_rate(engine, rebuild_first: bool = False) -> dict:
@@ -71,16 +98,20 @@ def main() -> None:
     parser.add_argument("--no-rebuild", action="store_true")
     parser.add_argument("--rebuild-first", action="store_true", help="time the rebuild before the fresh ingest")
     parser.add_argument("--no-filters", action="store_true")
+    parser.add_argument("--backend", choices=["embedded", "milvus-lite"], default="embedded")
     args = parser.parse_args()
     from engine.evaluation import read_queries
 
-    engine = ensure_dataset("scifact")
+    engine = ensure_dataset("scifact") if args.backend == "embedded" else milvus_dataset()
+    if args.backend != "embedded":
+        args.no_rebuild = True
     queries = list(read_queries(DATA / "scifact" / "queries.jsonl").values())[:args.queries]
-    result: dict = {"bench_dir": str(BENCH_DIR), "queries": len(queries)}
+    result: dict = {"bench_dir": str(BENCH_DIR), "backend": args.backend, "queries": len(queries)}
     if not args.no_filters:
         result["filtered_ms"] = filtered_latency(engine, queries)
     if not args.no_rebuild:
         result["rebuild"] = rebuild_rate(engine, args.rebuild_first)
+    engine.close()
     print(json.dumps(result, indent=2))
 
 

@@ -1,6 +1,6 @@
 """Query latency on SciFact, stage by stage, next to its peers, the HNSW pool's recall, and a cold query.
 
-    python benchmarks/latency.py [--no-peers] [--no-cold]
+    python benchmarks/latency.py [--no-peers] [--no-cold] [--search-only]
 
 1. Every SciFact test query, one at a time after a warm-up, in each mode with
    the default settings (k=10, pool 100, MMR on): p50 and p95 of query
@@ -14,7 +14,11 @@
    and LanceDB's hybrid search (limit 10), each from the query text to its
    hits, embedding included (the same model and call for all three): p50,
    p95 and the ratio kx / LanceDB.
-4. One cold `kx datasets query` as a user runs it from a shell, and where its
+4. The search alone, the query vector given (no model time): kx hybrid with
+   MMR and without, the reference and LanceDB, in turns: p50 / p95, the
+   ratios kx / reference and kx / LanceDB, and what MMR adds
+   (`--search-only` runs just this part).
+5. One cold `kx datasets query` as a user runs it from a shell, and where its
    time goes.
 """
 
@@ -118,6 +122,49 @@ def peer_latency(engine, queries: list[str]) -> dict:
     return out
 
 
+def search_only_latency(engine, queries: list[str], peers: bool) -> dict:
+    """The search alone (the query vector given, so no model time), kx against its peers, in turns.
+
+    Each query's vector is embedded once beforehand; every system then gets
+    the same text and vector: kx hybrid with MMR (k 10) and without, the
+    reference (bm25s + exact cosine + RRF, top 10 of 100 per list) and, when
+    installed, LanceDB's hybrid search (limit 10). Queries take turns across
+    the systems, so machine load hits all alike.
+    """
+    vectors = engine.embedder().encode(queries)
+    runs = {"kx hybrid (MMR on)": lambda t, v: engine.query("scifact", t, vector=v, k=10),
+            "kx hybrid (MMR off)": lambda t, v: engine.query("scifact", t, vector=v, k=10, rerank=False)}
+    if peers:
+        from common import ensure_dataset
+        from peers import LanceHybrid, Reference, load_collection
+
+        collection = load_collection("scifact", ensure_dataset("scifact").embedder())  # cached vectors
+        reference = Reference(collection)
+        runs["reference hybrid"] = lambda t, v: reference.search("hybrid", t, v, 100)[:10]
+        try:
+            lance = LanceHybrid(collection)
+            runs["lancedb hybrid"] = lambda t, v: lance.search(t, v, 10)
+        except ImportError:
+            pass  # LanceDB not installed: kx against the reference only
+    for text, vector in zip(queries[:20], vectors):  # warm-up: caches, lazy imports
+        for fn in runs.values():
+            fn(text, vector)
+    samples: dict[str, list[float]] = {label: [] for label in runs}
+    for text, vector in zip(queries, vectors):
+        for label, fn in runs.items():
+            start = time.perf_counter()
+            fn(text, vector)
+            samples[label].append((time.perf_counter() - start) * 1000.0)
+    out: dict[str, dict] = {label: {"p50": round(percentile(v, 50), 3), "p95": round(percentile(v, 95), 3)}
+                            for label, v in samples.items()}
+    kx, off = out["kx hybrid (MMR on)"], out["kx hybrid (MMR off)"]
+    out["MMR adds"] = {q: round(kx[q] / off[q] - 1.0, 3) for q in ("p50", "p95")}
+    for peer in ("reference hybrid", "lancedb hybrid"):
+        if peer in out:
+            out[f"ratio kx / {peer.split()[0]}"] = {q: round(kx[q] / out[peer][q], 3) for q in ("p50", "p95")}
+    return out
+
+
 def _wall(args: list[str], env: dict) -> tuple[float, str]:
     start = time.perf_counter()
     proc = subprocess.run(args, env=env, capture_output=True, text=True, cwd=REPO)
@@ -157,13 +204,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--no-peers", action="store_true", help="skip the peers (no bench extra needed)")
     parser.add_argument("--no-cold", action="store_true", help="skip the cold shell commands")
+    parser.add_argument("--search-only", action="store_true",
+                        help="only the search-alone comparison (query vectors given) and its ratios")
     args = parser.parse_args()
 
     # built through the vector cache; queried with the real model, so embedding is really timed
     engine = Engine(ensure_dataset("scifact").settings)
     queries = list(read_queries(DATA / "scifact" / "queries.jsonl").values())
+    if args.search_only:
+        row = {"queries": len(queries), "search_only_ms": search_only_latency(engine, queries, not args.no_peers)}
+        BENCH_DIR.mkdir(parents=True, exist_ok=True)
+        (BENCH_DIR / "latency-search-only.json").write_text(json.dumps(row, indent=2))
+        _print_search_only(row["search_only_ms"])
+        return
     result = {"queries": len(queries), "stages_ms": stage_latency(engine, queries),
-              "hnsw": pool_recall(engine, queries)}
+              "hnsw": pool_recall(engine, queries),
+              "search_only_ms": search_only_latency(engine, queries, not args.no_peers)}
     if not args.no_peers:
         result["peers_ms"] = peer_latency(engine, queries)
     if not args.no_cold:
@@ -187,10 +243,17 @@ def main() -> None:
         print("\nFrom query text to hits, embedding included, in turns (ms):")
         for label, row in result["peers_ms"].items():
             print(f"  {label:24}p50 {row['p50']:>8}   p95 {row['p95']:>8}")
+    _print_search_only(result["search_only_ms"])
     print("\nCold commands from a shell (median of 3):")
     for label, row in result.get("cold_cli", {}).items():
         extra = f"   engine: {row['engine_timings_ms']}" if "engine_timings_ms" in row else ""
         print(f"  {label:34}{row['median_s']:.2f} s{extra}")
+
+
+def _print_search_only(rows: dict) -> None:
+    print("\nSearch alone (query vector given), in turns (ms):")
+    for label, row in rows.items():
+        print(f"  {label:24}p50 {row['p50']:>8}   p95 {row['p95']:>8}")
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ sentence, so the same hits and query give the same spans.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 import threading
@@ -104,9 +105,35 @@ def sentence_ranges(text: str) -> list[tuple[int, int]]:
 
 def _terms(text: str) -> set[str]:
     """The query's content words as Porter2 stems (a sentence word matches a stem it starts with)."""
+    return {_stem(w) for w in WORD_PATTERN.findall(text.lower()) if w not in ENGLISH_STOPWORDS}
+
+
+@functools.lru_cache(maxsize=65_536)
+def _stem(word: str) -> str:
+    # Porter2 in pure Python costs ~0.1 ms a word; queries repeat their words
     from whoosh.lang.porter2 import stem
 
-    return {stem(w) for w in WORD_PATTERN.findall(text.lower()) if w not in ENGLISH_STOPWORDS}
+    return stem(word)
+
+
+_RANGES: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()
+_RANGES_LOCK = threading.Lock()
+
+
+def _sentences(text: str) -> list[tuple[int, int]]:
+    """sentence_ranges(text), remembered for the last WordVectors._PASSAGES passages (without word vectors:
+    a query given as a vector, or a model folder without readable weights)."""
+    with _RANGES_LOCK:
+        known = _RANGES.get(text)
+        if known is not None:
+            _RANGES.move_to_end(text)
+            return known
+    ranges = sentence_ranges(text)
+    with _RANGES_LOCK:
+        _RANGES[text] = ranges
+        while len(_RANGES) > WordVectors._PASSAGES:
+            _RANGES.popitem(last=False)
+    return ranges
 
 
 def _matcher(terms: set[str]) -> re.Pattern[str] | None:
@@ -257,7 +284,7 @@ def best_span(text: str, query: str, vectors: WordVectors | None = None,
     """The range (within `text`) of the best sentence, joined by its better neighbour when that scores
     at least NEIGHBOUR_SHARE of it; None for text without a sentence."""
     if vectors is None:
-        ranges, sentence_vectors = sentence_ranges(text), None
+        ranges, sentence_vectors = _sentences(text), None
     else:
         ranges, sentence_vectors = vectors.sentences(text)
     if not ranges:

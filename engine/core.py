@@ -56,6 +56,10 @@ class Engine:
         self._searchers: dict[str, DatasetSearcher] = {}
         self._searchers_lock = threading.Lock()
         self._model_lock = threading.Lock()
+        # Set (a plain assignment, so a signal handler may do it) when the process is stopping, e.g. `kx serve`
+        # after SIGTERM: ingests and embeddings in flight leave at their next progress event (a safe point:
+        # what was committed stays, the rest is the next writer's backlog) instead of holding the stop up.
+        self.stop_requested = False
 
     # -- the model ----------------------------------------------------------------
 
@@ -199,8 +203,10 @@ class Engine:
             out = []
             for row in rows:
                 version, superseded_by, retired = state.describe(row.ref, row.name)
+                name, source_path = state.shown(row.ref, row.name, row.source_path)   # a renamed file's
                 out.append(dataclasses.replace(row.summary(backlog=waiting.get(row.ref, 0)), version=version,
-                                               superseded_by=superseded_by, retired=retired))
+                                               superseded_by=superseded_by, retired=retired, name=name,
+                                               source_path=source_path))
             return out
 
     def document_passages(self, name: str, doc_ref: str) -> list[PassageSpan]:
@@ -229,6 +235,15 @@ class Engine:
             with dataset.writing() as catalogue:
                 return catalogue.retire(list(lineages))
 
+    def rename(self, name: str, moves: Sequence[tuple[str, str, str | None]]) -> list[str]:
+        """Carry lineages to new names: (old name, new name, the file's new path or None), as a file renamed
+        inside a watched folder does; every version goes along. Returns the old names that moved."""
+        dataset = Dataset(self.settings, name)
+        dataset.require(self.settings)
+        with storage_errors(dataset.folder):
+            with dataset.writing() as catalogue:
+                return catalogue.rename(list(moves))
+
     # -- ingest -------------------------------------------------------------------
 
     def ingest(
@@ -246,7 +261,7 @@ class Engine:
         check_home_writable(self.settings.home, self.settings.datasets_dir)
         check_catalogue_kept(folder)
         with storage_errors(self.settings.datasets_dir / name):
-            return run_ingest(self, name, documents, vectors, on_event, should_stop=should_stop)
+            return run_ingest(self, name, documents, vectors, self._unless_stopping(on_event), should_stop=should_stop)
 
     def embed(self, name: str, on_event: EventFn | None = None,
               should_stop: Callable[[], bool] | None = None) -> EmbedReport:
@@ -258,7 +273,7 @@ class Engine:
         from .backlog import embed_backlog
         from .records import Notice
 
-        emit = on_event or (lambda _event: None)
+        emit = self._unless_stopping(on_event)
         dataset = Dataset(self.settings, name)
         dataset.require(self.settings)
         check_home_writable(self.settings.home, self.settings.datasets_dir)
@@ -270,6 +285,21 @@ class Engine:
                 embedded = embed_backlog(self, dataset, catalogue, emit, should_stop)
                 dataset.sync_sparse(catalogue)
         return EmbedReport(self.dataset_summary(name), embedded)
+
+    def _unless_stopping(self, on_event: EventFn | None) -> EventFn:
+        """`on_event`, raising UNAVAILABLE at the first progress event once `stop_requested` is set."""
+        from .records import Progress
+
+        def emit(event: object) -> None:
+            if self.stop_requested and isinstance(event, Progress):
+                raise KxError(Status.UNAVAILABLE, "kx is stopping: this work was left at a safe point; what was "
+                                                  "committed stays and the rest (its embedding backlog, or the "
+                                                  "documents not yet added) is done by the next command on "
+                                                  "this dataset")
+            if on_event is not None:
+                on_event(event)
+
+        return emit
 
     def _check_model_for(self, name: str, catalogue: Catalogue) -> None:
         """Refuse to embed a backlog with a model other than the one the dataset was built with."""

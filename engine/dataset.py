@@ -172,8 +172,12 @@ class Dataset:
         self.sync_sparse(catalogue, on_stage)
         self.sync_dense(catalogue, on_stage)
 
-    def sync_sparse(self, catalogue: Catalogue, on_stage: Callable[[str], None] | None = None) -> None:
-        """Index every committed passage for keyword search. Caller holds the write lock."""
+    def sync_sparse(self, catalogue: Catalogue, on_stage: Callable[[str], None] | None = None,
+                    on_progress: Callable[[int, int], None] | None = None) -> None:
+        """Index every committed passage for keyword search. Caller holds the write lock.
+
+        `on_progress(done, total)`: see SparseIndex.catch_up (a huge group's indexing, shown moving).
+        """
         fingerprint = catalogue.fingerprint()
         if fingerprint is None:
             return
@@ -182,7 +186,7 @@ class Dataset:
         if sparse.watermark < top:
             if on_stage:
                 on_stage("sparse")
-            sparse.catch_up(catalogue, top)
+            sparse.catch_up(catalogue, top, on_progress)
 
     def sync_dense(self, catalogue: Catalogue, on_stage: Callable[[str], None] | None = None,
                    dense: DenseIndex | None = None) -> None:

@@ -21,7 +21,8 @@ from threadpoolctl import ThreadpoolController
 
 from engine.errors import invalid
 
-__all__ = ["Ranked", "Fused", "Diversified", "rank_list", "rrf", "mmr", "strengths", "DUPLICATE_THRESHOLD"]
+__all__ = ["Ranked", "Fused", "Diversified", "Pool", "rank_list", "rrf", "fuse", "round_like_python", "mmr",
+           "strengths", "DUPLICATE_THRESHOLD"]
 
 # Cosine similarities are rounded to this many decimals before MMR uses them.
 # Float32 embeddings carry about 7 significant digits, so digits past the 6th
@@ -158,6 +159,132 @@ def strengths(fused: Sequence[Fused], lists: Mapping[str, Sequence[Ranked]]) -> 
                 best = max(best, raw / top)
         out.append(best)
     return out
+
+
+def round_like_python(values: np.ndarray, decimals: int) -> np.ndarray:
+    """`round(x, decimals)` of every float in `values`, bit for bit, as a float64 array.
+
+    np.round scales, rounds to an integer and scales back, which is Python's
+    answer (the double nearest the decimal rounding of x) except where the
+    scaling itself rounds across a half: those few elements (a scaled value
+    within 1e-6 of a half) are rounded by Python's own round.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    scale = 10.0 ** decimals
+    scaled = x * scale
+    out = np.rint(scaled) / scale
+    near_half = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
+    if near_half.any():
+        for i in np.flatnonzero(near_half).tolist():
+            out[i] = round(float(x[i]), decimals)
+    return out
+
+
+@dataclass(frozen=True)
+class Pool:
+    """`fuse`'s answer: the fused candidate pool as arrays over candidate numbers (0 .. n-1, the caller's).
+
+    `order` lists the candidates any list found, best first; `score[c]` is
+    candidate c's fused score; `ranks[name][c]` its rank in that list from 1
+    (0: not in it) and `raw[name][c]` the list's score for it (NaN: not in it);
+    `tops[name]` is the list's best score (NaN for an empty list).
+    """
+
+    order: np.ndarray
+    score: np.ndarray
+    ranks: dict[str, np.ndarray]
+    raw: dict[str, np.ndarray]
+    tops: dict[str, float]
+
+    def strengths(self, candidates: np.ndarray) -> np.ndarray:
+        """`strengths` for these candidates: the highest raw score over its list's best score (positive
+        scores only), 0 where no list scored one."""
+        out = np.zeros(len(candidates), dtype=np.float64)
+        for name, top in self.tops.items():
+            if not top > 0:
+                continue
+            raw = self.raw[name][candidates]
+            scored = raw > 0  # NaN (not in this list) compares false
+            with np.errstate(invalid="ignore"):
+                out = np.where(scored, np.maximum(out, raw / top), out)
+        return out
+
+
+def fuse(lists: Mapping[str, tuple[np.ndarray, np.ndarray]], ref_order: np.ndarray, k: int = 60) -> Pool:
+    """`rank_list` of each list, then `rrf`, on arrays: the same order and the same float scores.
+
+    `lists` maps a retriever's name to (candidate numbers, raw scores), in any
+    order; `ref_order[c]` is candidate c's place in ascending passage-ref order
+    (the tie-breaker everywhere, as in `rank_list` and `rrf`). A candidate
+    repeated within a list counts once, with its best score. No Ranked or
+    Fused objects and no fractions, except inside a run of nearly equal fused
+    scores that holds a passage found by several lists (see `rrf`): the exact
+    score of a passage found by two lists, 1/(k+a) + 1/(k+b), is the
+    correctly rounded quotient (2k+a+b) / ((k+a)(k+b)), one float division.
+    """
+    if isinstance(k, bool) or not isinstance(k, Integral) or k < 1:
+        raise invalid(f"rrf_k must be an integer >= 1, got {k!r}; the usual value is 60")
+    k = int(k)
+    ref_order = np.asarray(ref_order, dtype=np.int64)
+    n = len(ref_order)
+    total = np.zeros(n, dtype=np.float64)
+    found = np.zeros(n, dtype=np.int64)
+    ranks: dict[str, np.ndarray] = {}
+    raws: dict[str, np.ndarray] = {}
+    tops: dict[str, float] = {}
+    for name in sorted(lists):
+        members, scores = lists[name]
+        members = np.asarray(members, dtype=np.int64)
+        scores = np.asarray(scores, dtype=np.float64)
+        if np.isnan(scores).any():
+            raise invalid(f"a score in the {name} list is NaN; retrievers must return numeric scores")
+        ranked = np.lexsort((ref_order[members], -scores))
+        members, scores = members[ranked], scores[ranked]
+        if len(np.unique(members)) != len(members):  # a repeat: its first place is its best
+            _, first = np.unique(members, return_index=True)
+            keep = np.sort(first)
+            members, scores = members[keep], scores[keep]
+        positions = np.arange(1, len(members) + 1, dtype=np.int64)
+        rank = np.zeros(n, dtype=np.int64)
+        rank[members] = positions
+        raw = np.full(n, np.nan)
+        raw[members] = scores
+        total[members] += 1.0 / (k + positions)  # in name order, from 0.0: rrf's float sums exactly
+        found[members] += 1
+        ranks[name], raws[name] = rank, raw
+        tops[name] = float(scores[0]) if len(scores) else float("nan")
+
+    candidates = np.flatnonzero(found)
+    order = candidates[np.lexsort((ref_order[candidates], -total[candidates]))]
+    multi = found > 1
+    names = list(ranks)
+
+    def exact(c: int) -> Fraction:
+        return sum((Fraction(1, k + int(ranks[name][c])) for name in names if ranks[name][c]), Fraction(0))
+
+    # rrf's runs of nearly equal floats, re-sorted by their exact sums where one holds a multi-list passage
+    sums = total[order].tolist()
+    in_several = multi[order].tolist()
+    start, m = 0, len(sums)
+    while start < m:
+        end, head = start + 1, sums[start]
+        while end < m and head - sums[end] <= 1e-12 * head:
+            end += 1
+        if end - start > 1 and any(in_several[start:end]):
+            run = order[start:end].tolist()
+            run.sort(key=lambda c: (-exact(c), int(ref_order[c])))
+            order[start:end] = run
+        start = end
+
+    score = total.copy()
+    if multi.any():
+        if len(names) == 2:
+            a, b = (k + ranks[name][multi] for name in names)
+            score[multi] = (a + b).astype(np.float64) / (a * b).astype(np.float64)
+        else:  # more than two lists: the rationals themselves
+            for c in np.flatnonzero(multi).tolist():
+                score[c] = float(exact(c))
+    return Pool(order, score, ranks, raws, tops)
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,9 @@ EventFn = Callable[[object], None]
 
 # A commit group closes after this long even when small, so the first documents are searchable within seconds.
 COMMIT_SECONDS = 2.0
+# A step on one document (cutting it, indexing its passages) reports its own progress at most this often; a
+# step shorter than this reports nothing, so only large documents ever do.
+PART_SECONDS = 0.5
 
 
 class IngestEngine(Protocol):
@@ -140,6 +143,7 @@ def run_ingest(
         emit = beside.emit  # both stages' events reach the caller one at a time
     totals = (0, 0)
     results: list[DocumentResult | None] = [None] * len(docs)
+    committer: _Committer | None = None
     try:
         # storage failures become KxErrors here already, so a full disk can be told with what went in first
         with storage_errors(getattr(dataset, "folder", engine.settings.datasets_dir / name)), \
@@ -153,6 +157,8 @@ def run_ingest(
             try:
                 _prepare(engine.settings, docs, given, catalogue, results, emit, committer)
                 committer.flush()
+                if committer.defers:  # a stop or a crash during an earlier command's keyword indexing: finish it
+                    dataset.sync_sparse(catalogue, on_progress=committer.part("indexing for keyword search"))
                 # stored bytes offered again are their lineage's current version (a new name takes them on)
                 catalogue.record_current(committer.revived)
                 totals = catalogue.counts()
@@ -181,7 +187,8 @@ def run_ingest(
                                       "from the catalogue by the next command on this dataset") from None
         raise
     finally:
-        if created and (unusable_model or totals[0] == 0 and not any(
+        stored = committer is not None and committer.stored > 0  # committed, if not yet reported (a stop)
+        if created and (unusable_model or totals[0] == 0 and not stored and not any(
                 r is not None and r.status == DocumentStatus.ADDED for r in results)):
             # nothing went in (all refused, or a failure before the first commit): leave no empty
             # dataset behind. A failure or a stop AFTER a commit keeps the dataset: its documents are in.
@@ -260,7 +267,8 @@ def _cut(settings: Settings, docs, given, catalogue, results, emit, known, extra
         if given is not None:
             spans = [(0, len(text), text, 0, 1)]
         else:
-            chunks = chunk_text(text, settings.chunk_size, settings.chunk_overlap)
+            chunks = chunk_text(text, settings.chunk_size, settings.chunk_overlap,
+                                on_progress=committer.part(f"cutting {doc.name} into passages"))
             spans = [(c.start, c.end, c.text, c.index, c.count) for c in chunks]
         seen[ref] = len(spans)
         committer.add(_Prepared(
@@ -295,11 +303,35 @@ class _Committer:
         self.opened = time.monotonic()
         self.documents, self.read, self.committed = documents, 0, 0
         self.embedded = 0  # single-stage backends: passages embedded so far
+        self.stored = 0    # documents in the catalogue (committed), reported "added" or not yet
         self.revived: list[tuple[str, str]] = []  # (lineage, ref) of unchanged documents
+        self._shown = 0    # the `done` of the last reading event
 
     def read_one(self) -> None:
-        self.emit(Progress("reading", self.read, self.documents, unit="documents", passages=self.committed))
+        self._reading(self.read)
         self.read += 1
+
+    def _reading(self, done: int, **part: Any) -> None:
+        self._shown = done
+        self.emit(Progress("reading", done, self.documents, unit="documents", passages=self.committed, **part))
+
+    def part(self, label: str) -> Callable[[int, int], None]:
+        """A progress callback for one long step on one document (`label`), reported at most every PART_SECONDS.
+
+        Events go through `emit` like every other, so a stop asked for meanwhile is honoured there too
+        (the CLI raises from its event handler): nothing of the step is committed yet, or it is
+        committed whole and only its derived index is left for the next writer.
+        """
+        started = last = time.monotonic()
+
+        def report(done: int, total: int) -> None:
+            nonlocal last
+            now = time.monotonic()
+            if now - last >= PART_SECONDS or (done >= total and now - started >= PART_SECONDS):
+                last = now
+                self._reading(self._shown, part=label, part_done=min(done, total), part_total=total)
+
+        return report
 
     def add(self, item: _Prepared) -> None:
         if not self.group:
@@ -320,8 +352,10 @@ class _Committer:
                 vectors = _vectors_for(self.engine, group, self.embedded, self.embedded + size, self.emit)
                 self.embedded += size
             self.catalogue.commit_documents([p.document for p in group], vectors, self.fingerprint)
+            self.stored += len(group)
             if self.defers:  # keyword-searchable now, group by group: a document is in both or in neither
-                self.dataset.sync_sparse(self.catalogue)
+                self.dataset.sync_sparse(self.catalogue,
+                                         on_progress=self.part(f"indexing {size:,} passages for keyword search"))
             if self.beside is not None:
                 self.beside.raise_if_stopped()  # a stop asked through an event in the embedding thread
                 self.beside.start()            # embed this group (and load the model the first time)
@@ -331,7 +365,7 @@ class _Committer:
                 self.results[p.position] = DocumentResult(doc.name, DocumentStatus.ADDED, doc.ref,
                                                           len(doc.passages), doc.source_path)
                 self.emit(self.results[p.position])
-        self.emit(Progress("reading", self.read, self.documents, unit="documents", passages=self.committed))
+        self._reading(self.read)
 
 
 def _vectors_for(engine: IngestEngine, group: list[_Prepared], done: int, total: int, emit: EventFn) -> np.ndarray:

@@ -8,7 +8,7 @@ ascending passage ref at every step.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, ContextManager, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, ContextManager, Protocol, Sequence
 
 import numpy as np
 
@@ -19,10 +19,10 @@ from .embedders import no_embedder_error
 from .errors import KxError, Status, invalid
 from .filters import PassageFilter, parse_where
 from .fingerprint import Fingerprint, check_compatible, current_fingerprint
-from .fusion import mmr, rrf, strengths
+from .fusion import fuse, mmr
 from .models import ModelCard
 from .records import Hit, QueryResult, RetrievalMode, VersionView
-from .search import MAX_QUERY_TERMS, Searcher
+from .search import MAX_QUERY_TERMS, Candidates, Searcher
 from .vectors import checked_vectors
 
 if TYPE_CHECKING:
@@ -162,81 +162,101 @@ def _dense_coverage(name: str, searcher: Searcher, use_dense: bool, notes: list[
 def _search(settings: Settings, searcher: Searcher, text: str | None, query_vector: np.ndarray | None,
             use_dense: bool, use_sparse: bool, pool: int, k_used: int, rerank: bool, notes: list[str],
             timings: dict[str, float], only: PassageFilter | None = None) -> list[Hit]:
-    """Candidate pools, fusion, MMR and the hits, under the searcher's lock."""
-    lists = {}
+    """Candidate pools, fusion, MMR and the hits, under the searcher's lock.
+
+    Passages travel as candidate numbers and arrays (engine/fusion.py `fuse`):
+    refs are read once per passage per reader (the ties' tie-breaker), and
+    Hit records are made for the k passages returned only.
+    """
+    lists: dict[str, Candidates] = {}
     if use_dense:
         assert query_vector is not None  # given, or embedded by run_query
         t = time.perf_counter()
-        dense = searcher.dense_candidates(query_vector, pool, only)
+        lists["dense"] = searcher.dense_candidates(query_vector, pool, only)
         timings["dense"] = _ms(t)
-        lists["dense"] = dense
     if use_sparse:
         assert text is not None  # sparse needs words: a vector-only query is dense (run_query)
         t = time.perf_counter()
-        sparse = searcher.sparse_candidates(text, pool, only)
+        lists["sparse"] = searcher.sparse_candidates(text, pool, only)
         timings["sparse"] = _ms(t)
-        lists["sparse"] = sparse
-        if not sparse.hits:
+
+    t = time.perf_counter()
+    keys, refs, columns = _candidate_set(searcher, lists)
+    if use_sparse:
+        sparse = lists["sparse"]
+        if not len(columns["sparse"][0]):
             notes.append("no query word is in the sparse index (only stopwords, punctuation or unknown words)")
         if sparse.dropped_terms:
             notes.append(f"sparse search used the {MAX_QUERY_TERMS} {sparse.kept_terms} of the query's "
                          "indexed terms "
                          f"({sparse.dropped_terms} more were left out)")
-
-    t = time.perf_counter()
-    fused = rrf({n: c.hits for n, c in lists.items()}, settings.rrf_k)
-    seq_of = {ref: seq for c in lists.values() for ref, seq in c.seq_of.items()}
+    ref_order = np.empty(len(refs), dtype=np.int64)
+    ref_order[sorted(range(len(refs)), key=refs.__getitem__)] = np.arange(len(refs))
+    fused = fuse(columns, ref_order, settings.rrf_k)
     timings["fusion"] = _ms(t)
 
     # The relevance MMR trades against diversity: the fused score in hybrid
     # mode, the retriever's own score in a single mode.
     single = next(iter(lists)) if len(lists) == 1 else None
-    # a single retriever's raw score is never None: every fused candidate came from it
-    relevance = [float(f.raw[single] or 0.0) if single else f.score for f in fused]
-    order = list(range(len(fused)))
-    duplicate_of: dict[int, int] = {}   # position in `fused` -> position of the pick it nearly repeats
-    if rerank and len(fused) > 1:
+    if single:
+        raw = fused.raw[single]
+        relevance = np.where(raw == 0.0, 0.0, raw)  # a raw -0.0 counts as 0.0
+    else:
+        relevance = fused.score
+    order = fused.order  # candidate numbers, fused order
+    positions = list(range(min(len(order), k_used)))  # the chosen hits' places in the fused order
+    duplicate_of: dict[int, int] = {}   # place in the fused order -> place of the pick it nearly repeats
+    if rerank and len(order) > 1:
         # MMR reorders the head of the fused list only, so the first picks
         # do not depend on k, and a weak tail candidate cannot jump ahead
-        # just for being unlike everything else.
+        # just for being unlike everything else. Its picks are greedy: the
+        # first k of a longer run are these k.
         t = time.perf_counter()
-        depth = min(len(fused), settings.mmr_depth)
-        head = fused[:depth]
-        vectors = searcher.vectors([seq_of[f.ref] for f in head])
-        picks = mmr([f.ref for f in head], relevance[:depth], vectors, depth, settings.mmr_lambda,
-                    settings.mmr_duplicate_threshold, strengths(head, {n: c.hits for n, c in lists.items()}))
+        depth = min(len(order), settings.mmr_depth)
+        head = order[:depth]
+        vectors = searcher.vectors([keys[c] for c in head.tolist()])
+        picks = mmr([refs[c] for c in head.tolist()], relevance[head].tolist(), vectors, min(k_used, depth),
+                    settings.mmr_lambda, settings.mmr_duplicate_threshold, fused.strengths(head).tolist())
         duplicate_of = {i: d for i, d in zip(picks.order, picks.duplicate_of) if d is not None}
-        order = picks.order + order[depth:]
+        positions = (picks.order + list(range(depth, len(order))))[:k_used]
         timings["mmr"] = _ms(t)
-    order = order[:k_used]
 
-    chosen = [fused[i] for i in order]
-    rows = searcher.passages([seq_of[f.ref] for f in chosen])
-    documents = searcher.documents([rows[seq_of[f.ref]].doc_ref for f in chosen])
+    chosen = [int(order[p]) for p in positions]
+    rows = searcher.passages([keys[c] for c in chosen])
+    documents = searcher.documents([rows[keys[c]].doc_ref for c in chosen])
     lineage = searcher.versions(documents)
+    ranks = {name: fused.ranks[name] for name in lists}
+    raws = {name: fused.raw[name] for name in lists}
+
+    def rank_in(name: str, c: int) -> int | None:
+        return int(ranks[name][c]) or None if name in ranks else None
+
+    def raw_in(name: str, c: int) -> float | None:
+        return float(raws[name][c]) if name in raws and ranks[name][c] else None
+
     hits = []
-    for rank, (position, f) in enumerate(zip(order, chosen), start=1):
-        row = rows[seq_of[f.ref]]
+    for rank, (position, c) in enumerate(zip(positions, chosen), start=1):
+        row = rows[keys[c]]
         document = documents.get(row.doc_ref)
         hits.append(Hit(
             rank=rank,
-            score=relevance[position],
+            score=float(relevance[c]),
             text=row.text,
-            passage_ref=f.ref,
+            passage_ref=refs[c],
             document_ref=row.doc_ref,
             document_name=document.name if document else row.doc_ref[:12],
             chunk_index=row.chunk_index,
             chunk_count=row.chunk_count,
             char_start=row.char_start,
             char_end=row.char_end,
-            dense_rank=f.ranks.get("dense"),
-            dense_score=f.raw.get("dense"),
-            sparse_rank=f.ranks.get("sparse"),
-            sparse_score=f.raw.get("sparse"),
-            fused_score=f.score,
+            dense_rank=rank_in("dense", c),
+            dense_score=raw_in("dense", c),
+            sparse_rank=rank_in("sparse", c),
+            sparse_score=raw_in("sparse", c),
+            fused_score=float(fused.score[c]),
             fused_rank=position + 1,
             mmr_moved=position + 1 - rank,
-            duplicate_of=fused[duplicate_of[position]].ref if position in duplicate_of else None,
+            duplicate_of=refs[int(order[duplicate_of[position]])] if position in duplicate_of else None,
             page_start=row.page_start,
             page_end=row.page_end,
             section=row.section,
@@ -246,6 +266,28 @@ def _search(settings: Settings, searcher: Searcher, text: str | None, query_vect
             superseded_by=lineage[row.doc_ref][1] if row.doc_ref in lineage else None,
         ))
     return hits
+
+
+def _candidate_set(searcher: Searcher, lists: dict[str, Candidates]
+                   ) -> tuple[list[Any], list[str], dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """Every list's passages numbered once: their keys, their refs, and per list (numbers, scores).
+
+    A passage the catalogue no longer holds (no ref) is left out of every list, before ranks are counted.
+    """
+    number: dict[Any, int] = {}
+    members = {name: [number.setdefault(key, len(number)) for key in found.keys] for name, found in lists.items()}
+    keys = list(number)
+    refs = searcher.refs(keys)
+    columns = {name: (np.asarray(members[name], dtype=np.int64), found.scores) for name, found in lists.items()}
+    if None in refs:
+        known = [c for c, ref in enumerate(refs) if ref is not None]
+        renumber = np.full(len(keys), -1, dtype=np.int64)
+        renumber[known] = np.arange(len(known))
+        keys, refs = [keys[c] for c in known], [refs[c] for c in known]
+        for name, (numbers, scores) in list(columns.items()):
+            kept = renumber[numbers] >= 0
+            columns[name] = (renumber[numbers][kept], scores[kept])
+    return keys, refs, columns  # type: ignore[return-value]  # None left out above
 
 
 def _check_mode(settings: Settings, mode: str | None) -> RetrievalMode:

@@ -66,10 +66,16 @@ def run_rebuild(engine: RebuildEngine, source: str, target: str, on_event: Event
                           + f"; pick another name for --as, or rebuild '{source}' into it only to continue "
                             "an interrupted rebuild of the same source")
         emit(Notice("preparing", f"continuing the rebuild of '{source}' into '{target}'"))
+    else:
+        # Marked before anything goes in: a stop or a kill at any moment after this (its first commit
+        # included) leaves a target that the same command continues, never one it refuses as taken.
+        with destination.writing() as marking:
+            _mark(marking, source)
     catalogue = origin.reading()
     try:
         rows = catalogue.documents()
-        lineages = catalogue.lineage_state().current
+        state = catalogue.lineage_state()
+        lineages = state.current
         ingested_at = {row.ref: row.ingested_at for row in rows}
         results: list[DocumentResult] = []
         batch: list[DocumentInput] = []
@@ -79,7 +85,9 @@ def run_rebuild(engine: RebuildEngine, source: str, target: str, on_event: Event
             if data is None:
                 raise KxError(Status.DATA_LOSS, f"document {row.ref[:12]} ({row.name}) of '{source}' has no stored "
                                                 "bytes; the catalogue is damaged: restore it from a backup")
-            batch.append(DocumentInput(row.name, data, row.source_path, row.media_type))
+            # under the name its lineage has now: a renamed file's earlier versions stay in its lineage
+            name, source_path = state.shown(row.ref, row.name, row.source_path)
+            batch.append(DocumentInput(name, data, source_path, row.media_type))
             size += len(data)
             if size >= BATCH_BYTES:
                 results += _stage_one(engine, source, target, batch, emit)
@@ -88,7 +96,8 @@ def run_rebuild(engine: RebuildEngine, source: str, target: str, on_event: Event
             results += _stage_one(engine, source, target, batch, emit)
     finally:
         catalogue.close()
-    if not destination.exists():  # nothing could be read again (every original refused under these settings)
+    if _holds_nothing(destination):  # nothing could be read again (every original refused under these settings)
+        destination.discard()
         return IngestReport(target, results, False, 0, 0, [])
     with destination.writing(on_wait=lambda message: emit(Notice("waiting", message))) as written:
         # the source's lineage state: its current versions (an undo may have made an older one current)
@@ -107,15 +116,19 @@ def _stage_one(engine: RebuildEngine, source: str, target: str, batch: list[Docu
     if not batch:
         return []
     report = engine.ingest(target, batch, on_event=emit, should_stop=lambda: True)
-    destination = Dataset(engine.settings, target)
-    if destination.exists():
-        with destination.writing() as catalogue:
-            _mark(catalogue, source)
     return list(report.results)
 
 
 def _mark(catalogue: Catalogue, source: str) -> None:
     catalogue.set_meta(REBUILT_FROM, source)
+
+
+def _holds_nothing(dataset: Dataset) -> bool:
+    catalogue = dataset.reading()
+    try:
+        return catalogue.counts()[0] == 0
+    finally:
+        catalogue.close()
 
 
 def _read_mark(dataset: Dataset) -> str | None:

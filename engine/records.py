@@ -78,6 +78,11 @@ class Progress:
     "documents" and `passages` counts the passages committed so far),
     "embedding" (stage 2: passages of the backlog embedded), or "indexing
     dense"/"indexing sparse".
+
+    `part`, `part_done`, `part_total`: in stage 1, a step on ONE large
+    document that takes seconds by itself (cutting a 15 MB record into
+    passages, indexing its 25,000 passages for keyword search), so its
+    progress moves while `done` cannot; "" when there is none.
     """
 
     stage: str
@@ -85,6 +90,9 @@ class Progress:
     total: int
     unit: str = "passages"
     passages: int = 0
+    part: str = ""
+    part_done: int = 0
+    part_total: int = 0
 
 
 @dataclass(frozen=True)

@@ -8,16 +8,19 @@ ranking: float noise between CPUs must not reorder passages, the ref decides.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import threading
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
+from .atomic import read_json
 from .dataset import Dataset
 from .filters import PassageFilter, Where
 from .fingerprint import Fingerprint
-from .fusion import Ranked, rank_list
+from .fusion import round_like_python
 from .sparse import Bm25Scorer
 from .store import Catalogue, DocumentRow, LineageState, PassageRow
 
@@ -32,6 +35,17 @@ _REF_CACHE_LIMIT = 500_000
 EXACT_FILTER_LIMIT = 4096
 
 
+_NO_PAIRS = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+
+
+def _identity(path: os.PathLike) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def dense_ef(pool: int) -> int:
     """HNSW search breadth for a candidate pool.
 
@@ -43,17 +57,34 @@ def dense_ef(pool: int) -> int:
 
 @dataclass
 class Candidates:
-    """One retriever's ranked list, as passage refs with raw scores."""
+    """One retriever's list: passage keys with their raw scores (rounded to 6 decimals), best first.
 
-    hits: list[Ranked]
-    seq_of: dict[str, Any]   # ref -> the key the backend reads passages by (a seq here, the ref in Milvus)
+    Keys are what the backend reads passages by (seqs here, refs in Milvus);
+    equal scores are not yet in ref order: fusion (engine/fusion.py `fuse`)
+    orders them, reading refs through `Searcher.refs`.
+    """
+
+    keys: list[Any]
+    scores: np.ndarray       # float64, one per key
     dropped_terms: int = 0   # query terms left out to keep a huge query fast
     kept_terms: str = "rarest"  # which MAX_QUERY_TERMS terms a huge query kept (said in the query's notes)
+
+    @classmethod
+    def of(cls, keys: list[Any], scores: np.ndarray | list[float]) -> Candidates:
+        """A list from raw scores, rounded as every retriever's are before ranking."""
+        return cls(list(keys), round_like_python(np.asarray(scores, dtype=np.float64), _SCORE_DECIMALS))
+
+    @classmethod
+    def empty(cls) -> Candidates:
+        return cls([], np.zeros(0, dtype=np.float64))
+
+    def __len__(self) -> int:
+        return len(self.keys)
 
 
 class Searcher(Protocol):
     """What engine/query.py reads a dataset through: the embedded `DatasetSearcher` below, or another
-    backend's (engine/milvus/search.py). Passage keys (`seq_of` values) are whatever the backend numbers
+    backend's (engine/milvus/search.py). Passage keys (`Candidates.keys`) are whatever the backend numbers
     passages by: commit-order integers here, refs in Milvus."""
 
     fingerprint: Fingerprint
@@ -74,11 +105,27 @@ class Searcher(Protocol):
         """For documents (by ref): (version number from 1, the ref of the version superseding it or None)."""
         ...
 
+    def refs(self, keys: list[Any]) -> list[str | None]:
+        """Each key's passage ref (None for a key the catalogue no longer holds), in order."""
+        ...
+
     def passages(self, seqs: list[Any]) -> dict[Any, PassageRow]: ...
 
     def vectors(self, seqs: list[Any]) -> np.ndarray: ...
 
     def documents(self, refs: list[str]) -> dict[str, DocumentRow]: ...
+
+
+def shown_documents(rows: dict[str, DocumentRow], state: LineageState) -> dict[str, DocumentRow]:
+    """`rows` with a renamed lineage's documents under the name (and path) the lineage has now."""
+    if not state.renamed:
+        return rows
+    out = {}
+    for ref, row in rows.items():
+        name, path = state.shown(ref, row.name, row.source_path)
+        out[ref] = row if (name, path) == (row.name, row.source_path) else \
+            dataclasses.replace(row, name=name, source_path=path)
+    return out
 
 
 class DatasetSearcher:
@@ -105,6 +152,7 @@ class DatasetSearcher:
         # dense index holds fewer passages than the catalogue: these readers
         # say how many, and count as current until the catalogue or either
         # index moves on.
+        self._signature = self._read_signature()
         self._state = self._read_state()
         self.top = min(self._state)
         self.dense.load()
@@ -129,11 +177,34 @@ class DatasetSearcher:
     def _read_state(self) -> tuple[int, int, int]:
         return self.catalogue.max_passage_seq(), self.dense.watermark, self.sparse.watermark
 
+    def _read_signature(self) -> tuple[int, tuple]:
+        """What the state depends on, read without reading it: the catalogue's commit counter and the
+        identity (inode, size, mtime) of the sidecars and of the index files they vouch for. Files are
+        replaced, never rewritten in place, and a damaged one changes size or mtime. Remembers the files."""
+        files = [self.dense.sidecar, self.sparse.sidecar, self.dense.path]
+        meta = read_json(self.sparse.sidecar)
+        if isinstance(meta, dict) and isinstance(meta.get("files"), dict):
+            files += [self.sparse.folder / name for name in sorted(meta["files"])]
+        self._signature_files = files
+        return self.catalogue.data_version(), tuple(_identity(path) for path in files)
+
     def current(self) -> bool:
-        """Still a faithful view: nothing was committed, embedded or indexed since it was opened."""
+        """Still a faithful view: nothing was committed, embedded or indexed since it was opened.
+
+        Each query asks this: one catalogue pragma and a few stats answer while nothing moved; the
+        sidecars, checksums and catalogue are read again only when something did (the state may still be
+        the same: then the new signature is kept).
+        """
         with self.lock:
-            return (not self.closed and self._read_state() == self._state
-                    and self.catalogue.lineage_mark() == self._lineage_mark)  # a retirement moves no index
+            if self.closed:
+                return False
+            if (self.catalogue.data_version(), tuple(_identity(p) for p in self._signature_files)) == self._signature:
+                return True
+            signature = self._read_signature()  # before the state: a change in between is seen next time
+            if self._read_state() != self._state or self.catalogue.lineage_mark() != self._lineage_mark:
+                return False  # a retirement moves no index, only the lineage mark
+            self._signature = signature
+            return True
 
     def close(self) -> None:
         with self.lock:  # waits for a query in flight on these readers
@@ -144,25 +215,26 @@ class DatasetSearcher:
                 self._bm25_scorer.close()
             self.catalogue.close()
 
-    def _refs(self, pairs: list[tuple[int, float]]) -> Candidates:
-        missing = [seq for seq, _ in pairs if seq not in self._ref_of]
+    def refs(self, keys: list[int]) -> list[str | None]:
+        """Each seq's passage ref, read from the catalogue once per reader (the ties' tie-breaker)."""
+        ref_of = self._ref_of
+        missing = [seq for seq in keys if seq not in ref_of]
         if missing:
-            if len(self._ref_of) > _REF_CACHE_LIMIT:
-                self._ref_of.clear()
-            self._ref_of.update(self.catalogue.refs_by_seq(missing))
-        known = [(seq, score) for seq, score in pairs if seq in self._ref_of]
-        seq_of = {self._ref_of[seq]: seq for seq, _ in known}
-        hits = rank_list(Ranked(self._ref_of[seq], round(score, _SCORE_DECIMALS)) for seq, score in known)
-        return Candidates(hits, seq_of)
+            if len(ref_of) > _REF_CACHE_LIMIT:
+                ref_of.clear()
+            ref_of.update(self.catalogue.refs_by_seq(missing))
+        return [ref_of.get(seq) for seq in keys]
 
     def dense_candidates(self, vector: np.ndarray, pool: int, only: PassageFilter | None = None) -> Candidates:
         if not self._dense_trusted:
-            return Candidates([], {})
+            return Candidates.empty()
         if only is not None:
-            return self._refs(self._dense_filtered(vector, pool, only))
-        return self._refs(self.dense.search(vector, pool, dense_ef(pool)))
+            seqs, sims = self._dense_filtered(vector, pool, only)
+        else:
+            seqs, sims = self.dense.search_arrays(vector, pool, dense_ef(pool))
+        return Candidates.of(seqs.tolist(), sims)
 
-    def _dense_filtered(self, vector: np.ndarray, pool: int, only: PassageFilter) -> list[tuple[int, float]]:
+    def _dense_filtered(self, vector: np.ndarray, pool: int, only: PassageFilter) -> tuple[np.ndarray, np.ndarray]:
         """The pool's nearest allowed passages: an exact pass over a small allowed set, else the graph
         searched ever wider (an excluded set of E passages: pool + E deep, enough at once)."""
         top = min(self._state[1], self.dense.held)  # what the graph holds
@@ -170,7 +242,7 @@ class DatasetSearcher:
             return self._exact_pass(vector, pool, only, top)
         held = len(self.dense)
         if held == 0:
-            return []
+            return _NO_PAIRS
         hidden = only.hidden(held)
         if only.allowed is None and hidden <= 4 * pool:
             k = min(held, pool + hidden)  # enough at once: at most `hidden` of them are dropped
@@ -180,16 +252,16 @@ class DatasetSearcher:
             k = min(held, max(2 * pool, int(2 * pool * held / max(allowed, 1))))
         while True:
             try:
-                pairs = self.dense.search(vector, k, dense_ef(k))
+                seqs, sims = self.dense.search_arrays(vector, k, dense_ef(k))
             except Exception:  # voyager's RecallError on a deep search of a small graph: count exactly
                 return self._exact_pass(vector, pool, only, top)
-            keep = only.admits(np.array([seq for seq, _ in pairs], dtype=np.int64))
-            found = [pair for pair, ok in zip(pairs, keep) if ok]
-            if len(found) >= pool or k >= held:
-                return found[:pool]
+            keep = only.admits(seqs)
+            if int(keep.sum()) >= pool or k >= held:
+                return seqs[keep][:pool], sims[keep][:pool]
             k = min(held, k * 4)
 
-    def _exact_pass(self, vector: np.ndarray, pool: int, only: PassageFilter, top: int) -> list[tuple[int, float]]:
+    def _exact_pass(self, vector: np.ndarray, pool: int, only: PassageFilter,
+                    top: int) -> tuple[np.ndarray, np.ndarray]:
         cached = self._exact.get(id(only))
         if cached is None:  # this searcher's `top` never moves: a newer one is opened
             if only.allowed is not None:
@@ -202,12 +274,12 @@ class DatasetSearcher:
             self._exact[id(only)] = cached
         seqs, vectors = cached
         if seqs.size == 0:
-            return []
+            return _NO_PAIRS
         query = np.asarray(vector, dtype=np.float32)
         query = query / (float(np.linalg.norm(query)) or 1.0)
         sims = vectors @ query
         order = np.argsort(-sims, kind="stable")[:pool]
-        return [(int(seqs[i]), float(sims[i])) for i in order]
+        return seqs[order].astype(np.int64), sims[order].astype(np.float64)
 
     def passage_filter(self, where: Where, versions: str) -> PassageFilter | None:
         key = (where, versions)
@@ -218,7 +290,7 @@ class DatasetSearcher:
             hidden = self._lineages().hidden() if versions == "latest" else set()
             found: PassageFilter | None = None
             if where:
-                found = PassageFilter(allowed=self.catalogue.allowed_seqs(where, hidden))
+                found = PassageFilter(allowed=self.catalogue.allowed_seqs(where, hidden, self._lineages().renamed))
             elif hidden:
                 found = PassageFilter(excluded=self.catalogue.seqs_of_documents(sorted(hidden)))
             self._filters[key] = found
@@ -236,7 +308,7 @@ class DatasetSearcher:
     def sparse_candidates(self, text: str, pool: int, only: PassageFilter | None = None) -> Candidates:
         counts = self.sparse.term_counts(text)
         if not counts or not self.sparse.folder.exists():
-            return Candidates([], {})
+            return Candidates.empty()
         scorer = self._scorer()
         known = [(scorer.document_frequency(t), t) for t in counts]
         known = [(df, t) for df, t in known if df > 0]
@@ -247,17 +319,17 @@ class DatasetSearcher:
             dropped = len(known) - MAX_QUERY_TERMS
             known = known[:MAX_QUERY_TERMS]
         if not known:
-            return Candidates([], {})
+            return Candidates.empty()
         terms, weights = [t for _df, t in known], [counts[t] for _df, t in known]
         if only is None:
-            pairs = scorer.top(terms, pool, weights)
+            seqs, scores = scorer.top_arrays(terms, pool, weights)
         elif only.allowed is not None:  # score only the allowed passages' postings
-            pairs = scorer.top(terms, pool, weights, mask=only.admits(scorer.docnum_seqs()))
+            seqs, scores = scorer.top_arrays(terms, pool, weights, mask=only.admits(scorer.docnum_seqs()))
         else:  # E passages kept out: pool + E deep holds the pool's best allowed ones
-            pairs = scorer.top(terms, pool + only.hidden(0), weights)
-            keep = only.admits(np.array([seq for seq, _ in pairs], dtype=np.int64))
-            pairs = [pair for pair, ok in zip(pairs, keep) if ok][:pool]
-        found = self._refs(pairs)
+            seqs, scores = scorer.top_arrays(terms, pool + only.hidden(0), weights)
+            keep = only.admits(seqs)
+            seqs, scores = seqs[keep][:pool], scores[keep][:pool]
+        found = Candidates.of(seqs.tolist(), scores)
         found.dropped_terms = dropped
         return found
 
@@ -273,5 +345,6 @@ class DatasetSearcher:
         return self.catalogue.vectors_by_seq(seqs, self.fingerprint.dimension)
 
     def documents(self, refs: list[str]) -> dict[str, DocumentRow]:
-        """The hits' documents (name, title, source path), one catalogue read for all of them."""
-        return self.catalogue.documents_by_ref(refs)
+        """The hits' documents (name, title, source path), one catalogue read for all of them; a renamed
+        file's under the name and path it has now."""
+        return shown_documents(self.catalogue.documents_by_ref(refs), self._lineages())

@@ -17,7 +17,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
@@ -76,21 +76,36 @@ class SparseIndex:
         self.folder.mkdir(parents=True)
         return index.create_in(str(self.folder), _schema(self.stopwords)), 0
 
-    def catch_up(self, catalogue: Catalogue, upto: int) -> int:
-        """Index the catalogue's passages above the watermark in one commit."""
+    def catch_up(self, catalogue: Catalogue, upto: int,
+                 on_progress: Callable[[int, int], None] | None = None) -> int:
+        """Index the catalogue's passages above the watermark in one commit.
+
+        `on_progress(done, total)`, if given, is called every few thousand
+        passages added and as whoosh writes the commit's postings (total is
+        twice the passages: adding, then committing), so indexing one huge
+        document shows progress. It may raise to abandon the commit: the
+        index and its sidecar stay as they were.
+        """
         from whoosh.query import NumericRange
 
         ix, start = self._open_for_write(self.watermark)
-        writer = ix.writer(limitmb=256)
+        # Postings are sorted in runs of this size (spilled to a temporary file beyond it): small runs keep
+        # each silent sort short and memory low; the merge of the runs at commit reports progress.
+        writer = ix.writer(limitmb=_POOL_MB)
         added = 0
+        total = catalogue.passages_upto(upto) - catalogue.passages_upto(start) if on_progress else 0
+        if on_progress is not None:
+            _count_postings(writer, lambda share: on_progress(total + int(share * total), 2 * total))
         try:
             # A crash after whoosh committed but before the sidecar was written
             # leaves these seqs indexed already; drop them so none is doubled.
             writer.delete_by_query(NumericRange("seq", start + 1, None))
-            for rows in catalogue.iter_passages_after(start, upto):
+            for rows in catalogue.iter_passages_after(start, upto, batch=_PROGRESS_PASSAGES):
                 for seq, text, _vec in rows:
                     writer.add_document(seq=seq, body=text)
                 added += len(rows)
+                if on_progress is not None:
+                    on_progress(added, 2 * total)
         except BaseException:
             writer.cancel()
             raise
@@ -177,6 +192,40 @@ class SparseIndex:
             scorer.close()
 
 
+_POOL_MB = 16                # whoosh's in-memory sort run, in its own (over-)estimate of MB
+_PROGRESS_PASSAGES = 512     # passages read from the catalogue (and reported) at a time: ~1 s of adding
+_PROGRESS_POSTINGS = 20_000   # postings written between two progress calls during a commit
+
+
+def _count_postings(writer: Any, on_share: Callable[[float], None]) -> None:
+    """Call `on_share(fraction)` as whoosh's commit writes the postings it pooled (a SegmentWriter's pool).
+
+    whoosh has no progress hook; its commit reads every posting through
+    `pool.iter_postings()`, so that iterator is wrapped to count. The total is
+    what the pool sorted to disk plus what it still holds. A writer without
+    such a pool (another whoosh writer class) is left alone: no progress, same
+    index.
+    """
+    pool = getattr(writer, "pool", None)
+    if pool is None or not callable(getattr(pool, "iter_postings", None)) or not hasattr(pool, "save"):
+        return
+    saved = [0]
+    save, iter_postings = pool.save, pool.iter_postings
+
+    def counting_save() -> None:
+        saved[0] += len(pool.current)
+        save()
+
+    def counted() -> Iterator[Any]:
+        total = max(saved[0] + len(pool.current), 1)
+        for number, posting in enumerate(iter_postings(), start=1):
+            if number % _PROGRESS_POSTINGS == 0:
+                on_share(min(number / total, 1.0))
+            yield posting
+
+    pool.save, pool.iter_postings = counting_save, counted
+
+
 class Bm25Scorer:
     """BM25 over whoosh's postings, scored with numpy instead of whoosh's matcher tree.
 
@@ -241,6 +290,12 @@ class Bm25Scorer:
         each term's BM25 contribution is multiplied by it. `mask` (over
         document numbers, see `docnum_seqs`) restricts the scored postings.
         """
+        seqs, scores = self.top_arrays(terms, k, counts, mask)
+        return list(zip(seqs.tolist(), scores.tolist()))
+
+    def top_arrays(self, terms: list[str], k: int, counts: list[int] | None = None,
+                   mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """`top` as arrays: the seqs (int64) and their scores (float64), best first."""
         scores = np.zeros(self.total, dtype=np.float64)
         matched = np.zeros(self.total, dtype=bool)
         for i, term in enumerate(terms):
@@ -258,12 +313,14 @@ class Bm25Scorer:
             matched &= mask
         candidates = np.flatnonzero(matched)
         if candidates.size == 0:
-            return []
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         if candidates.size > k:
             cut = np.partition(scores[candidates], candidates.size - k)[candidates.size - k]
             candidates = candidates[scores[candidates] >= cut]  # keep every tie at the cut-off
         order = candidates[np.argsort(-scores[candidates], kind="stable")]
-        return [(self._seq_of(int(doc)), float(scores[doc])) for doc in order]
+        seq_of = self._seq_of
+        seqs = np.fromiter((seq_of(doc) for doc in order.tolist()), dtype=np.int64, count=order.size)
+        return seqs, scores[order]
 
     def docnum_seqs(self) -> np.ndarray:
         """Each document number's passage seq (read once per scorer: a filter masks by it)."""

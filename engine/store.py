@@ -27,6 +27,13 @@ lineage without events (everything written before schema 4) is current at
 its newest document. `lineage_state()` reads the whole picture; queries and
 listings show the current versions only unless asked for all of them.
 
+Renames (schema 5): a lineage is named by the name it answers to now, not
+by the name its documents were stored under. A file renamed inside a
+watched folder appends a move event (`moved_from` = the old name,
+`source_path` = the file's new path): the lineage's whole history, every
+earlier version included, continues under the new name, and its documents
+are shown under it (`LineageState.renamed`). Stored rows never change.
+
 Provenance (schema 2): each passage keeps the pages it spans and the heading
 path at its start; each document keeps its title, page count, the extractor
 that read it, and the extracted text itself whenever that text is not simply
@@ -43,10 +50,10 @@ import os
 import sqlite3
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from .documents import RECORD_MEDIA_TYPE
 from .errors import KxError, Status
@@ -59,7 +66,7 @@ if TYPE_CHECKING:  # numpy is imported where vectors are touched: `kx datasets l
 
     from .filters import Where
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -106,7 +113,9 @@ CREATE TABLE IF NOT EXISTS lineage_events (
     seq     INTEGER PRIMARY KEY AUTOINCREMENT,
     lineage TEXT NOT NULL,            -- the documents' name
     doc_ref TEXT,                     -- the version current from now on; NULL: the lineage was retired
-    at      REAL NOT NULL
+    at      REAL NOT NULL,
+    moved_from  TEXT,                 -- schema 5: lineage `moved_from` continues as `lineage` (a rename)
+    source_path TEXT                  -- schema 5: where the renamed file is now
 );
 CREATE INDEX IF NOT EXISTS lineage_events_by_lineage ON lineage_events(lineage, seq);
 CREATE TABLE IF NOT EXISTS texts (
@@ -120,6 +129,8 @@ _ADDED_COLUMNS = (
     ("documents", "title", "TEXT"), ("documents", "page_count", "INTEGER"), ("documents", "extractor", "TEXT"),
     ("documents", "notes", "TEXT"),
     ("passages", "page_start", "INTEGER"), ("passages", "page_end", "INTEGER"), ("passages", "section", "TEXT"),
+    # schema 5: renames carry a lineage on (schema-4 catalogues made the table without them)
+    ("lineage_events", "moved_from", "TEXT"), ("lineage_events", "source_path", "TEXT"),
 )
 
 
@@ -281,7 +292,8 @@ class Catalogue:
             if readonly and not self._table_columns("meta"):
                 self._db.close()
                 raise CatalogueEmpty(path)
-            self._columns = {table: self._table_columns(table) for table in ("documents", "passages", "texts")}
+            self._columns = {table: self._table_columns(table)
+                             for table in ("documents", "passages", "texts", "lineage_events")}
             self._tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         except sqlite3.DatabaseError as exc:
             translated = classify_sqlite(exc, path)  # damaged (DATA_LOSS) or the disk is full
@@ -373,6 +385,10 @@ class Catalogue:
         passages = self._db.execute("SELECT COUNT(*) FROM passages").fetchone()[0]
         return int(docs), int(passages)
 
+    def data_version(self) -> int:
+        """Moves whenever another connection (a writer, in any process) commits to the catalogue."""
+        return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+
     def max_passage_seq(self) -> int:
         return int(self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM passages").fetchone()[0])
 
@@ -387,25 +403,13 @@ class Catalogue:
         return int(self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM lineage_events").fetchone()[0])
 
     def lineage_state(self) -> LineageState:
-        """Every document's lineage, version number and whether it is current; retired lineages."""
-        versions: dict[str, list[str]] = {}
-        for ref, name in self._db.execute("SELECT ref, name FROM documents ORDER BY seq"):
-            versions.setdefault(name, []).append(ref)
-        last: dict[str, str | None] = {}
+        """Every document's lineage, version number and whether it is current; retired and renamed lineages."""
+        documents = self._db.execute("SELECT ref, name FROM documents ORDER BY seq").fetchall()
+        events: list[tuple[str, str | None, str | None, str | None]] = []
         if "lineage_events" in self._tables:
-            # SQLite: a bare column beside MAX() comes from the row holding the maximum
-            for lineage, doc_ref, _seq in self._db.execute(
-                    "SELECT lineage, doc_ref, MAX(seq) FROM lineage_events GROUP BY lineage"):
-                last[lineage] = doc_ref
-            # stored bytes that a lineage took on under another name (a renamed or copied file whose bytes
-            # were already in): versions of that lineage too
-            for lineage, doc_ref, _first in self._db.execute(
-                    "SELECT lineage, doc_ref, MIN(seq) AS first FROM lineage_events WHERE doc_ref IS NOT NULL "
-                    "GROUP BY lineage, doc_ref ORDER BY first"):
-                refs = versions.setdefault(lineage, [])
-                if doc_ref not in refs:
-                    refs.append(doc_ref)
-        return LineageState(versions, last)
+            events = self._db.execute(self._select("lineage_events", ("lineage", "doc_ref", "moved_from",
+                                                                      "source_path")) + " ORDER BY seq").fetchall()
+        return LineageState.from_history(documents, events)
 
     def record_current(self, pairs: Sequence[tuple[str, str]]) -> int:
         """Make each stored `ref` current for `lineage` where it is not (old bytes offered again, or stored
@@ -425,6 +429,17 @@ class Catalogue:
         self._append_events([(name, None) for name in live])
         return live
 
+    def rename(self, moves: Sequence[tuple[str, str, str | None]]) -> list[str]:
+        """Carry live lineages to new names: (old name, new name, the file's new path or None), in order;
+        the old names that moved (a retired or unknown one has nothing to carry)."""
+        moved = []
+        for old, new, path in moves:
+            head = self.lineage_state().current.get(old) if old != new else None
+            if head is not None:
+                self._append_events([(new, head, old, path)])
+                moved.append(old)
+        return moved
+
     def restore_ingested_at(self, times: dict[str, float]) -> int:
         """Give documents (by ref) the time they were first ingested elsewhere (a rebuild keeps its source's
         dates, so `after:`/`before:` filters mean the same on both); how many rows changed."""
@@ -442,15 +457,18 @@ class Catalogue:
             raise
         return max(changed, 0)
 
-    def _append_events(self, events: Sequence[tuple[str, str | None]]) -> int:
+    def _append_events(self, events: Sequence[tuple[str, str | None] | tuple[str, str | None, str, str | None]]
+                       ) -> int:
+        """Append events: (lineage, ref or None) or, for a rename, (lineage, ref, moved_from, source_path)."""
         if not events:
             return 0
         cur = self._db.cursor()
         cur.execute("BEGIN IMMEDIATE")
         try:
             now = time.time()
-            cur.executemany("INSERT INTO lineage_events (lineage, doc_ref, at) VALUES (?, ?, ?)",
-                            [(lineage, ref, now) for lineage, ref in events])
+            cur.executemany("INSERT INTO lineage_events (lineage, doc_ref, at, moved_from, source_path) "
+                            "VALUES (?, ?, ?, ?, ?)",
+                            [(e[0], e[1], now, *(e[2:] if len(e) == 4 else (None, None))) for e in events])
             cur.execute("COMMIT")
         except BaseException:
             _rollback(cur)
@@ -464,13 +482,16 @@ class Catalogue:
         seqs = [row[0] for row in self._where_in("SELECT seq FROM passages", "doc_ref", list(refs))]
         return np.array(sorted(seqs), dtype=np.int64)
 
-    def allowed_seqs(self, where: Where, hidden: set[str]) -> np.ndarray:
-        """The passage seqs a `--where` filter lets through, leaving out documents `hidden`; sorted."""
+    def allowed_seqs(self, where: Where, hidden: set[str],
+                     renamed: dict[str, tuple[str, str | None]] | None = None) -> np.ndarray:
+        """The passage seqs a `--where` filter lets through, leaving out documents `hidden`; sorted.
+        `renamed`: documents shown under another name and path (LineageState.renamed), matched as shown."""
         import numpy as np
 
+        moved = renamed or {}
         refs = [ref for ref, name, path, media, at in self._db.execute(
                     "SELECT ref, name, source_path, media_type, ingested_at FROM documents")
-                if ref not in hidden and where.admits_document(name, path, media, at, ref)]
+                if ref not in hidden and where.admits_document(*_shown_as(moved, ref, name, path), media, at, ref)]
         select = "SELECT seq FROM passages"
         if where.pages is not None:
             if "page_start" not in self._columns["passages"]:
@@ -674,31 +695,55 @@ class Catalogue:
 
 @dataclass(frozen=True)
 class LineageState:
-    """Each lineage's stored versions (refs, oldest first) and its latest event (None: retired)."""
+    """Each lineage's stored versions (refs, oldest first) and its latest event (None: retired).
+
+    `paths`: where a renamed lineage's file is now; `names`: each document's stored name."""
 
     versions: dict[str, list[str]]
     events: dict[str, str | None]
+    paths: dict[str, str] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_history(cls, documents: Iterator[tuple[str, str]] | Sequence[tuple[str, str]],
-                     events: Iterator[tuple[str, str | None]] | Sequence[tuple[str, str | None]]) -> LineageState:
-        """The state from documents (ref, name) in ingest order and events (lineage, ref or None) in the
-        order they were appended; an event naming a ref that is not stored is skipped (a backend without
-        transactions may have written it without its document: engine/milvus/store.py)."""
+    def from_history(cls, documents: Iterable[tuple[str, str]],
+                     events: Iterable[tuple[str, str | None, str | None, str | None]]) -> LineageState:
+        """The state from documents (ref, name) in ingest order and events (lineage, ref or None, moved_from,
+        source_path) in the order they were appended.
+
+        A document that has events takes its place in its lineage from them (so one stored under a name
+        after that name moved away starts a lineage of its own); one without (written before lineages)
+        takes it from its name, first. An event naming a ref that is not stored is skipped (a backend
+        without transactions may have written it without its document: engine/milvus/store.py).
+        """
+        documents = list(documents)
+        events = list(events)
+        names = {ref: name for ref, name in documents}
+        evented = {event[1] for event in events if event[1] is not None}
         versions: dict[str, list[str]] = {}
+        members: dict[str, set[str]] = {}   # versions' refs as sets: a lineage edited often stays linear
         for doc_ref, name in documents:
-            versions.setdefault(name, []).append(doc_ref)
-        stored = {ref for refs in versions.values() for ref in refs}
+            if doc_ref not in evented:
+                versions.setdefault(name, []).append(doc_ref)
+                members.setdefault(name, set()).add(doc_ref)
         last: dict[str, str | None] = {}
-        for lineage, head in events:
-            if head is not None and head not in stored:
+        paths: dict[str, str] = {}
+        for lineage, head, moved_from, path in events:
+            if head is not None and head not in names:
                 continue
+            if moved_from is not None:   # the old name's history continues under the new one, oldest first
+                history = versions.pop(moved_from, [])
+                moved = members.pop(moved_from, set())
+                last.pop(moved_from, None)
+                paths.pop(moved_from, None)
+                versions[lineage] = history + [ref for ref in versions.get(lineage, []) if ref not in moved]
+                members[lineage] = moved | members.get(lineage, set())
+                if path:
+                    paths[lineage] = path
             last[lineage] = head
-            if head is not None:
-                refs = versions.setdefault(lineage, [])
-                if head not in refs:
-                    refs.append(head)
-        return cls(versions, last)
+            if head is not None and head not in members.setdefault(lineage, set()):
+                versions.setdefault(lineage, []).append(head)
+                members[lineage].add(head)
+        return cls(versions, last, paths, names)
 
     @cached_property  # computed once: callers ask it per document (an O(n) walk each time would be O(n^2))
     def current(self) -> dict[str, str | None]:
@@ -728,13 +773,53 @@ class LineageState:
     def _positions(self) -> dict[str, int]:
         return {ref: i + 1 for refs in self.versions.values() for i, ref in enumerate(refs)}
 
+    @cached_property
+    def _members(self) -> dict[str, set[str]]:
+        return {lineage: set(refs) for lineage, refs in self.versions.items()}
+
+    @cached_property
+    def _home(self) -> dict[str, str]:
+        return {ref: lineage for lineage, refs in self.versions.items() for ref in refs}
+
+    @cached_property
+    def _current_home(self) -> dict[str, str]:
+        return {head: lineage for lineage, head in self.current.items() if head is not None}
+
+    def lineage_of(self, ref: str, name: str) -> str:
+        """The lineage document `ref` (stored as `name`) belongs to now: `name`, unless that moved on (a
+        rename), or it is current only under another name (bytes a renamed or copied file took on)."""
+        if ref in self._members.get(name, ()) and (self.current.get(name) == ref or ref not in self._shown):
+            return name
+        return self._current_home.get(ref) or self._home.get(ref, name)
+
+    @cached_property
+    def renamed(self) -> dict[str, tuple[str, str | None]]:
+        """Documents whose lineage was renamed: ref -> (the name, and where known the path, shown now)."""
+        out: dict[str, tuple[str, str | None]] = {}
+        for ref, name in self.names.items():
+            lineage = self.lineage_of(ref, name)
+            if lineage != name:
+                out[ref] = (lineage, self.paths.get(lineage))
+        return out
+
+    def shown(self, ref: str, name: str, source_path: str | None) -> tuple[str, str | None]:
+        """(name, source path) a document is shown under: its lineage's, after a rename."""
+        return _shown_as(self.renamed, ref, name, source_path)
+
     def describe(self, ref: str, lineage: str) -> tuple[int, str | None, bool]:
         """(version number from 1, the ref that supersedes it or None, whether its lineage is retired)."""
+        lineage = self.lineage_of(ref, lineage)
         head = self.current.get(lineage, ref)
         version = self._positions.get(ref, 1)
         if ref in self._shown:  # current, maybe under another name (a renamed file's bytes)
             return version, None, False
         return version, (head if head is not None and head != ref else None), head is None
+
+
+def _shown_as(renamed: dict[str, tuple[str, str | None]], ref: str, name: str,
+              path: str | None) -> tuple[str, str | None]:
+    moved = renamed.get(ref)
+    return (name, path) if moved is None else (moved[0], moved[1] or path)
 
 
 def _chunks(values: Sequence[Any], size: int = 500) -> Iterator[list[Any]]:

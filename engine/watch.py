@@ -131,6 +131,17 @@ class Retired(_Event):
 
 
 @dataclass(frozen=True)
+class Renamed(_Event):
+    """A file was renamed (or moved) inside the watched folder: its lineage, every earlier version
+    included, goes on under the new name."""
+
+    kind: ClassVar[str] = "renamed"
+    path: str
+    name: str
+    old_name: str
+
+
+@dataclass(frozen=True)
 class BatchDone(_Event):
     kind: ClassVar[str] = "batch_done"
     batch: int
@@ -155,7 +166,7 @@ class WatchError(_Event):
     path: str | None = None
 
 
-WatchEvent = Queued | BatchStarted | Ingested | Unchanged | Refused | Retired | BatchDone | WatchError
+WatchEvent = Queued | BatchStarted | Ingested | Unchanged | Refused | Retired | Renamed | BatchDone | WatchError
 WatchEventFn = Callable[[WatchEvent], None]
 
 
@@ -180,6 +191,8 @@ class IngestBackend(Protocol):
                        versions: str | None = None) -> list[DocumentSummary]: ...
 
     def retire(self, name: str, lineages: Sequence[str]) -> list[str]: ...
+
+    def rename(self, name: str, moves: Sequence[tuple[str, str, str | None]]) -> list[str]: ...
 
 
 # -- files waiting to settle -------------------------------------------------------
@@ -353,6 +366,7 @@ class FolderWatcher:
         self._identity: tuple[int, int] = (0, 0)
         self._reported_links: set[str] = set()
         self._reconcile_due: float | None = None  # a file or folder went away: retire what left, once settled
+        self._moves: list[tuple[str, str, bool]] = []  # (from, to, a folder?) renames inside the folder
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -493,6 +507,8 @@ class FolderWatcher:
         if moved or event.event_type == "deleted":  # something left (or left its old name): check once settled
             with self._cond:
                 self._reconcile_due = time.monotonic() + self.settle_seconds
+        if moved:
+            self._note_move(os.fsdecode(event.src_path), path, event.is_directory)
         if event.is_directory:
             if event.event_type in ("created", "moved"):
                 # files written into a new folder before its watch existed are only found by looking
@@ -504,6 +520,43 @@ class FolderWatcher:
                     self._cond.notify_all()  # the worker's folder check reports it
             return
         self._note(path)
+
+    def _note_move(self, source: str, path: str, folder: bool) -> None:
+        """A rename inside the folder carries the lineage (into or out of it: an arrival or a departure)."""
+        for end in (source, path):
+            relative = os.path.relpath(end, self._root)
+            if relative.startswith(os.pardir) or is_ignored(relative):
+                return
+        with self._cond:
+            self._moves.append((source, path, folder))
+            self._cond.notify_all()
+
+    def _apply_moves(self) -> None:
+        """Tell the dataset about renames, before the renamed files' (unchanged) bytes come round."""
+        with self._cond:
+            moves, self._moves = self._moves, []
+        if not moves:
+            return
+        pairs: dict[tuple[str, str], str] = {}
+        for source, path, folder in moves:
+            for now in (walk_files(self._root, path) if folder else [path]):
+                before = os.path.join(source, os.path.relpath(now, path)) if folder else source
+                old = document_name(os.path.relpath(before, self._root))
+                new = document_name(os.path.relpath(now, self._root))
+                if old != new:
+                    pairs.setdefault((old, new), now)
+        if not pairs:
+            return
+        try:
+            moved = set(self.engine.rename(self.dataset, [(old, new, now) for (old, new), now in pairs.items()]))
+        except KxError as exc:
+            if exc.status is Status.NOT_FOUND:  # no dataset yet: nothing to carry
+                return
+            raise
+        for (old, new), now in pairs.items():
+            if old in moved:
+                moved.discard(old)
+                self._emit(Renamed(now, new, old))
 
     def _note(self, path: str) -> None:
         relative = os.path.relpath(path, self._root)
@@ -532,6 +585,7 @@ class FolderWatcher:
                 if self.rescan_seconds is not None and time.monotonic() - last_scan >= self.rescan_seconds:
                     scans.append(self._root)
                     last_scan = time.monotonic()
+                self._apply_moves()
                 for folder in scans:
                     self._scan(folder)
                 if self._reconcile_due is not None and time.monotonic() >= self._reconcile_due:
@@ -586,17 +640,21 @@ class FolderWatcher:
             self._note(path)
 
     def _reconcile(self) -> None:
-        """Retire the documents of this folder whose files are gone (deleted, or moved out or away)."""
+        """Retire the documents of this folder whose files are gone (deleted, or moved out or away); one whose
+        current bytes are now a file under another name in the folder was renamed unseen (while nobody
+        watched, or reported as a delete and a create): its lineage moves there instead."""
         with self._cond:
             self._reconcile_due = None
-        present = {document_name(os.path.relpath(path, self._root)) for path in walk_files(self._root)}
+        present = {document_name(os.path.relpath(path, self._root)): path for path in walk_files(self._root)}
         inside = self._root.rstrip(os.sep) + os.sep
-        gone: dict[str, str] = {}
+        gone: dict[str, tuple[str, str]] = {}   # name -> (source path, current ref)
+        live: dict[str, str] = {}               # name -> current ref, every lineage shown
         offset = 0
         try:
             while True:
                 page = self.engine.list_documents(self.dataset, offset, 1000)
-                gone.update({d.name: d.source_path for d in page if d.source_path
+                live.update({d.name: d.ref for d in page})
+                gone.update({d.name: (d.source_path, d.ref) for d in page if d.source_path
                              and d.source_path.startswith(inside) and d.name not in present})
                 if len(page) < 1000:
                     break
@@ -605,9 +663,43 @@ class FolderWatcher:
             if exc.status is Status.NOT_FOUND:  # no dataset yet: nothing to retire
                 return
             raise
+        if not gone:
+            return
+        moves = self._unseen_renames(gone, present, live)
+        if moves:
+            moved = set(self.engine.rename(self.dataset, moves))
+            for old, new, path in moves:
+                if old in moved:
+                    gone.pop(old, None)
+                    self._emit(Renamed(path, new, old))
         if gone:
             for name in self.engine.retire(self.dataset, sorted(gone)):
-                self._emit(Retired(gone[name], name))
+                self._emit(Retired(gone[name][0], name))
+
+    def _unseen_renames(self, gone: dict[str, tuple[str, str]], present: dict[str, str],
+                        live: dict[str, str]) -> list[tuple[str, str, str]]:
+        """(old name, new name, path) for gone documents whose current bytes a present file holds: one the
+        dataset has under its new name already, or (read and hashed here) one it does not know yet."""
+        import hashlib
+
+        wanted = {ref: name for name, (_path, ref) in gone.items()}
+        moves = []
+        for name, path in present.items():
+            if not wanted:
+                break
+            ref = live.get(name)
+            if ref is None:   # not in the dataset yet
+                try:
+                    if os.path.getsize(path) > self.engine.settings.max_document_bytes:
+                        continue
+                    with open(path, "rb") as handle:
+                        ref = hashlib.sha256(handle.read()).hexdigest()
+                except OSError:
+                    continue
+            old = wanted.pop(ref, None)
+            if old is not None:
+                moves.append((old, name, path))
+        return moves
 
     def _report_outside_folder(self, path: str) -> None:
         """Say once that a linked folder leading out of the watched one is not followed."""

@@ -22,12 +22,15 @@ from engine.errors import KxError, Status
 from engine.records import DocumentStatus, RetrievalMode
 
 from .context import CONTEXT_SETTINGS, backend_of, local_engine, parse_sets, settings_of
-from .stopping import Interrupted
+from .stopping import Interrupted, release_early
 
 # Imported inside the commands that use them, so a command pays only for its own modules: `kx datasets list
 # --json` never loads rich, a query never loads the watcher or the gateway (tests/test_import_hygiene.py).
 
 EXIT_INTERNAL = Status.INTERNAL.exit_code
+# Commands that handle Ctrl-C and SIGTERM themselves (a StopSignals block): a stop that came while kx started
+# is theirs to honour; "datasets" hands over to its own subcommands.
+_HANDLES_STOPS = frozenset({"serve", "mcp", "datasets", "ingest", "embed", "rebuild", "watch"})
 _INGEST_GIVE_UP_SECONDS = 9.0  # after Ctrl-C / SIGTERM, an ingest that found no stopping point leaves anyway
 
 
@@ -109,6 +112,8 @@ def cli(ctx: click.Context, home: Path | None, sets: tuple[str, ...], gateway: s
     Datasets are named, append-only piles of documents under KX_HOME. Ingest
     files or text, then query them with hybrid (dense + BM25) retrieval.
     """
+    # Stops that came while kx started: the commands that handle stops take them over (kx_tui/stopping.py)
+    release_early(ctx.invoked_subcommand in _HANDLES_STOPS)
     flags: dict[str, Any] = parse_sets(sets)
     if home is not None:
         flags["home"] = str(home)
@@ -142,8 +147,10 @@ def info(ctx: click.Context, as_json: bool) -> None:
 
 
 @cli.group(cls=_LazyGroup, lazy=_DATASETS, context_settings=CONTEXT_SETTINGS)
-def datasets() -> None:
+@click.pass_context
+def datasets(ctx: click.Context) -> None:
     """Create, fill and inspect datasets."""
+    release_early(ctx.invoked_subcommand in _HANDLES_STOPS)
 
 
 @datasets.command("list", context_settings=CONTEXT_SETTINGS)

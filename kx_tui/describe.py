@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from engine.watch import BatchDone, Ingested, Queued, Refused, Retired, Unchanged, WatchError, WatchEvent
+from engine.watch import (
+    BatchDone,
+    Ingested,
+    Queued,
+    Refused,
+    Renamed,
+    Retired,
+    Unchanged,
+    WatchError,
+    WatchEvent,
+)
 
 
 def describe_watch_event(event: WatchEvent, where: str) -> str | None:
@@ -24,6 +34,8 @@ def describe_watch_event(event: WatchEvent, where: str) -> str | None:
         return f"[red]refused  [/] {shown}: {escape(event.reason)}"
     if isinstance(event, Retired):
         return f"[yellow]retired  [/] {shown}: no longer answers (put the file back to bring it back)"
+    if isinstance(event, Renamed):
+        return f"[cyan]renamed  [/] {shown}: was {escape(event.old_name)}; its earlier versions go with it"
     if isinstance(event, BatchDone):
         plural = "" if event.passages_added == 1 else "s"
         return (f"[bold]batch {event.batch}[/]: {event.added} added ({event.passages_added:,} passage{plural}), "

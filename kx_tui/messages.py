@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from textual.message import Message
 
 from engine.records import DatasetSummary, DocumentSummary, IngestReport, PassageSpan, QueryResult
-from engine.watch import BatchDone, Ingested, Refused, Unchanged, WatchError
+from engine.watch import BatchDone, Ingested, Refused, Renamed, Retired, Unchanged, WatchError
 
 
 @dataclass
@@ -78,6 +78,7 @@ class DocumentsLoaded(Message):
 
     dataset: str
     documents: list[DocumentSummary]
+    versions: str = "latest"   # which view was loaded: "latest" or "all"
 
 
 @dataclass
@@ -105,6 +106,13 @@ class WatchFileDone(Message):
 
     event: Ingested | Unchanged | Refused
     waiting: int
+
+
+@dataclass
+class WatchLineageChanged(Message):
+    """A watched file left the folder (its lineage retired) or was renamed in it: the counts changed."""
+
+    event: Retired | Renamed
 
 
 @dataclass

@@ -2,7 +2,9 @@
 
 Stage 1 ("reading": documents read, extracted, committed and made keyword-
 searchable) and stage 2 ("embedding": the backlog's passages given vectors)
-each move on every document and every embedding batch. On a terminal the
+each move on every document and every embedding batch; one large document
+moves on its own too (cutting it into passages, indexing them for keyword
+search: the event's `part`), as a third bar or at the end of the line. On a terminal the
 bars redraw continuously (rate and ETA included); off a terminal (a log, a
 pipe, `kx eval ... > out.json`) one line goes to stderr every LINE_SECONDS,
 so long work is never silent. Standard output is never touched, so `--json`
@@ -61,6 +63,7 @@ class PipelineProgress:
         self._progress: Progress | None = None
         self._tasks: dict[str, TaskID] = {}
         self._state: dict[str, tuple[int, int, int]] = {}  # stage -> (done, total, passages)
+        self._part: tuple[str, int, int] | None = None     # one large document's step: (label, done, total)
         self._rates = {"reading": _Rate(clock), "embedding": _Rate(clock)}
         self._started = clock()
         self._last_line = self._started
@@ -78,8 +81,12 @@ class PipelineProgress:
             return
         self._rates[stage].seen(event.done)
         self._state[stage] = (event.done, event.total, getattr(event, "passages", 0))
+        if stage == "reading":
+            part = getattr(event, "part", "")
+            self._part = (part, event.part_done, event.part_total) if part and event.part_total else None
         if self.live:
             self._draw(stage)
+            self._draw_part()
         elif self.clock() - self._last_line >= self.line_seconds and self._under_way():
             self._last_line = self.clock()
             self.console.print(self.line(), markup=False, highlight=False, soft_wrap=True)
@@ -94,6 +101,9 @@ class PipelineProgress:
         if "reading" in self._state:
             done, total, passages = self._state["reading"]
             parts.append(f"reading {done:,}/{total:,} documents ({passages:,} passages committed)")
+            if self._part is not None:
+                label, part_done, part_total = self._part
+                parts.append(f"{label} {100 * part_done // part_total} %")
         if "embedding" in self._state:
             done, total, _ = self._state["embedding"]
             rate = self._rates["embedding"].per_second(done)
@@ -106,13 +116,8 @@ class PipelineProgress:
         if stage not in self._tasks:
             if total < _SHOW_FROM:
                 return
-            if self._progress is None:
-                self._progress = Progress(TextColumn("{task.description:<9}"), BarColumn(), MofNCompleteColumn(),
-                                          TextColumn("{task.fields[unit]}"), TextColumn("{task.fields[extra]}"),
-                                          TimeRemainingColumn(), console=self.console, transient=True)
-                self._progress.start()
             unit = "documents" if stage == "reading" else "passages"
-            self._tasks[stage] = self._progress.add_task(stage, total=total, unit=unit, extra="")
+            self._tasks[stage] = self._bars().add_task(stage, total=total, unit=unit, extra="")
         assert self._progress is not None
         if stage == "reading":
             extra = f"{passages:,} passages committed"
@@ -120,6 +125,26 @@ class PipelineProgress:
             rate = self._rates[stage].per_second(done)
             extra = f"{rate:.1f}/s" if rate else ""
         self._progress.update(self._tasks[stage], completed=done, total=total, extra=extra)
+
+    def _draw_part(self) -> None:
+        """The step on one large document as a bar of its own while it lasts (percent of the step)."""
+        if self._part is None:
+            if "part" in self._tasks and self._progress is not None:
+                self._progress.remove_task(self._tasks.pop("part"))
+            return
+        label, done, total = self._part
+        bars = self._bars()
+        if "part" not in self._tasks:
+            self._tasks["part"] = bars.add_task("document", total=100, unit="%", extra="")
+        bars.update(self._tasks["part"], completed=100 * done // total, extra=label)
+
+    def _bars(self) -> Progress:
+        if self._progress is None:
+            self._progress = Progress(TextColumn("{task.description:<9}"), BarColumn(), MofNCompleteColumn(),
+                                      TextColumn("{task.fields[unit]}"), TextColumn("{task.fields[extra]}"),
+                                      TimeRemainingColumn(), console=self.console, transient=True)
+            self._progress.start()
+        return self._progress
 
     def print(self, message: str) -> None:
         self.console.print(escape(message))

@@ -132,7 +132,7 @@ def print_documents(console: _RichConsole, dataset: str, documents: list[Documen
     columns: list[Column] = [("name", "left"), *([("title", "left")] if titled else []), ("pages", "right"),
                              ("passages", "right"), ("size", "right"), ("type", "left"), ("ingested", "left"),
                              ("source", "left")]
-    rows = [[d.name + _version_label(d), *([d.title or "-"] if titled else []),
+    rows = [[d.name + version_label(d), *([d.title or "-"] if titled else []),
              "-" if d.pages is None else str(d.pages),
              f"{d.passages:,}", size_text(d.size), d.media_type, _when(d.ingested_at), d.source_path or "-"]
             for d in documents]
@@ -142,7 +142,7 @@ def print_documents(console: _RichConsole, dataset: str, documents: list[Documen
     console.print(f"[dim]{escape(dataset)}: documents {offset + 1}–{last} of {total:,}{more}[/]")
 
 
-def _version_label(document: DocumentSummary) -> str:
+def version_label(document: DocumentSummary) -> str:
     """" (v2)", " (v1, superseded)", " (v3, retired)": said when a lineage holds more than one version."""
     state = ", retired" if document.retired else ", superseded" if document.superseded_by else ""
     return f" (v{document.version}{state})" if document.version > 1 or state else ""

@@ -3,6 +3,14 @@
 This module only resolves the options, makes or reads the token, binds the
 socket (so a taken port is one error line, not a uvicorn traceback) and runs
 uvicorn; SIGTERM lets in-flight requests finish and exits 0.
+
+A stop is bounded (STOP_SECONDS) whatever the gateway is doing: the engine's
+`stop_requested` makes an ingest or a backlog embedding in flight (a request,
+or the start-up's resumption) leave at its next progress event, requests get
+DRAIN_SECONDS to answer, a model warm-up still inside ONNX Runtime is not
+waited for, and a guard ends the process (exit 0) if anything still holds it
+up. Every catalogue commit is one SQLite transaction, so leaving mid-work is
+no worse than the kill the crash campaign survives (RELIABILITY.md).
 """
 
 from __future__ import annotations
@@ -17,10 +25,12 @@ import click
 from engine.errors import KxError, Status
 
 from .context import CONTEXT_SETTINGS, bind_socket, settings_of, show_host
-from .stopping import StopSignals, join_or_leave
+from .stopping import StopSignals, exit_without_finalising
 
 DEFAULT_PORT = 50151
-_DRAIN_SECONDS = 30  # how long a stop waits for in-flight requests
+DRAIN_SECONDS = 5.0   # how long a stop waits for requests in flight to answer
+STOP_SECONDS = 8.5    # the most a stop takes, from the signal to the exit (the guard's bound)
+_LAST_WAIT_SECONDS = 0.5  # after the drain: how long the warm-up gets to reach its stopping point
 
 
 @click.command("serve", context_settings=CONTEXT_SETTINGS)
@@ -58,9 +68,11 @@ def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool, quiet
     limit_malloc_arenas()
     # A stop asked for while the engine opens is kept (the handler only counts) and honoured once
     # uvicorn starts; the guard bounds the whole stop, draining included (kx_tui/stopping.py).
-    with StopSignals(give_up_after=_DRAIN_SECONDS + 5, exit_code=0,
-                     last_words="kx serve: requests still in flight after the drain; leaving now") as stop:
+    with StopSignals(give_up_after=STOP_SECONDS, exit_code=0,
+                     last_words="kx serve: work still in flight after the drain; leaving now (what was "
+                                "committed stays; an unfinished embedding resumes at the next start)") as stop:
         engine = open_backend(settings, on_notice=lambda line: click.echo(line, err=True))  # a first-use export
+        warming: threading.Thread | None = None
         try:
             bound = sock.getsockname()[1]
             click.echo(f"kx gateway on http://{show_host(host)}:{bound} (KX_HOME {settings.home})")
@@ -72,12 +84,24 @@ def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool, quiet
             _run(engine, token, settings.max_request_bytes, dev_allow_local, sock, host, stop,
                  None if quiet else ("json" if log_json else "text"))
         finally:
+            _request_stop(engine)  # also when uvicorn ended on its own (a bind error): the warm-up must end
             engine.close()
             sock.close()
-    # A stop during the model's warm-up: let the load end first. Leaving the interpreter while another
-    # thread is inside ONNX Runtime's C++ aborts the process ("terminate called without an active
-    # exception", exit -6); if the load is still going after the wait, leave without finalising.
-    join_or_leave(warming, _DRAIN_SECONDS)
+        # The warm-up and any request's work left past the drain stop at their next embedding batch, which on
+        # a loaded machine can be seconds away; a model still loading (a first-use export) cannot be
+        # interrupted at all. Their work in hand is uncommitted, so it is not waited for: exiting the
+        # interpreter would wait for such threads, or abort (-6) with one inside ONNX Runtime's C++, so the
+        # process leaves without finalising (every commit is whole by then; the backlog resumes next start).
+        if warming is not None:
+            warming.join(_LAST_WAIT_SECONDS)
+        if any(t.is_alive() and t is not threading.main_thread() and not t.name.startswith("kx-stop-guard")
+               for t in threading.enumerate()):
+            exit_without_finalising(0)
+
+
+def _request_stop(engine: Any) -> None:
+    """Ask the engine's work in flight to leave at its next safe point; a plain assignment (signal-safe)."""
+    engine.stop_requested = True
 
 
 def _warm_up(engine: Any) -> threading.Thread:
@@ -89,7 +113,8 @@ def _warm_up(engine: Any) -> threading.Thread:
         except KxError as exc:  # the first request that needs the model reports it properly
             click.echo(f"embedding model not ready: {exc.message}", err=True)
             return
-        _resume_backlogs(engine)
+        if not getattr(engine, "stop_requested", False):
+            _resume_backlogs(engine)
 
     thread = threading.Thread(target=warm, name="kx-warm-up", daemon=True)
     thread.start()
@@ -105,6 +130,8 @@ def _resume_backlogs(engine: Any) -> None:
     for dataset in waiting:
         click.echo(f"{dataset.name}: embedding the {dataset.backlog:,} passages an earlier ingest left "
                    "(queries meanwhile say how much dense covers)", err=True)
+        if getattr(engine, "stop_requested", False):
+            return
         try:
             report = engine.embed(dataset.name)
         except KxError as exc:
@@ -127,13 +154,24 @@ def _run(engine: Any, token: str, max_bytes: int, allow_local: bool, sock: socke
         app = RequestLog(app, json_lines=log == "json")
     # headers must arrive whole within 10 s, and one address holds at most 64 connections (engine/http_limits.py)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=_DRAIN_SECONDS, http=guarded_protocol())
-    server = uvicorn.Server(config)
+                            timeout_graceful_shutdown=DRAIN_SECONDS, http=guarded_protocol())
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            # uvicorn's own handler while it runs (flags only): the engine's work in flight leaves too
+            _request_stop(engine)
+            stop.count += 1  # the guard's clock starts with this stop, not with a later one
+            stop.last = sig
+            super().handle_exit(sig, frame)
+
+    server = Server(config)
     # uvicorn installs its own flag-setting handlers while it runs. Before they are in (and after),
-    # ours count the signal and set the same flag, so a stop in that window is not lost; uvicorn's
+    # ours count the signal and set the same flags, so a stop in that window is not lost; uvicorn's
     # re-raise of the signal once it has drained lands on ours too, and the process exits 0.
-    stop.also_flag = lambda: setattr(server, "should_exit", True)
-    server.should_exit = bool(stop.count)  # asked to stop while opening: start, then stop at once
+    stop.also_flag = lambda: (setattr(server, "should_exit", True), _request_stop(engine))
+    if stop.count:  # asked to stop while opening: start, then stop at once
+        server.should_exit = True
+        _request_stop(engine)
     server.run(sockets=[sock])
 
 

@@ -10,6 +10,14 @@ with timeouts and looks at the count (`StopSignals.count`), or lets the
 engine's progress callback raise at a safe point (`checkpoint`).
 
 Used by `kx datasets watch`, `kx datasets ingest` and `kx serve`'s start-up.
+
+The same counting handler is installed first of all when `kx` starts
+(`install_early`, from kx_tui/__init__.py, before click, numpy or the engine
+are imported): a SIGTERM that lands while the interpreter imports a second
+of modules used to get the default action (exit -15). Now it is counted;
+a command that handles stops (`StopSignals`) takes the count over and stops
+at once through its own clean path, and any other command leaves before it
+starts (`release_early`): exit 0 for SIGTERM, 130 for Ctrl-C, nothing done.
 """
 
 from __future__ import annotations
@@ -24,6 +32,49 @@ from types import FrameType
 from typing import Any, Callable
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _Early:
+    """Stop signals counted between the process's start and the command's own handling of them."""
+
+    count = 0
+    last: int | None = None
+
+
+def _early_handler(signum: int, _frame: FrameType | None) -> None:
+    # plain assignments only, as in StopSignals._on_signal
+    _Early.count += 1
+    _Early.last = signum
+
+
+def install_early() -> None:
+    """Count Ctrl-C and SIGTERM from now on (the entry point's first act); `release_early` or a StopSignals
+    block takes over."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, _early_handler)
+
+
+def release_early(command_handles_stops: bool) -> None:
+    """Where a command starts: hand the early signals over, or give the ordinary handlers back.
+
+    A command that handles stops (`command_handles_stops`: it enters a
+    StopSignals block, which takes the count over) keeps counting until
+    then. Any other gets Python's usual Ctrl-C and SIGTERM back; if one came
+    already, the process leaves now, before the command did anything: exit 0
+    for SIGTERM (a service manager's stop, done), 130 for Ctrl-C.
+    """
+    if signal.getsignal(signal.SIGTERM) is not _early_handler:
+        return  # not started through the entry point (a test calling the CLI), or already handed over
+    if command_handles_stops:
+        return  # its StopSignals block takes the count over
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if _Early.count and _Early.last is not None:
+        name = signal.Signals(_Early.last).name
+        sys.stderr.write(f"kx: stopped by {name} before the command started; nothing was done\n")
+        sys.stderr.flush()
+        sys.exit(0 if _Early.last == signal.SIGTERM else 130)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -83,6 +134,10 @@ class StopSignals:
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
             self._previous = {sig: signal.signal(sig, self._on_signal) for sig in self.signals}
+            if _early_handler in self._previous.values() and _Early.count:
+                # a stop that came while kx was starting: this command stops at once, by its own clean path
+                self.count, self.last = self.count + _Early.count, _Early.last
+                _Early.count = 0
             if self.give_up_after is not None:
                 threading.Thread(target=self._guard, name="kx-stop-guard", daemon=True).start()
         return self
@@ -103,6 +158,10 @@ class StopSignals:
                     # select() calls writable takes PIPE_BUF (>= 512) bytes in one write
                     if select.select([], [2], [], 0)[1]:
                         os.write(2, with_newline.encode("utf-8", "replace")[:512])
+                        if os.environ.get("KX_DEBUG"):  # what held the stop up: every thread's stack
+                            import faulthandler
+
+                            faulthandler.dump_traceback(all_threads=True)
                 finally:
                     os._exit(self.exit_code)
 

@@ -91,7 +91,10 @@ def test_a_damaged_dense_graph_is_rebuilt_and_answers_the_same(pristine, expecte
         graph.unlink()
     assert _answers(damaged, real_embedder) == expected
     assert_dataset_consistent(damaged, "handbook")
-    assert graph.read_bytes() == (_folder(pristine) / "dense.voy").read_bytes()  # rebuilt byte for byte
+    # rebuilt whole: every passage back in (built on every core, its links, so its bytes, may differ)
+    from voyager import Index
+
+    assert sorted(Index.load(str(graph)).ids) == sorted(Index.load(str(_folder(pristine) / "dense.voy")).ids)
 
 
 @pytest.mark.parametrize("damage", ["flipped segment", "missing segment", "garbage table of contents"])

@@ -117,9 +117,36 @@ def test_a_schema_3_catalogue_reads_as_before_and_migrates_in_place(hash_engine:
     assert [h.document_ref for h in hits if h.document_name == "guide/hours"] == [v3]
     hash_engine.ingest("ver", [from_text("Bikes go in the yard.", name="bikes")])  # a writer migrates
     db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "4"
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "5"
     db.close()
     assert hash_engine.dataset_summary("ver").documents == 3
+
+
+def test_a_schema_4_catalogue_reads_as_before_and_takes_renames_after_migrating(hash_engine: Engine,
+                                                                                 kx_home: Path) -> None:
+    _v1, _v2, v3 = _versions(hash_engine)
+    hash_engine.close()
+    path = kx_home / "datasets" / "ver" / "catalog.sqlite"
+    db = sqlite3.connect(path)   # what schema 4 wrote: lineage events without the rename columns
+    db.execute("ALTER TABLE lineage_events DROP COLUMN moved_from")
+    db.execute("ALTER TABLE lineage_events DROP COLUMN source_path")
+    db.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    reader = Engine(hash_engine.settings, embedder=hash_engine.embedder())
+    assert [(d.name, d.version) for d in reader.list_documents("ver", versions="all")
+            if d.name == "guide/hours"] == [("guide/hours", 1), ("guide/hours", 2), ("guide/hours", 3)]
+    assert hash_engine.rename("ver", [("guide/hours", "guide/opening-hours", "/docs/guide/opening-hours.md")]) \
+        == ["guide/hours"]   # a writer migrated the file first
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "5"
+    db.close()
+    shown = [(d.name, d.version, d.source_path) for d in hash_engine.list_documents("ver", versions="all")
+             if d.name.startswith("guide/")]
+    assert shown == [("guide/opening-hours", n, "/docs/guide/opening-hours.md") for n in (1, 2, 3)]
+    [hit] = [h for h in hash_engine.query("ver", "office opens", k=10) if h.document_name.startswith("guide/")]
+    assert (hit.document_ref, hit.document_name, hit.version) == (v3, "guide/opening-hours", 3)
+    assert hash_engine.rename("ver", [("guide/hours", "elsewhere", None)]) == []   # nothing left to carry
 
 
 def test_many_superseded_versions_still_leave_a_full_pool(hash_engine: Engine) -> None:
@@ -133,8 +160,8 @@ def test_many_superseded_versions_still_leave_a_full_pool(hash_engine: Engine) -
         only = searcher.passage_filter(Where(), "latest")
         assert only is not None and only.excluded is not None and only.excluded.size == 29
         for found in (searcher.dense_candidates(vector, 5, only), searcher.sparse_candidates("finance paid", 5, only)):
-            assert len(found.hits) == 5
-            assert not set(found.seq_of.values()) & set(only.excluded.tolist())
+            assert len(found.keys) == 5
+            assert not set(found.keys) & set(only.excluded.tolist())
 
 
 @pytest.mark.slow
@@ -186,3 +213,22 @@ def test_where_and_versions_over_http(hash_engine: Engine) -> None:
         listed = client.get("/v1/datasets/ver/documents?versions=all", headers=headers).json()
         assert listed["total"] == 4 and [d["version"] for d in listed["documents"]][:3] == [1, 2, 3]
         assert client.get("/v1/datasets/ver/documents", headers=headers).json()["total"] == 2
+
+
+def test_a_lineage_state_follows_renames_and_a_name_used_again() -> None:
+    from engine.store import LineageState
+
+    documents = [("r1", "a"), ("r2", "a"), ("r3", "a"), ("r4", "old")]   # r4: written before lineages
+    events = [("a", "r1", None, None), ("a", "r2", None, None),
+              ("b", "r2", "a", "/d/b.md"),            # a renamed to b: r1, r2 go along
+              ("a", "r3", None, None)]                # a new file under the old name: a lineage of its own
+    state = LineageState.from_history(documents, events)
+    assert state.versions == {"old": ["r4"], "b": ["r1", "r2"], "a": ["r3"]}
+    assert state.current == {"old": "r4", "b": "r2", "a": "r3"}
+    assert state.describe("r1", "a") == (1, "r2", False) and state.describe("r2", "a") == (2, None, False)
+    assert state.shown("r1", "a", "/d/a.md") == ("b", "/d/b.md") and state.shown("r3", "a", "/d/a.md") == \
+        ("a", "/d/a.md")
+    assert state.renamed == {"r1": ("b", "/d/b.md"), "r2": ("b", "/d/b.md")}
+    assert state.hidden() == {"r1"} and state.live_count() == 3
+    retired = LineageState.from_history(documents, [*events, ("b", None, None, None)])
+    assert retired.current["b"] is None and retired.describe("r2", "a") == (2, None, True)

@@ -220,6 +220,23 @@ def test_rebuild_is_refused_on_milvus_saying_why_and_what_to_do(kx_home: Path, m
         server_manager_instance.release_server(path)
 
 
+def test_a_cli_reading_a_milvus_dataset_prints_no_pymilvus_warnings(kx_home: Path) -> None:
+    """Importing pymilvus sets up its own stderr logging; a kx command must not print its iterator warnings."""
+    from milvus_lite.server_manager import server_manager_instance
+
+    from .helpers import run_kx
+
+    path = str(kx_home.parent / "quiet.db")
+    backend = _milvus(path)
+    backend.ingest("notes", [from_text("parcels leave the depot at noon", "guide")])
+    backend.close()
+    server_manager_instance.release_server(path)
+    shown = run_kx("datasets", "documents", "notes", "--versions", "all",
+                   env={"KX_BACKEND": "milvus", "KX_MILVUS_URI": path, "KX_EMBED_MODEL": "none"}, timeout=120)
+    assert shown.code == 0 and "guide" in shown.stdout, shown.stderr
+    assert shown.stderr == ""
+
+
 # -- kx info -----------------------------------------------------------------------------------------------
 
 
@@ -337,6 +354,16 @@ def test_the_gateway_fronts_milvus_over_http(tmp_path: Path, request: pytest.Fix
             assert [h.to_dict() for h in result.hits] == [h.to_dict() for h in direct.hits]
             text = client.document_text("notes", result.hits[0].document_ref)
             assert text == "Refunds are paid within thirty days."
+            narrowed = client.query_dataset("notes", text="refunds thirty days", k=2, where=["name:park*"])
+            assert [h.document_name for h in narrowed.hits] == ["parking"]   # filtered inside Milvus's searches
+            client.ingest_documents("notes", ["Refunds are paid within ten days."], names=["refunds"])
+            latest = client.query_dataset("notes", text="refunds days", k=5)
+            assert [h.text for h in latest.hits if h.document_name == "refunds"] == [
+                "Refunds are paid within ten days."]
+            every = client.query_dataset("notes", text="refunds days", k=5, versions="all")
+            assert sorted(h.version for h in every.hits if h.document_name == "refunds") == [1, 2]
+            assert len(client.list_documents("notes", versions="all")) == 3
+            assert len(client.list_documents("notes")) == 2
             info = client.info()
             assert info["backend"]["kind"] == "milvus" and info["backend"]["uri"] == store["milvus_uri"]
             with pytest.raises(KxError) as err:

@@ -20,7 +20,8 @@ LONG = " ".join(f"Sentence {i} of the staff handbook explains the travel policy.
 
 def _source(hash_engine: Engine) -> None:
     for text in ("The office opens at eight.", "The office opens at nine."):
-        hash_engine.ingest("src", [from_text(text, name="guide/hours")])
+        hash_engine.ingest("src", [from_text(text, name="guide/draft")])
+    hash_engine.rename("src", [("guide/draft", "guide/hours", None)])   # a renamed file: its history goes along
     hash_engine.ingest("src", [from_text(LONG, name="travel"), from_text("Bikes go in the yard.", name="bikes")])
     hash_engine.retire("src", ["bikes"])
 
@@ -88,6 +89,27 @@ def test_a_stopped_rebuild_continues_and_a_foreign_target_is_refused(hash_engine
     with pytest.raises(KxError) as caught:
         other.rebuild("src", "src")
     assert caught.value.status is Status.INVALID_ARGUMENT
+
+
+def test_a_rebuild_stopped_inside_its_first_batch_continues(hash_engine: Engine, kx_home: Path) -> None:
+    """Found by the crash campaign (benchmarks/crashes.py --rebuild): the mark that lets the same command
+    continue was written after the first batch's ingest, so a kill between that batch's first commit and its
+    end left a target the next rebuild refused as "exists already"."""
+    _source(hash_engine)
+    other = Engine(load_settings({"chunk_size": 120, "chunk_overlap": 20, "ingest_commit_passages": 1}),
+                   embedder=HashEmbedder())
+
+    def stop_at_first_added(event: object) -> None:
+        if getattr(event, "status", None) == DocumentStatus.ADDED:
+            raise KeyboardInterrupt  # as a kill would: the first commit is in, the batch is not done
+
+    with pytest.raises(KeyboardInterrupt):
+        other.rebuild("src", "small", on_event=stop_at_first_added)
+    assert other.dataset_summary("small").versions == 1
+    report = other.rebuild("src", "small")
+    assert [r.status for r in report.results].count(DocumentStatus.UNCHANGED) == 1
+    assert other.dataset_summary("small").versions == 4
+    assert_dataset_consistent(kx_home, "small")
 
 
 def test_the_fingerprint_refusal_names_the_rebuild_command(hash_engine: Engine) -> None:

@@ -24,6 +24,14 @@ from engine import Engine, load_settings
 from kx_tui.stopping import Interrupted, StopSignals
 
 from .helpers import HashEmbedder, kx_process
+from .sigterm_commands import (
+    EMBED_MOMENTS,
+    SERVE_MOMENTS,
+    make_backlog_template,
+    run_embed_round,
+    run_ingest_round,
+    run_serve_round,
+)
 from .sigterm_rounds import MOMENTS, prepare_model, run_round
 
 
@@ -172,3 +180,85 @@ async def test_the_tui_leaves_on_sigterm(kx_home: Path) -> None:
     assert not app.is_running
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # given back on the way out
 
+
+
+@pytest.fixture(scope="module")
+def backlog_template(prepared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A home whose dataset holds 40 documents committed without vectors (an ingest stopped before stage 2)."""
+    template = tmp_path_factory.mktemp("backlog-template")
+    assert make_backlog_template(template, prepared_cache, files=40) > 0
+    return template
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("moment", SERVE_MOMENTS)
+def test_sigterm_stops_kx_serve_within_10_s_whatever_it_is_doing(moment: str, tmp_path: Path, prepared_cache: Path,
+                                                                   backlog_template: Path) -> None:
+    """Resuming a backlog at start-up, answering an upload that embeds, or holding idle and slow connections:
+    exit 0 within 10 s, no committed vector or answered document lost; the backlog is then finished whole."""
+    result = run_serve_round(tmp_path, prepared_cache, backlog_template, moment,
+                             random.Random(SERVE_MOMENTS.index(moment)), restart=moment == "backlog")
+    assert result.ok, result
+    assert result.stop_seconds < 10
+    assert result.exit_code == 0 or result.pre_handler, result
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("moment", ["stage1", "stage2"])
+def test_sigterm_stops_an_ingest_in_either_stage_and_the_same_command_finishes_it(
+        moment: str, tmp_path: Path, prepared_cache: Path) -> None:
+    result = run_ingest_round(tmp_path, prepared_cache, moment, random.Random(5), files=60, restart=True, seed=5)
+    assert result.ok, result
+    if not result.finished_first:
+        assert result.exit_code == 130 and result.stop_seconds < 10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("moment", EMBED_MOMENTS)
+def test_sigterm_stops_kx_datasets_embed_and_keeps_every_vector(moment: str, tmp_path: Path, prepared_cache: Path,
+                                                                 backlog_template: Path) -> None:
+    result = run_embed_round(tmp_path, prepared_cache, backlog_template, moment, random.Random(11), restart=True)
+    assert result.ok, result
+    if not result.finished_first and not result.pre_handler:
+        assert result.exit_code == 130 and result.stop_seconds < 10
+
+
+@pytest.mark.slow
+def test_a_sigterm_while_kx_starts_is_counted_and_honoured_once_the_command_runs(kx_home: Path,
+                                                                                 tmp_path: Path) -> None:
+    """The handler is installed before click, numpy and the engine are imported (kx_tui/__init__.py): a stop
+    during those imports used to end the process by SIGTERM's default action (-15)."""
+    folder = tmp_path / "drop"
+    folder.mkdir()
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    watch = kx_process("datasets", "watch", "w", str(folder), "--json", env=env)
+    listing = kx_process("datasets", "list", env=env)
+    try:
+        # importing kx_tui takes well under this; the command's own imports take longer than the gap
+        deadline = time.monotonic() + 30
+        for proc in (watch, listing):
+            while time.monotonic() < deadline and not _handler_installed(proc.pid):
+                time.sleep(0.005)
+            proc.send_signal(signal.SIGTERM)
+        watch_out, watch_err = watch.communicate(timeout=20)
+        list_out, list_err = listing.communicate(timeout=20)
+    finally:
+        for proc in (watch, listing):
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=30)
+    assert watch.returncode == 0, watch_err
+    assert '"event": "stopped"' in watch_out  # the watcher's own clean stop, not a silent exit
+    # a command that does not handle stops leaves before it starts, exit 0, saying so (or, if it was already
+    # past the hand-over, by SIGTERM's ordinary action)
+    assert listing.returncode == 0 and "before the command started" in list_err or listing.returncode == -15
+
+
+def _handler_installed(pid: int) -> bool:
+    """Whether process `pid` catches SIGTERM now (its SigCgt mask in /proc)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = next((line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), "0")
+    return bool(int(caught, 16) & (1 << (signal.SIGTERM - 1)))

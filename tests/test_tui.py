@@ -308,6 +308,18 @@ async def test_watching_the_inbox_shows_activity(handbook_engine: Engine) -> Non
         assert "refused" in text
         await _settle(app, pilot)
         assert app.query_one(DatasetList).summaries["handbook"].documents == 8
+        (inbox / "parking.md").unlink()                                      # a file leaves: retired
+        (inbox / "sites" / "north" / "index.md").rename(inbox / "sites" / "north" / "desks.md")   # renamed
+        for _ in range(200):
+            await pilot.pause(0.05)
+            written = "\n".join(log.lines_written)
+            if "retired" in written and "renamed" in written:
+                break
+        text = "\n".join(log.lines_written)
+        assert re.search(r"retired\s*\[/\] parking.md: no longer answers", text), text
+        assert re.search(r"renamed\s*\[/\] sites/north/desks.md: was sites/north/index", text), text
+        await _settle(app, pilot)
+        assert app.query_one(DatasetList).summaries["handbook"].documents == 7   # the counts followed
         await pilot.press("w")
         assert not app.query_one(WatchPanel).watching
 

@@ -274,6 +274,38 @@ async def test_the_document_browser_filters_sorts_and_opens_a_document(kx_home) 
         assert isinstance(app.screen, MainScreen)
 
 
+async def test_the_document_browser_toggles_between_current_and_every_version(kx_home) -> None:
+    engine = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
+    for hour in ("eight", "nine"):
+        engine.ingest("notes", [from_text(f"The office opens at {hour}.", name="hours")])
+    engine.ingest("notes", [from_text("Bikes go in the yard.", name="bikes")])
+    engine.retire("notes", ["bikes"])
+    app = KxApp(engine, settings=engine.settings, samples=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await _settle(app, pilot)
+        await pilot.press("escape", "d")
+        await _settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, DocumentsScreen)
+        table = screen.query_one(DataTable)
+        rows = lambda: [table.get_row_at(i)[0].plain for i in range(table.row_count)]  # noqa: E731
+        assert rows() == ["hours (v2)"]
+        await pilot.press("ctrl+t")                        # every stored version, marked
+        await _settle(app, pilot)
+        assert rows() == ["hours (v1, superseded)", "hours (v2)", "bikes (v1, retired)"]
+        count = _plain(screen.query_one("#documents-count", Static).content)
+        assert count.startswith("3 of 3 stored versions")
+        assert "every stored version" in _plain(screen.query_one("#documents-title", Static).content)
+        await pilot.press(*"bikes")                        # the filter still narrows
+        await pilot.pause()
+        assert rows() == ["bikes (v1, retired)"]
+        await pilot.press(*(["backspace"] * 5), "ctrl+t")  # back to the current versions
+        await _settle(app, pilot)
+        assert rows() == ["hours (v2)"]
+        assert _plain(screen.query_one("#documents-count", Static).content).startswith("1 of 1 documents")
+    engine.close()
+
+
 async def test_a_document_shows_every_passage_where_it_lies(kx_home) -> None:
     engine = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
     _handbook(engine)

@@ -23,6 +23,7 @@ import pytest
 
 from engine import Engine, KxError, Status, load_settings
 from engine.dataset import Dataset
+from engine.documents import from_file
 from engine.watch import (
     BatchDone,
     FolderWatcher,
@@ -30,6 +31,7 @@ from engine.watch import (
     PendingFiles,
     Queued,
     Refused,
+    Renamed,
     Retired,
     Unchanged,
     WatchError,
@@ -553,17 +555,92 @@ def test_a_file_missing_at_start_retires_and_survives_a_restart(drop: Path, watc
     assert again.dataset_summary("inbox").retired == 1
 
 
-def test_a_renamed_file_keeps_answering_under_its_new_name(drop: Path, watch) -> None:
-    engine = _hash_engine()
+def _renamed_file_keeps_its_lineage(engine, drop: Path, watch) -> None:
     _, log = watch(engine, drop)
-    (drop / "draft.md").write_text("Visitors sign in at reception.")
-    log.wait_for(lambda l: len(l.of(Ingested)) == 1, "draft.md ingested")
-    (drop / "draft.md").rename(drop / "final.md")  # the same bytes under a new name: unchanged, taken on by it
-    log.wait_for(lambda l: [e.name for e in l.of(Retired)] == ["draft"] and l.paths(Unchanged) == ["final.md"],
-                 "the old name retired, the new one taken in")
-    assert _answering(engine, "visitors reception") == ["Visitors sign in at reception."]
-    assert len(engine.list_documents("inbox")) == 1 and engine.dataset_summary("inbox").documents == 1
-    (drop / "final.md").write_text("Visitors sign in at reception, with ID.")
-    log.wait_for(lambda l: [e.name for e in l.of(Ingested)] == ["draft", "final"], "final.md ingested")
-    assert _answering(engine, "visitors reception") == ["Visitors sign in at reception, with ID."]
-    assert [d.name for d in engine.list_documents("inbox")] == ["final"]
+    texts = ["Visitors sign in at reception.", "Visitors sign in at reception, before nine."]
+    for i, text in enumerate(texts, start=1):   # two versions under the old name
+        (drop / "draft.md").write_text(text)
+        log.wait_for(lambda l, i=i: len(l.of(Ingested)) == i, f"draft version {i} ingested")
+    (drop / "draft.md").rename(drop / "final.md")   # the lineage, history and all, goes on as `final`
+    log.wait_for(lambda l: [(e.old_name, e.name) for e in l.of(Renamed)] == [("draft", "final")]
+                 and l.paths(Unchanged) == ["final.md"], "draft renamed to final, its bytes unchanged")
+    assert log.of(Retired) == []   # a rename is not a departure
+    hits = engine.query("inbox", "visitors reception", k=10, mode="sparse")
+    assert [(h.text, h.document_name, h.version) for h in hits] == [(texts[1], "final", 2)]
+    assert hits[0].source_path == str(drop / "final.md")
+    assert [(d.name, d.version) for d in engine.list_documents("inbox")] == [("final", 2)]
+    every = engine.list_documents("inbox", versions="all")
+    assert [(d.name, d.version, d.superseded_by is None) for d in every] == [("final", 1, False), ("final", 2, True)]
+    assert len(engine.query("inbox", "visitors reception", k=10, mode="sparse", versions="all")) == 2
+    assert len(engine.query("inbox", "visitors", k=10, mode="sparse", where=["name:final"])) == 1
+    (drop / "final.md").write_text("Visitors sign in at reception, with ID.")   # a third version, new name
+    log.wait_for(lambda l: [e.name for e in l.of(Ingested)] == ["draft", "draft", "final"], "final.md edited")
+    assert [(h.text, h.version) for h in engine.query("inbox", "visitors reception", k=10, mode="sparse")] == \
+        [("Visitors sign in at reception, with ID.", 3)]
+    assert engine.dataset_summary("inbox").documents == 1
+    (drop / "guide").mkdir()
+    (drop / "guide" / "index.md").write_text("Parking permits come from the front desk.")
+    log.wait_for(lambda l: len(l.of(Ingested)) == 4, "guide/index ingested")
+    (drop / "guide").rename(drop / "manual")   # a folder renamed: every file in it keeps its lineage
+    log.wait_for(lambda l: ("guide/index", "manual/index") in [(e.old_name, e.name) for e in l.of(Renamed)],
+                 "guide/index renamed with its folder")
+    log.wait_for(lambda l: "index.md" in l.paths(Unchanged), "manual/index.md seen unchanged")
+    assert sorted(d.name for d in engine.list_documents("inbox")) == ["final", "manual/index"]
+    assert log.of(Retired) == []
+
+
+def test_a_renamed_file_keeps_its_lineage_and_history(drop: Path, watch) -> None:
+    _renamed_file_keeps_its_lineage(_hash_engine(), drop, watch)
+
+
+def test_a_renamed_file_keeps_its_lineage_on_milvus_lite(drop: Path, watch, tmp_path: Path) -> None:
+    from milvus_lite.server_manager import server_manager_instance
+
+    from engine.milvus.backend import MilvusBackend
+
+    path = str(tmp_path / "watch.db")
+    backend = MilvusBackend(load_settings({"backend": "milvus", "milvus_uri": path, "chunk_size": 200,
+                                           "chunk_overlap": 40}), embedder=HashEmbedder())
+    try:
+        _renamed_file_keeps_its_lineage(backend, drop, watch)
+    finally:
+        backend.close()
+        server_manager_instance.release_server(path)
+
+
+def test_a_rename_made_while_nobody_watched_keeps_the_lineage(drop: Path, watch) -> None:
+    engine = _hash_engine()
+    watcher, log = watch(engine, drop)
+    for i, text in enumerate(("Lockers are on the first floor.", "Lockers are on the second floor."), start=1):
+        (drop / "lockers.md").write_text(text)
+        log.wait_for(lambda l, i=i: len(l.of(Ingested)) == i, f"version {i} ingested")
+    (drop / "gone.md").write_text("The old canteen menu.")
+    log.wait_for(lambda l: len(l.of(Ingested)) == 3, "gone.md ingested")
+    assert watcher.stop(timeout=30)
+    (drop / "lockers.md").rename(drop / "locker-rooms.md")   # renamed while stopped: the start scan finds it
+    (drop / "gone.md").unlink()                               # and a real departure beside it
+    _, log = watch(engine, drop)
+    log.wait_for(lambda l: [(e.old_name, e.name) for e in l.of(Renamed)] == [("lockers", "locker-rooms")]
+                 and [e.name for e in l.of(Retired)] == ["gone"], "renamed and retired at the start scan")
+    log.wait_for(lambda l: l.paths(Unchanged) == ["locker-rooms.md"], "its bytes seen unchanged")
+    assert [(d.name, d.version) for d in engine.list_documents("inbox", versions="all")
+            if not d.retired] == [("locker-rooms", 1), ("locker-rooms", 2)]
+
+
+def test_a_rename_seen_as_a_delete_and_a_create_keeps_the_lineage(drop: Path, watch) -> None:
+    """Some platforms (and moves across watches) report a rename as a delete and a create: the new name takes
+    the bytes on first, then the reconcile finds the old name's bytes under it and moves the lineage."""
+    engine = _hash_engine()
+    watcher, log = watch(engine, drop)
+    for i, text in enumerate(("Desks are booked a day ahead.", "Desks are booked two days ahead."), start=1):
+        (drop / "desks.md").write_text(text)
+        log.wait_for(lambda l, i=i: len(l.of(Ingested)) == i, f"version {i} ingested")
+    assert watcher.stop(timeout=30)
+    (drop / "desks.md").rename(drop / "booking.md")
+    engine.ingest("inbox", [from_file(drop / "booking.md", 1 << 20)])   # the create, taken in first
+    _, log = watch(engine, drop)
+    log.wait_for(lambda l: [(e.old_name, e.name) for e in l.of(Renamed)] == [("desks", "booking")],
+                 "desks renamed to booking")
+    assert log.of(Retired) == []
+    hits = engine.query("inbox", "desks booked", k=5, mode="sparse")
+    assert [(h.document_name, h.version) for h in hits] == [("booking", 2)]

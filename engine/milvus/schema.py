@@ -145,6 +145,9 @@ def lineages_schema(client: Any) -> tuple[Any, Any]:
     schema.add_field("lineage", DataType.VARCHAR, max_length=VARCHAR_BYTES)
     schema.add_field("doc_ref", DataType.VARCHAR, max_length=64, nullable=True)   # NULL: the lineage was retired
     schema.add_field("at", DataType.DOUBLE)
+    # a rename: lineage `moved_from` continues as `lineage`, its file now at `source_path`
+    schema.add_field("moved_from", DataType.VARCHAR, max_length=VARCHAR_BYTES, nullable=True)
+    schema.add_field("source_path", DataType.VARCHAR, max_length=VARCHAR_BYTES, nullable=True)
     schema.add_field("_v", DataType.FLOAT_VECTOR, dim=len(PLACEHOLDER))
     return schema, _placeholder_index(client)
 

@@ -13,6 +13,14 @@ embedded searcher, scores are rounded to 6 decimals and ties go to the
 ascending ref. A candidate whose document row is not there (a crash between
 a passage write and its document's commit) is dropped: it is not in the
 dataset yet.
+
+Versions and filters: the latest-versions view and `--where` clauses are
+decided here with the embedded backend's own `LineageState` and `Where`
+over the documents' rows and the lineage events (reread only when the
+events collection's count moved: one count query a query), and reach Milvus
+as a filter expression inside both searches, so a filtered search still
+fills its pool from the matching passages. Hits show a renamed lineage's
+documents under its current name (engine/store.py, renames).
 """
 
 from __future__ import annotations
@@ -25,12 +33,10 @@ import numpy as np
 
 from ..filters import PassageFilter, Where
 from ..fingerprint import Fingerprint
-from ..fusion import Ranked, rank_list
-from ..search import MAX_QUERY_TERMS, Candidates, dense_ef
+from ..search import MAX_QUERY_TERMS, Candidates, dense_ef, shown_documents
 from ..store import DocumentRow, LineageState, PassageRow
 from .store import PASSAGE_FIELDS, MilvusCatalogue, passage_row, quoted
 
-_SCORE_DECIMALS = 6
 _DOC_CACHE_LIMIT = 100_000   # committed document rows kept (they never change: the store is append-only)
 _ROW_CACHE_LIMIT = 20_000   # candidate rows kept between a query's pools and its hits
 _WORD = re.compile(r"\w+")
@@ -87,7 +93,7 @@ class MilvusSearcher:
         if where or hidden:
             every = [ref for _t, ref, _n, _p, _m in keys]
             shown = [ref for at, ref, name, path, media in keys if ref not in hidden
-                     and (not where or where.admits_document(name, path, media, at, ref))]
+                     and (not where or where.admits_document(*state.shown(ref, name, path), media, at, ref))]
             clauses = []
             if len(shown) < len(every):
                 if len(shown) <= len(every) - len(shown):
@@ -136,7 +142,7 @@ class MilvusSearcher:
 
     def dense_candidates(self, vector: np.ndarray, pool: int, only: PassageFilter | None = None) -> Candidates:
         if only is not None and only.nothing:
-            return Candidates([], {})
+            return Candidates.empty()
         found = self._conn.call(
             "search", self.catalogue.passages_col, data=[np.asarray(vector, dtype=np.float32).tolist()],
             anns_field="vector", limit=pool, output_fields=PASSAGE_FIELDS,
@@ -154,7 +160,7 @@ class MilvusSearcher:
             dropped = len(distinct) - MAX_QUERY_TERMS
             words = [w for w in words if w in keep]
         if not words or (only is not None and only.nothing):
-            return Candidates([], {})
+            return Candidates.empty()
         found = self._conn.call(
             "search", self.catalogue.passages_col, data=[" ".join(words)], anns_field="sparse", limit=pool,
             output_fields=PASSAGE_FIELDS, search_params={"metric_type": "BM25"}, **self._search_filter(only))
@@ -172,8 +178,7 @@ class MilvusSearcher:
                 self._rows.clear()
             for entity, _ in kept:
                 self._rows[entity["ref"]] = entity
-        ranked = rank_list(Ranked(entity["ref"], round(score, _SCORE_DECIMALS)) for entity, score in kept)
-        return Candidates(ranked, {entity["ref"]: entity["ref"] for entity, _ in kept})
+        return Candidates.of([entity["ref"] for entity, _ in kept], [score for _, score in kept])
 
     def _committed(self, doc_refs: list[str]) -> set[str]:
         missing = [ref for ref in dict.fromkeys(doc_refs) if ref not in self._docs]
@@ -186,6 +191,9 @@ class MilvusSearcher:
         return {ref for ref in doc_refs if ref in self._docs}
 
     # -- the hits -------------------------------------------------------------------------
+
+    def refs(self, keys: list[str]) -> list[str | None]:
+        return list(keys)  # passages are keyed by their refs here
 
     def passages(self, seqs: list[str]) -> dict[str, PassageRow]:
         with self._rows_lock:
@@ -206,4 +214,4 @@ class MilvusSearcher:
 
     def documents(self, refs: list[str]) -> dict[str, DocumentRow]:
         self._committed(refs)
-        return {ref: self._docs[ref] for ref in refs if ref in self._docs}
+        return shown_documents({ref: self._docs[ref] for ref in refs if ref in self._docs}, self._lineage()[1])

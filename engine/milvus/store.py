@@ -332,12 +332,13 @@ class MilvusCatalogue:
     def lineage_state(self, keys: Sequence[tuple[float, str, str, str | None, str]] | None = None) -> LineageState:
         """Every document's lineage and version; `keys` (document_keys()) when the caller read them already."""
         keys = self.document_keys() if keys is None else keys
-        events: list[tuple[int, str, str | None]] = []
+        events: list[tuple[int, str, str | None, str | None, str | None]] = []
         if self.store.has(self.lineages_col):
-            events = sorted((int(r["seq"]), r["lineage"], r.get("doc_ref"))
-                            for r in self.store.all_rows(self.lineages_col, ["seq", "lineage", "doc_ref"]))
+            events = sorted((int(r["seq"]), r["lineage"], r.get("doc_ref"), r.get("moved_from"), r.get("source_path"))
+                            for r in self.store.all_rows(self.lineages_col, ["seq", "lineage", "doc_ref",
+                                                                             "moved_from", "source_path"]))
         return LineageState.from_history([(ref, name) for _t, ref, name, _p, _m in keys],
-                                         [(lineage, ref) for _s, lineage, ref in events])
+                                         [event[1:] for event in events])
 
     def record_current(self, pairs: Sequence[tuple[str, str]]) -> int:
         """Make each stored `ref` current for `lineage` where it is not (engine/store.py's contract)."""
@@ -356,14 +357,30 @@ class MilvusCatalogue:
         self._append_events([(name, None) for name in live])
         return live
 
-    def _append_events(self, events: Sequence[tuple[str, str | None]]) -> int:
+    def rename(self, moves: Sequence[tuple[str, str, str | None]]) -> list[str]:
+        """Carry live lineages to new names (engine/store.py's contract); the old names that moved."""
+        moved = []
+        for old, new, path in moves:
+            head = self.lineage_state().current.get(old) if old != new else None
+            if head is not None:
+                self._append_events([(new, head, old, path)])
+                moved.append(old)
+        return moved
+
+    def _append_events(self, events: Sequence[tuple[str, str | None] | tuple[str, str | None, str, str | None]]
+                       ) -> int:
+        """Append events: (lineage, ref or None) or, for a rename, (lineage, ref, moved_from, source_path)."""
         if not events:
             return 0
         self.store.create(self.lineages_col, schema.lineages_schema(self.store.conn.client))
         now = time.time()
-        self.store.upsert(self.lineages_col, [
-            {"seq": seq, "lineage": cut_to_bytes(lineage)[0], "doc_ref": ref, "at": now, "_v": PLACEHOLDER}
-            for seq, (lineage, ref) in zip(next_seqs(len(events)), events)])
+        rows = []
+        for seq, event in zip(next_seqs(len(events)), events):
+            moved_from, path = event[2:] if len(event) == 4 else (None, None)
+            rows.append({"seq": seq, "lineage": cut_to_bytes(event[0])[0], "doc_ref": event[1], "at": now,
+                         "moved_from": moved_from and cut_to_bytes(moved_from)[0],
+                         "source_path": path and cut_to_bytes(path)[0], "_v": PLACEHOLDER})
+        self.store.upsert(self.lineages_col, rows)
         return len(events)
 
     def commit_documents(self, documents: Sequence[NewDocument], vectors: np.ndarray,

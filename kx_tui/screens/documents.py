@@ -1,4 +1,8 @@
-"""A dataset's documents in a table: sortable by any column, filtered as you type; Enter opens one."""
+"""A dataset's documents in a table: sortable by any column, filtered as you type; Enter opens one.
+
+Ctrl+T switches between each lineage's current version (the default, as
+queries see the dataset) and every stored version: superseded and retired
+ones too, each name marked "(v1, superseded)", "(v3, retired)"."""
 
 from __future__ import annotations
 
@@ -12,10 +16,10 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Input, Static
 
 from engine.backend import Backend
-from engine.records import DocumentSummary
+from engine.records import DocumentSummary, VersionView
 
 from ..messages import DocumentsLoaded
-from ..render import fit_columns, size_text
+from ..render import fit_columns, size_text, version_label
 from ..widgets.footer import KeysFooter
 from .document import DocumentScreen
 from .keys import HELP, KeysScreen, back_keys
@@ -24,7 +28,7 @@ PAGE = 1000  # documents per backend call while loading the whole list
 
 # (column key, heading, cell, sort key); None sorts last whichever the direction
 COLUMNS: list[tuple[str, str, Callable[[DocumentSummary], Any], Callable[[DocumentSummary], Any]]] = [
-    ("name", "name", lambda d: Text(d.name), lambda d: d.name.lower()),
+    ("name", "name", lambda d: Text(d.name + version_label(d)), lambda d: (d.name.lower(), d.version)),
     ("title", "title", lambda d: Text(d.title or "—"), lambda d: (d.title or "").lower() or None),
     ("pages", "pages", lambda d: "—" if d.pages is None else str(d.pages), lambda d: d.pages),
     ("passages", "passages", lambda d: str(d.passages), lambda d: d.passages),
@@ -70,6 +74,8 @@ class DocumentsScreen(KeysScreen):
         Binding("slash", "focus_filter", "Filter", key_display="/", tooltip="type to filter the documents"),
         Binding("ctrl+s", "cycle_sort", "Sort", tooltip="sort by the next column"),
         Binding("ctrl+r", "reverse_sort", "Reverse", tooltip="reverse the order"),
+        Binding("ctrl+t", "toggle_versions", "Versions",
+                tooltip="every stored version (superseded and retired ones too), or only the current ones"),
         Binding("down", "focus_table", "Table", show=False, tooltip="from the filter: into the table"),
         HELP,
     ]
@@ -83,6 +89,7 @@ class DocumentsScreen(KeysScreen):
         self.sort_key: str | None = None      # None: ingest order
         self.reverse = False
         self.shown: list[DocumentSummary] = []
+        self.versions = VersionView.LATEST   # ctrl+t: VersionView.ALL
 
     def compose(self) -> ComposeResult:
         yield Static(f"documents · {self.dataset}", id="documents-title")
@@ -99,17 +106,27 @@ class DocumentsScreen(KeysScreen):
 
     @work(thread=True, exclusive=True, group="documents", exit_on_error=False)
     def load(self) -> None:
+        versions = self.versions
         documents: list[DocumentSummary] = []
         while True:
-            page = self.backend.list_documents(self.dataset, offset=len(documents), limit=PAGE)
+            page = self.backend.list_documents(self.dataset, offset=len(documents), limit=PAGE, versions=versions)
             documents.extend(page)
             if len(page) < PAGE:
                 break
-        self.post_message(DocumentsLoaded(self.dataset, documents))
+        self.post_message(DocumentsLoaded(self.dataset, documents, versions))
 
     def on_documents_loaded(self, message: DocumentsLoaded) -> None:
+        if message.versions != self.versions:   # toggled again while this list loaded
+            return
         self.documents = message.documents
         self.refresh_rows()
+
+    def action_toggle_versions(self) -> None:
+        self.versions = VersionView.LATEST if self.versions is VersionView.ALL else VersionView.ALL
+        shown = "every stored version" if self.versions is VersionView.ALL else "current versions"
+        self.query_one("#documents-title", Static).update(f"documents · {self.dataset} · {shown}")
+        self.query_one("#documents-count", Static).update("loading…")
+        self.load()
 
     def refresh_rows(self) -> None:
         """Fill the table with the documents that pass the filter, in the chosen order."""
@@ -137,7 +154,9 @@ class DocumentsScreen(KeysScreen):
         arrow = " ↓" if self.reverse else " ↑"
         hidden = len(COLUMNS) - len(columns)
         self.query_one("#documents-count", Static).update(
-            f"{len(self.shown):,} of {len(self.documents):,} documents · {order}{arrow} · Enter opens"
+            f"{len(self.shown):,} of {len(self.documents):,} "
+            + ("stored versions" if self.versions is VersionView.ALL else "documents")
+            + f" · {order}{arrow} · Enter opens"
             + (f" · {hidden} column{'s' if hidden > 1 else ''} hidden: too narrow" if hidden else ""))
         self._filled_for = table.size.width
 

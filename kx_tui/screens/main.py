@@ -34,6 +34,7 @@ from ..messages import (
     QueryWaiting,
     WarmupNoted,
     WatchBatchDone,
+    WatchLineageChanged,
 )
 from ..warmup import BuildProgress
 from ..widgets.datasets import DatasetDetails, DatasetList
@@ -296,6 +297,9 @@ class MainScreen(KeysScreen):
 
     def on_watch_batch_done(self, _message: WatchBatchDone) -> None:
         self.load_datasets(first_run=False)  # an exclusive worker: a burst of batches reloads once
+
+    def on_watch_lineage_changed(self, _message: WatchLineageChanged) -> None:
+        self.load_datasets(first_run=False)  # a retirement changes the counts without a batch
 
     # -- first run ----------------------------------------------------------------
 

@@ -4,7 +4,8 @@ The watcher (engine.watch.FolderWatcher) runs on its own threads; its events
 reach the panel as one typed message each (kx_tui/messages.py). A burst of
 "queued" events coalesces in the message queue into a count. The watcher is
 stopped when the panel is unmounted, so quitting never leaves it running.
-`WatchBatchDone` bubbles on to the screen, which reloads the dataset counts.
+`WatchBatchDone` and `WatchLineageChanged` (a file retired or renamed) bubble
+on to the screen, which reloads the dataset counts.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from engine.watch import (
     Ingested,
     Queued,
     Refused,
+    Renamed,
+    Retired,
     Unchanged,
     WatchError,
     WatchEvent,
@@ -36,7 +39,7 @@ from engine.watch import (
 )
 
 from ..describe import describe_watch_event
-from ..messages import WatchBatchDone, WatchFailed, WatchFileDone, WatchQueued
+from ..messages import WatchBatchDone, WatchFailed, WatchFileDone, WatchLineageChanged, WatchQueued
 from .activity import ActivityLog
 
 
@@ -60,6 +63,9 @@ class _LocalIngest:
 
     def retire(self, name: str, lineages: Sequence[str]) -> list[str]:
         return self.backend.retire(name, lineages)   # files deleted from the folder retire their documents
+
+    def rename(self, name: str, moves: Sequence[tuple[str, str, str | None]]) -> list[str]:
+        return self.backend.rename(name, moves)   # a file renamed in the folder keeps its versions
 
 
 class WatchPanel(Vertical):
@@ -152,6 +158,8 @@ class WatchPanel(Vertical):
             self.post_message(WatchFileDone(event, waiting))
         elif isinstance(event, BatchDone):
             self.post_message(WatchBatchDone(event))
+        elif isinstance(event, (Retired, Renamed)):
+            self.post_message(WatchLineageChanged(event))
         elif isinstance(event, WatchError):
             self.post_message(WatchFailed(event))
 
@@ -177,6 +185,11 @@ class WatchPanel(Vertical):
         if line:
             self.log_line(line)
         self._show_header(message.waiting)
+
+    def on_watch_lineage_changed(self, message: WatchLineageChanged) -> None:
+        line = describe_watch_event(message.event, self._where(message.event.path))
+        if line:
+            self.log_line(line)  # and it bubbles on: the screen reloads the dataset's counts
 
     def on_watch_batch_done(self, message: WatchBatchDone) -> None:
         line = describe_watch_event(message.event, "")
