@@ -7,6 +7,7 @@ ascending passage ref at every step.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import TYPE_CHECKING, Any, ContextManager, Protocol, Sequence
 
@@ -14,7 +15,7 @@ import numpy as np
 
 from .answer_span import best_sentence_scores, with_answer_spans, word_vectors
 from .config import Settings
-from .dataset import validate_name
+from .dataset import Dataset, validate_name
 from .embedders import no_embedder_error
 from .errors import KxError, Status, invalid
 from .expansion import FEEDBACK_PASSAGES, expanded_lists
@@ -111,7 +112,13 @@ def run_query(
         notes.append("no query text: searched dense only")
         chosen_mode = RetrievalMode.DENSE
 
-    searcher = engine.searcher(name)
+    loading = _load_model_meanwhile(engine, name, chosen_mode, text, query_vector)
+    try:
+        searcher = engine.searcher(name)
+    except BaseException:
+        if loading is not None:
+            loading.join()  # never leave ONNX Runtime half-loaded behind an error
+        raise
     fingerprint = searcher.fingerprint
     notes.extend(searcher.notes)
     use_dense, use_sparse = chosen_mode in ("dense", "hybrid"), chosen_mode in ("sparse", "hybrid")
@@ -164,6 +171,22 @@ def run_query(
     timings["total"] = _ms(started)
     return QueryResult(name, text, chosen_mode, rerank, k_used, requested, hits, notes, timings, coverage,
                        expanded_terms)
+
+
+def _load_model_meanwhile(engine: QueryEngine, name: str, mode: RetrievalMode, text: str | None,
+                          vector: np.ndarray | None) -> threading.Thread | None:
+    """A cold query's two slow parts side by side: the model (ONNX Runtime, its session, the tokenizer)
+    loads on a thread while this one opens the dataset's indexes; the query's own `engine.embedder()` then
+    waits for it. None when the model is not needed or already loaded, or the dataset is missing (its
+    error comes at once). The thread is not a daemon: an interpreter leaving first (an error, a bad
+    fingerprint) waits for it, since ONNX Runtime torn down in the middle of a load aborts the process."""
+    start = getattr(engine, "load_model_in_background", None)
+    if start is None or vector is not None or text is None or mode == RetrievalMode.SPARSE:
+        return None
+    if not Dataset(engine.settings, name).exists():
+        return None
+    thread: threading.Thread | None = start()
+    return thread
 
 
 def _dense_coverage(name: str, searcher: Searcher, use_dense: bool, notes: list[str]) -> float:
