@@ -233,6 +233,10 @@ class Settings:
         "and gives up its slot to every other passage (1.0: only identical vectors)")
     rerank: bool = setting("engine", "KX_RERANK", _bool, lambda: True,
         "apply the MMR pass by default (on/off)")
+    query_expansion: bool = setting("engine", "KX_QUERY_EXPANSION", _bool, lambda: False,
+        "expand queries by default (on/off; `--expand` per query): a first pass's top passages add RM3 "
+        "terms to the sparse list and move the dense query vector towards them (engine/expansion.py); "
+        "off by default: it helps some collections and hurts others (BENCHMARKS.md)")
     mmr_depth: int = setting("engine", "KX_MMR_DEPTH", _int_in(2, 10_000), lambda: 30,
         "how many of the best fused passages MMR may reorder")
     default_mode: RetrievalMode = setting("engine", "KX_DEFAULT_MODE", _mode, lambda: RetrievalMode.HYBRID,
@@ -247,11 +251,11 @@ class Settings:
         "largest k a query may ask for; larger asks are clamped")
     candidate_pool: int = setting("engine", "KX_CANDIDATE_POOL", _int_in(100, 10_000), lambda: 100,
         "passages each retriever hands to fusion (never fewer than k)")
-    embed_batch_size: int = setting("engine", "KX_EMBED_BATCH_SIZE", _int_in(1, 4096), lambda: 32,
-        "passages per model.encode batch (progress moves once per batch)")
+    embed_batch_size: int = setting("engine", "KX_EMBED_BATCH_SIZE", _int_in(1, 4096), lambda: 16,
+        "passages per model.encode batch (16: the fastest measured on 2 cores, BENCHMARKS.md; progress moves "
+        "once per batch)")
     ingest_commit_passages: int = setting("engine", "KX_INGEST_COMMIT_PASSAGES", _int_in(1, 1_000_000), lambda: 2048,
-        "passages embedded per catalogue commit (a group also closes after 2 s): a crash loses at most "
-        "this much uncommitted work")
+        "passages per stage-1 commit group (a group also closes after 2 s): a crash loses at most one group")
     max_document_bytes: int = setting("engine", "KX_MAX_DOCUMENT_BYTES", _int_in(1, 2**31), lambda: 50 * 2**20,
         "largest document accepted, in bytes",
         shown_default="50 MiB")
