@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 import numpy as np
 
 from .analysis import TOKENIZER_VERSION, build_analyzer
-from .atomic import fsync_dir, fsync_file, read_json, write_json_atomic
+from .atomic import fsync, read_json, write_json_atomic
 from .checksums import file_crc32, matches
 from .errors import precondition
 
@@ -125,10 +125,10 @@ class SparseIndex:
             ix.close()
         files = {}
         for name in os.listdir(self.folder):
-            fsync_file(self.folder / name)
+            fsync(self.folder / name)
             if not name.endswith("WRITELOCK"):  # the lock is the next writer's, not the index's
                 files[name] = list(file_crc32(self.folder / name))
-        fsync_dir(self.folder)
+        fsync(self.folder)
         write_json_atomic(self.sidecar, {"watermark": upto, "stopwords": self.stopwords,
                                          "tokenizer": TOKENIZER_VERSION, "files": files,
                                          "dataset_id": self.dataset_id})
