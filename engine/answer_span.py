@@ -280,7 +280,8 @@ def word_vectors(card: ModelCard | None) -> WordVectors | None:
 
 
 def best_span(text: str, query: str, vectors: WordVectors | None = None,
-              query_terms: set[str] | None = None, query_vector: np.ndarray | None = None) -> tuple[int, int] | None:
+              query_terms: set[str] | None = None, query_vector: np.ndarray | None = None,
+              matcher: re.Pattern[str] | None = None) -> tuple[int, int] | None:
     """The range (within `text`) of the best sentence, joined by its better neighbour when that scores
     at least NEIGHBOUR_SHARE of it; None for text without a sentence."""
     if vectors is None:
@@ -290,7 +291,8 @@ def best_span(text: str, query: str, vectors: WordVectors | None = None,
     if not ranges:
         return None
     terms = _terms(query) if query_terms is None else query_terms
-    matcher = _matcher(terms)
+    if matcher is None:
+        matcher = _matcher(terms)
     scores = OVERLAP_WEIGHT * np.array([_overlap(matcher, terms, text[s:e]) for s, e in ranges])
     if vectors is not None and sentence_vectors is not None:
         qv = vectors.vector(query) if query_vector is None else query_vector
@@ -310,7 +312,8 @@ def answer_spans(texts: Sequence[str], query: str, vectors: WordVectors | None) 
     """best_span for each text, the query's terms and vector computed once."""
     terms = _terms(query)
     qv = vectors.vector(query) if vectors is not None else None
-    return [best_span(t, query, vectors, terms, qv) for t in texts]
+    matcher = _matcher(terms)  # one pattern for all the hits
+    return [best_span(t, query, vectors, terms, qv, matcher) for t in texts]
 
 
 def with_answer_spans(hits: Sequence[Hit], query: str | None, card: ModelCard | None) -> list[Hit]:
