@@ -346,13 +346,14 @@ class Engine:
         rerank: bool | None = None,
         where: Sequence[str] | None = None,
         versions: str | None = None,
+        expand: bool | None = None,
     ) -> QueryResult:
         """engine.query.run_query on this engine, its storage failures turned into KxErrors."""
         from .query import run_query
 
         with storage_errors(self.settings.datasets_dir / name):
             return run_query(self, name, text, vector=vector, k=k, mode=mode, rerank=rerank, where=where,
-                             versions=versions)
+                             versions=versions, expand=expand)
 
     def searcher(self, name: str) -> DatasetSearcher:
         """The dataset's cached readers, reopened when the catalogue has grown since."""

@@ -17,7 +17,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -284,7 +284,7 @@ class Bm25Scorer:
                 self._postings[term] = (block[0], block[1], having)
         return self._postings[term]
 
-    def top(self, terms: list[str], k: int, counts: list[int] | None = None,
+    def top(self, terms: list[str], k: int, counts: Sequence[float] | None = None,
             mask: np.ndarray | None = None) -> list[tuple[int, float]]:
         """The k best (seq, score) for the OR of `terms`; ties at the cut-off all kept.
 
@@ -295,7 +295,7 @@ class Bm25Scorer:
         seqs, scores = self.top_arrays(terms, k, counts, mask)
         return list(zip(seqs.tolist(), scores.tolist()))
 
-    def top_arrays(self, terms: list[str], k: int, counts: list[int] | None = None,
+    def top_arrays(self, terms: list[str], k: int, counts: Sequence[float] | None = None,
                    mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """`top` as arrays: the seqs (int64) and their scores (float64), best first."""
         scores = np.zeros(self.total, dtype=np.float64)

@@ -265,11 +265,12 @@ class MilvusBackend:
         rerank: bool | None = None,
         where: Sequence[str] | None = None,
         versions: str | None = None,
+        expand: bool | None = None,
     ) -> QueryResult:
         from ..query import run_query
 
         return run_query(self, name, text, vector=vector, k=k, mode=mode, rerank=rerank, where=where,
-                             versions=versions)
+                             versions=versions, expand=expand)
 
     def searcher(self, name: str) -> MilvusSearcher:
         """The dataset's reader; kept, since a Milvus dataset's fingerprint never changes once stamped."""
