@@ -390,3 +390,14 @@ def test_bytes_with_a_media_type_go_through_the_sdk_and_hits_come_back_with_prov
     with pytest.raises(KxError) as caught:
         served.ingest_documents("papers", [b"x"], media_types=["text/plain", "text/plain"])
     assert caught.value.status is Status.INVALID_ARGUMENT and "media_types: expected 1, got 2" in caught.value.message
+
+
+@pytest.mark.slow  # a server on loopback
+def test_the_seeds_query_dataset_takes_k_and_mode_from_the_server(served, hash_engine: Engine) -> None:
+    """KxClient.query_dataset (the seed's API) sends no k or mode unless given: the gateway's default_k and
+    default_mode answer, as for every other client."""
+    served.ingest_documents("many", [f"note {i} about the parking garage" for i in range(14)])
+    result = served.query_dataset("many", text="parking garage")
+    assert len(result.hits) == hash_engine.settings.default_k == 10
+    assert result.mode == hash_engine.settings.default_mode.value
+    assert len(served.query_dataset("many", text="parking garage", k=3).hits) == 3
