@@ -281,10 +281,11 @@ def word_vectors(card: ModelCard | None) -> WordVectors | None:
 
 
 def best_span(text: str, query: str, vectors: WordVectors | None = None,
-              query_terms: set[str] | None = None, query_vector: np.ndarray | None = None) -> tuple[int, int] | None:
+              query_terms: set[str] | None = None, query_vector: np.ndarray | None = None,
+              matcher: re.Pattern[str] | None = None) -> tuple[int, int] | None:
     """The range (within `text`) of the best sentence, joined by its better neighbour when that scores
     at least NEIGHBOUR_SHARE of it; None for text without a sentence."""
-    ranges, scores = _sentence_scores(text, query, vectors, query_terms, query_vector)
+    ranges, scores = _sentence_scores(text, query, vectors, query_terms, query_vector, matcher)
     if not ranges:
         return None
     best = int(np.argmax(scores))  # the first maximum: the earlier sentence wins a tie
@@ -298,7 +299,8 @@ def best_span(text: str, query: str, vectors: WordVectors | None = None,
 
 
 def _sentence_scores(text: str, query: str, vectors: WordVectors | None, query_terms: set[str] | None,
-                     query_vector: np.ndarray | None) -> tuple[list[tuple[int, int]], np.ndarray]:
+                     query_vector: np.ndarray | None, matcher: re.Pattern[str] | None = None
+                     ) -> tuple[list[tuple[int, int]], np.ndarray]:
     """Each sentence's range (within `text`) and its score against the query (rounded to 9 decimals)."""
     if vectors is None:
         ranges, sentence_vectors = _sentences(text), None
@@ -307,7 +309,8 @@ def _sentence_scores(text: str, query: str, vectors: WordVectors | None, query_t
     if not ranges:
         return [], np.zeros(0)
     terms = _terms(query) if query_terms is None else query_terms
-    matcher = _matcher(terms)
+    if matcher is None:
+        matcher = _matcher(terms)
     scores = OVERLAP_WEIGHT * np.array([_overlap(matcher, terms, text[s:e]) for s, e in ranges])
     if vectors is not None and sentence_vectors is not None:
         qv = vectors.vector(query) if query_vector is None else query_vector
@@ -330,7 +333,8 @@ def answer_spans(texts: Sequence[str], query: str, vectors: WordVectors | None) 
     """best_span for each text, the query's terms and vector computed once."""
     terms = _terms(query)
     qv = vectors.vector(query) if vectors is not None else None
-    return [best_span(t, query, vectors, terms, qv) for t in texts]
+    matcher = _matcher(terms)  # one pattern for all the hits
+    return [best_span(t, query, vectors, terms, qv, matcher) for t in texts]
 
 
 def with_answer_spans(hits: Sequence[Hit], query: str | None, card: ModelCard | None) -> list[Hit]:
