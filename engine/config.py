@@ -360,7 +360,7 @@ AREAS = ("engine", "extract", "gateway", "milvus", "agent")
 def settings_table() -> str:
     """The README's settings table (Markdown), one row per setting in declaration order.
 
-    tests/test_config.py checks the README holds exactly this; `python -m engine.config` prints it.
+    tests/unit/test_config.py checks the README holds exactly this; `python -m engine.config` prints it.
     """
     rows = ["| area | setting | environment | default | meaning |", "|---|---|---|---|---|"]
     for spec in SPECS:
