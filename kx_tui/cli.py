@@ -22,7 +22,7 @@ from engine.errors import KxError, Status
 from engine.records import DocumentStatus, RetrievalMode
 
 from .context import CONTEXT_SETTINGS, backend_of, local_engine, parse_sets, settings_of
-from .stopping import Interrupted, release_early
+from .stopping import GIVE_UP_SECONDS, Interrupted, release_early
 
 # Imported inside the commands that use them, so a command pays only for its own modules: `kx datasets list
 # --json` never loads rich, a query never loads the watcher or the gateway (tests/test_import_hygiene.py).
@@ -31,7 +31,7 @@ EXIT_INTERNAL = Status.INTERNAL.exit_code
 # Commands that handle Ctrl-C and SIGTERM themselves (a StopSignals block): a stop that came while kx started
 # is theirs to honour; "datasets" hands over to its own subcommands.
 _HANDLES_STOPS = frozenset({"serve", "mcp", "datasets", "ingest", "embed", "rebuild", "watch"})
-_INGEST_GIVE_UP_SECONDS = 9.0  # after Ctrl-C / SIGTERM, an ingest that found no stopping point leaves anyway
+_INGEST_GIVE_UP_SECONDS = GIVE_UP_SECONDS  # after Ctrl-C / SIGTERM, an ingest with no stopping point leaves anyway
 
 
 class _LazyGroup(click.Group):

@@ -25,11 +25,11 @@ import click
 from engine.errors import KxError, Status
 
 from .context import CONTEXT_SETTINGS, bind_socket, settings_of, show_host
-from .stopping import StopSignals, exit_without_finalising
+from .stopping import GIVE_UP_SECONDS, StopSignals, exit_without_finalising
 
 DEFAULT_PORT = 50151
 DRAIN_SECONDS = 5.0   # how long a stop waits for requests in flight to answer
-STOP_SECONDS = 8.5    # the most a stop takes, from the signal to the exit (the guard's bound)
+STOP_SECONDS = GIVE_UP_SECONDS  # the most a stop takes, from the signal to the exit (the guard's bound)
 _LAST_WAIT_SECONDS = 0.5  # after the drain: how long the warm-up gets to reach its stopping point
 
 

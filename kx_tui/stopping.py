@@ -32,6 +32,10 @@ from types import FrameType
 from typing import Any, Callable
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# How long after the first stop signal a command's guard ends the process whatever it is blocked in (one ONNX
+# encode batch takes 10 s and more on a 2-core machine at load 15). Two seconds under the 10 s a stop may
+# take: under such load the guard's own wake-up and the exit's teardown took 0.9-1.1 s (RELIABILITY.md).
+GIVE_UP_SECONDS = 8.0
 
 
 class _Early:

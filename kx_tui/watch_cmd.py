@@ -17,11 +17,11 @@ from typing import Any
 import click
 
 from .context import CONTEXT_SETTINGS, local_engine
-from .stopping import StopSignals
+from .stopping import GIVE_UP_SECONDS, StopSignals
 
 _POLL_SECONDS = 0.1     # how often the main thread looks at the stop requests while it waits
 _FINISH_SECONDS = 2.0   # after a stop request, how long the batch in hand may take to finish before it is given up
-_GIVE_UP_SECONDS = 9.5  # after a stop request, the process leaves whatever it is blocked in
+_GIVE_UP_SECONDS = GIVE_UP_SECONDS  # after a stop request, the process leaves whatever it is blocked in
 
 
 @click.command("watch", context_settings=CONTEXT_SETTINGS)
