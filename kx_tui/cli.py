@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import sys
-import threading
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -383,12 +382,9 @@ def _cancelled(message: str) -> None:
     helper thread (the model loading beside an ingest) may still be inside ONNX Runtime, and finalising the
     interpreter under it aborts the process (exit -6); so leave without finalising, streams flushed."""
     click.echo(f"error: CANCELLED: {message}", err=True)
-    # only as the process's own entry point (main() called in-process, as tests do, has its streams redirected)
-    if threading.active_count() > 1 and threading.current_thread() is threading.main_thread() \
-            and sys.stdout is sys.__stdout__:
-        from .stopping import exit_without_finalising
+    from .stopping import leave_now_if_helpers_remain
 
-        exit_without_finalising(130)
+    leave_now_if_helpers_remain(130)
     sys.exit(130)
 
 

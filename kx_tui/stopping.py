@@ -189,6 +189,20 @@ def exit_without_finalising(code: int) -> None:
     os._exit(code)
 
 
+def leave_now_if_helpers_remain(code: int) -> None:
+    """After a command stopped on a signal: leave without finalising if helper threads are still alive.
+
+    An embedding thread whose batch outlived the stop (seconds on a loaded
+    machine; its work in hand is uncommitted), extraction or watchdog threads:
+    finalising the interpreter would wait for them, or abort inside ONNX
+    Runtime. Only as the process's own entry point: main() called in-process
+    (tests) has its streams redirected and must return.
+    """
+    if threading.active_count() > 1 and threading.current_thread() is threading.main_thread() \
+            and sys.stdout is sys.__stdout__:
+        exit_without_finalising(code)
+
+
 def join_or_leave(thread: threading.Thread, seconds: float, code: int = 0) -> None:
     """Wait up to `seconds` for `thread` (a model warm-up); if it still runs, leave without finalising."""
     thread.join(seconds)
