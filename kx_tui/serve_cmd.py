@@ -165,6 +165,8 @@ def _run(engine: Any, token: str, max_bytes: int, allow_local: bool, sock: socke
             _request_stop(engine)
             stop.count += 1  # the guard's clock starts with this stop, not with a later one
             stop.last = sig
+            if stop.first_at is None:
+                stop.first_at = time.monotonic()
             super().handle_exit(sig, frame)
 
     server = Server(config)

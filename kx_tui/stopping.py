@@ -43,12 +43,15 @@ class _Early:
 
     count = 0
     last: int | None = None
+    first_at: float | None = None  # time.monotonic() of the first one: a stop's bound counts from the signal
 
 
 def _early_handler(signum: int, _frame: FrameType | None) -> None:
-    # plain assignments only, as in StopSignals._on_signal
+    # plain assignments (and a clock read, a C call that takes no lock) only, as in StopSignals._on_signal
     _Early.count += 1
     _Early.last = signum
+    if _Early.first_at is None:
+        _Early.first_at = time.monotonic()
 
 
 def install_early() -> None:
@@ -109,7 +112,7 @@ class StopSignals:
         self.signals = signals
         self.count = 0
         self.last: int | None = None
-        self.first_at: float | None = None  # when the guard first saw a signal (time.monotonic())
+        self.first_at: float | None = None  # when the first signal came (time.monotonic()): the guard's clock
         self.give_up_after = give_up_after
         self.exit_code = exit_code
         self.last_words = last_words
@@ -119,9 +122,11 @@ class StopSignals:
         self.also_flag: Callable[[], None] | None = None
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
-        # No locks, no I/O, nothing that could wait: plain assignments only.
+        # No locks, no I/O, nothing that could wait: plain assignments (and a clock read) only.
         self.count += 1
         self.last = signum
+        if self.first_at is None:
+            self.first_at = time.monotonic()
         if self.also_flag is not None:
             self.also_flag()
 
@@ -139,9 +144,10 @@ class StopSignals:
         if threading.current_thread() is threading.main_thread():
             self._previous = {sig: signal.signal(sig, self._on_signal) for sig in self.signals}
             if _early_handler in self._previous.values() and _Early.count:
-                # a stop that came while kx was starting: this command stops at once, by its own clean path
-                self.count, self.last = self.count + _Early.count, _Early.last
-                _Early.count = 0
+                # a stop that came while kx was starting: this command stops at once, by its own clean path,
+                # and the guard's bound counts from that signal, not from now
+                self.count, self.last, self.first_at = self.count + _Early.count, _Early.last, _Early.first_at
+                _Early.count, _Early.first_at = 0, None
             if self.give_up_after is not None:
                 threading.Thread(target=self._guard, name="kx-stop-guard", daemon=True).start()
         return self
