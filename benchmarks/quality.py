@@ -1,6 +1,6 @@
 """Retrieval quality on real test collections, kx next to its peers: nDCG@10 and Recall@100.
 
-    python benchmarks/quality.py [--collections scifact cranfield cisi] [--no-peers]
+    python benchmarks/quality.py [--collections scifact cranfield cisi] [--no-peers] [--expand]
 
 Each collection (BEIR layout, title + text per document) is ingested once into
 the benchmark home with the default settings (vectors through the benchmark
@@ -10,6 +10,8 @@ vectors, the peers of benchmarks/peers.py run the same queries: the
 reference (bm25s + exact cosine + RRF 60 over whole documents) and LanceDB's
 hybrid search. A document counts once, at its best passage's rank; measures
 come from ir-measures (pytrec_eval). The peers need the `bench` extra.
+With --expand, kx's variants run a second time with query expansion
+(engine/expansion.py), as columns "... +exp".
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ PEERS = ("ref dense", "ref sparse", "ref hybrid", "lancedb hybrid")
 LABELS = ("nDCG@10", "Recall@100")
 
 
-def kx_measures(name: str) -> dict:
+def kx_measures(name: str, expand: bool = False) -> dict:
     from engine import Engine, load_settings
     from engine.evaluation import EVAL_DEPTH, evaluate, read_qrels, read_queries
 
@@ -36,9 +38,14 @@ def kx_measures(name: str) -> dict:
     qrels = read_qrels(DATA / name / "qrels.tsv")
     report = evaluate(lambda text, mode, rerank: engine.query(name, text, k=EVAL_DEPTH, mode=mode,
                                                               rerank=rerank).hits,
-                      name, queries, qrels, list(KX))
+                      name, queries, qrels, list(KX)).to_dict()
+    if expand:
+        expanded = evaluate(lambda text, mode, rerank: engine.query(name, text, k=EVAL_DEPTH, mode=mode, rerank=rerank,
+                                                                    expand=True).hits,
+                            name, queries, qrels, list(KX)).to_dict()
+        report["measures"].update({f"{v} +exp": m for v, m in expanded["measures"].items()})
     summary = engine.dataset_summary(name)
-    return {**report.to_dict(), "documents": summary.documents, "passages": summary.passages,
+    return {**report, "documents": summary.documents, "passages": summary.passages,
             "embedder": cached.embedder()}
 
 
@@ -76,19 +83,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--collections", nargs="+", default=["scifact", "cranfield", "cisi"])
     parser.add_argument("--no-peers", action="store_true", help="kx only (no bench extra needed)")
+    parser.add_argument("--expand", action="store_true", help="kx's variants once more with query expansion")
     parser.add_argument("--out", default=str(BENCH_DIR / "quality.json"))
     args = parser.parse_args()
 
     results = {}
     for name in args.collections:
-        kx = kx_measures(name)
+        kx = kx_measures(name, args.expand)
         row = dict(kx["measures"])
         if not args.no_peers:
             row.update(peer_measures(name, kx["embedder"]))
         results[name] = {"documents": kx["documents"], "passages": kx["passages"], "queries": kx["judged_queries"],
                          "measures": row, "targets": targets(row)}
 
-    columns = [c for c in KX + PEERS if any(c in r["measures"] for r in results.values())]
+    expanded = tuple(f"{v} +exp" for v in KX) if args.expand else ()
+    columns = [c for c in KX + expanded + PEERS if any(c in r["measures"] for r in results.values())]
     print(f"{'collection':11}{'measure':12}" + "".join(f"{c:>15}" for c in columns))
     for name, result in results.items():
         for label in LABELS:

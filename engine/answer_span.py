@@ -48,7 +48,8 @@ if TYPE_CHECKING:
     from .models import ModelCard
     from .records import Hit
 
-__all__ = ["sentence_ranges", "best_span", "answer_spans", "with_answer_spans", "WordVectors"]
+__all__ = ["sentence_ranges", "best_span", "answer_spans", "with_answer_spans", "best_sentence_scores",
+           "WordVectors"]
 
 MAX_SENTENCE = 400
 # weight of the query-word overlap next to the cosine; a neighbour joins the
@@ -280,22 +281,13 @@ def word_vectors(card: ModelCard | None) -> WordVectors | None:
 
 
 def best_span(text: str, query: str, vectors: WordVectors | None = None,
-              query_terms: set[str] | None = None, query_vector: np.ndarray | None = None) -> tuple[int, int] | None:
+              query_terms: set[str] | None = None, query_vector: np.ndarray | None = None,
+              matcher: re.Pattern[str] | None = None) -> tuple[int, int] | None:
     """The range (within `text`) of the best sentence, joined by its better neighbour when that scores
     at least NEIGHBOUR_SHARE of it; None for text without a sentence."""
-    if vectors is None:
-        ranges, sentence_vectors = _sentences(text), None
-    else:
-        ranges, sentence_vectors = vectors.sentences(text)
+    ranges, scores = _sentence_scores(text, query, vectors, query_terms, query_vector, matcher)
     if not ranges:
         return None
-    terms = _terms(query) if query_terms is None else query_terms
-    matcher = _matcher(terms)
-    scores = OVERLAP_WEIGHT * np.array([_overlap(matcher, terms, text[s:e]) for s, e in ranges])
-    if vectors is not None and sentence_vectors is not None:
-        qv = vectors.vector(query) if query_vector is None else query_vector
-        scores += sentence_vectors @ qv
-    scores = np.round(scores, 9)
     best = int(np.argmax(scores))  # the first maximum: the earlier sentence wins a tie
     start, end = ranges[best]
     neighbours = [j for j in (best - 1, best + 1) if 0 <= j < len(ranges)]
@@ -306,11 +298,43 @@ def best_span(text: str, query: str, vectors: WordVectors | None = None,
     return start, end
 
 
+def _sentence_scores(text: str, query: str, vectors: WordVectors | None, query_terms: set[str] | None,
+                     query_vector: np.ndarray | None, matcher: re.Pattern[str] | None = None
+                     ) -> tuple[list[tuple[int, int]], np.ndarray]:
+    """Each sentence's range (within `text`) and its score against the query (rounded to 9 decimals)."""
+    if vectors is None:
+        ranges, sentence_vectors = _sentences(text), None
+    else:
+        ranges, sentence_vectors = vectors.sentences(text)
+    if not ranges:
+        return [], np.zeros(0)
+    terms = _terms(query) if query_terms is None else query_terms
+    if matcher is None:
+        matcher = _matcher(terms)
+    scores = OVERLAP_WEIGHT * np.array([_overlap(matcher, terms, text[s:e]) for s, e in ranges])
+    if vectors is not None and sentence_vectors is not None:
+        qv = vectors.vector(query) if query_vector is None else query_vector
+        scores += sentence_vectors @ qv
+    return ranges, np.round(scores, 9)
+
+
+def best_sentence_scores(texts: Sequence[str], query: str, vectors: WordVectors | None) -> list[float]:
+    """Each text's best sentence score against the query (0.0 for a text without a sentence)."""
+    terms = _terms(query)
+    qv = vectors.vector(query) if vectors is not None else None
+    out = []
+    for text in texts:
+        _ranges, scores = _sentence_scores(text, query, vectors, terms, qv)
+        out.append(float(scores.max()) if scores.size else 0.0)
+    return out
+
+
 def answer_spans(texts: Sequence[str], query: str, vectors: WordVectors | None) -> list[tuple[int, int] | None]:
     """best_span for each text, the query's terms and vector computed once."""
     terms = _terms(query)
     qv = vectors.vector(query) if vectors is not None else None
-    return [best_span(t, query, vectors, terms, qv) for t in texts]
+    matcher = _matcher(terms)  # one pattern for all the hits
+    return [best_span(t, query, vectors, terms, qv, matcher) for t in texts]
 
 
 def with_answer_spans(hits: Sequence[Hit], query: str | None, card: ModelCard | None) -> list[Hit]:

@@ -95,10 +95,12 @@ class Backend(Protocol):
         rerank: bool | None = None,
         where: Sequence[str] | None = None,
         versions: str | None = None,
+        expand: bool | None = None,
     ) -> QueryResult:
         """The passages that best answer `text` (or `vector`). `where`: filter clauses (engine/filters.py,
         INVALID_ARGUMENT with an example when malformed), applied inside both retrievers before fusion.
-        `versions`: "latest" (default: each lineage's current version) or "all"."""
+        `versions`: "latest" (default: each lineage's current version) or "all". `expand`: pseudo-relevance
+        feedback from a first pass (engine/expansion.py; default the query_expansion setting)."""
         ...
 
     def close(self) -> None: ...

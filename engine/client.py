@@ -124,9 +124,12 @@ class KxClient:
         rerank: bool | None = None,
         where: Sequence[str] | None = None,
         versions: str | None = None,
+        expand: bool | None = None,
     ) -> QueryResult:
-        """Query with `where` filters (["type:pdf", "name:guide/*"]) and `versions` ("latest" or "all")."""
-        return self.query(name, text, vector=vector, k=k, mode=mode, rerank=rerank, where=where, versions=versions)
+        """Query with `where` filters (["type:pdf", "name:guide/*"]), `versions` ("latest" or "all") and
+        `expand` (pseudo-relevance feedback; default the server's query_expansion setting)."""
+        return self.query(name, text, vector=vector, k=k, mode=mode, rerank=rerank, where=where, versions=versions,
+                          expand=expand)
 
     def run_agent(self, goal: str, dataset: str | None = None, max_steps: int | None = None) -> AgentRun:
         """Run the agent on the gateway (POST /v1/agent/runs): its transcript and cited answer.
@@ -250,6 +253,7 @@ class KxClient:
         rerank: bool | None = None,
         where: Sequence[str] | None = None,
         versions: str | None = None,
+        expand: bool | None = None,
     ) -> QueryResult:
         body: dict[str, Any] = {}
         if text is not None:
@@ -266,6 +270,8 @@ class KxClient:
             body["where"] = [where] if isinstance(where, str) else list(where)
         if versions is not None:
             body["versions"] = str(versions)
+        if expand is not None:
+            body["expand"] = expand
         return _query_result(self._call("POST", f"/v1/datasets/{_segment(name)}/query", body))
 
     # -- transport ----------------------------------------------------------------------
@@ -349,7 +355,7 @@ def _query_result(data: dict[str, Any]) -> QueryResult:
             for h in hits]
     return QueryResult(data["dataset"], data["query"], RetrievalMode(data["mode"]), data["rerank"], data["k"],
                        data["requested_k"], hits, list(data.get("notes", [])), dict(data.get("timings_ms", {})),
-                       float(data.get("dense_coverage", 1.0)))
+                       float(data.get("dense_coverage", 1.0)), data.get("expanded_terms"))
 
 
 __all__ = ["DEFAULT_URL", "KxClient", "RetrievalMode", "read_token", "token_path"]

@@ -209,6 +209,10 @@ SPECS: tuple[SettingSpec, ...] = (
                 "and gives up its slot to every other passage (1.0: only identical vectors)"),
     SettingSpec("rerank", "KX_RERANK", _bool, lambda: True,
                 "apply the MMR pass by default (on/off)"),
+    SettingSpec("query_expansion", "KX_QUERY_EXPANSION", _bool, lambda: False,
+                "expand queries by default (on/off): a first pass's top passages add RM3 terms to the sparse "
+                "list and move the dense query vector towards them (engine/expansion.py); off by default: it "
+                "helps some collections and hurts others (BENCHMARKS.md)"),
     SettingSpec("mmr_depth", "KX_MMR_DEPTH", _int_in(2, 10_000), lambda: 30,
                 "how many of the best fused passages MMR may reorder"),
     SettingSpec("default_mode", "KX_DEFAULT_MODE", _mode, lambda: RetrievalMode.HYBRID,
@@ -223,10 +227,10 @@ SPECS: tuple[SettingSpec, ...] = (
                 "largest k a query may ask for; larger asks are clamped"),
     SettingSpec("candidate_pool", "KX_CANDIDATE_POOL", _int_in(100, 10_000), lambda: 100,
                 "passages each retriever hands to fusion (never fewer than k)"),
-    SettingSpec("embed_batch_size", "KX_EMBED_BATCH_SIZE", _int_in(1, 4096), lambda: 32,
-                "passages per model.encode batch"),
+    SettingSpec("embed_batch_size", "KX_EMBED_BATCH_SIZE", _int_in(1, 4096), lambda: 16,
+                "passages per model.encode batch (16: the fastest measured on 2 cores, BENCHMARKS.md)"),
     SettingSpec("ingest_commit_passages", "KX_INGEST_COMMIT_PASSAGES", _int_in(1, 1_000_000), lambda: 2048,
-                "passages embedded per catalogue commit: a crash loses at most this much uncommitted work"),
+                "passages per stage-1 commit group (a group also closes after 2 s): a crash loses at most one group"),
     SettingSpec("max_document_bytes", "KX_MAX_DOCUMENT_BYTES", _int_in(1, 2**31), lambda: 50 * 2**20,
                 "largest document accepted, in bytes"),
     SettingSpec("max_request_bytes", "KX_MAX_REQUEST_BYTES", _int_in(1024, 2**40), lambda: 64 * 2**20,
@@ -301,6 +305,7 @@ class Settings:
     mmr_depth: int
     mmr_duplicate_threshold: float
     rerank: bool
+    query_expansion: bool
     default_mode: RetrievalMode
     bm25_k1: float
     bm25_b: float

@@ -80,6 +80,30 @@ class Engine:
                                                    lambda line: self._notice(line))
         return self._embedder
 
+    def load_model_in_background(self) -> threading.Thread | None:
+        """Start loading the model on a thread (engine/query.py: while a cold query opens the indexes);
+        None when it is loaded already or none is configured. A failed load is left for the next
+        `embedder()` call to raise, on the caller's thread."""
+        if self._embedder is not _UNSET:
+            return None
+        try:
+            if self.model_card() is None:
+                return None
+        except KxError:  # a model that cannot be described: the query says so where it always did
+            return None
+
+        def load() -> None:
+            try:
+                prepare = getattr(self.embedder(), "prepare", None)  # the runtime embedder loads lazily
+                if prepare is not None:
+                    prepare()
+            except BaseException:  # the query's own embedder() or encode raises it again, on its thread
+                pass
+
+        thread = threading.Thread(target=load, name="kx-model-load")
+        thread.start()
+        return thread
+
     def _notice(self, line: str) -> None:
         if self.on_notice is not None:
             self.on_notice(line)
@@ -322,13 +346,14 @@ class Engine:
         rerank: bool | None = None,
         where: Sequence[str] | None = None,
         versions: str | None = None,
+        expand: bool | None = None,
     ) -> QueryResult:
         """engine.query.run_query on this engine, its storage failures turned into KxErrors."""
         from .query import run_query
 
         with storage_errors(self.settings.datasets_dir / name):
             return run_query(self, name, text, vector=vector, k=k, mode=mode, rerank=rerank, where=where,
-                             versions=versions)
+                             versions=versions, expand=expand)
 
     def searcher(self, name: str) -> DatasetSearcher:
         """The dataset's cached readers, reopened when the catalogue has grown since."""

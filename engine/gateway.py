@@ -10,7 +10,7 @@ Routes (all JSON; errors are always `{code, message}` with the status's HTTP cod
     GET  /v1/datasets/{name}/documents/{ref}            one document's text
     GET  /v1/datasets/{name}/documents/{ref}/passages   where its passages lie in that text
     POST /v1/datasets/{name}/documents   ingest: text, or base64 bytes with a media type; optional vector
-    POST /v1/datasets/{name}/query       text and/or a pre-computed vector; k, mode, rerank
+    POST /v1/datasets/{name}/query       text and/or a pre-computed vector; k, mode, rerank, expand
     POST /v1/agent/runs                  a bounded agent run (engine/agent/): transcript and cited answer
 
 Order of checks on every request, before any byte of the body is read: the
@@ -318,6 +318,9 @@ class QueryIn(_Body):
     mode: RetrievalMode | None = Field(None, strict=False,  # strict bodies would want an enum object, not "dense"
                                        description="hybrid, dense or sparse (default KX_DEFAULT_MODE).")
     rerank: bool | None = Field(None, description="Apply the MMR pass (default KX_RERANK).")
+    expand: bool | None = Field(None, description="Expand the query from a first pass's top passages: RM3 terms "
+                                                  "for the sparse list, a Rocchio-moved vector for the dense "
+                                                  "list (default KX_QUERY_EXPANSION).")
     where: list[Annotated[str, Field(max_length=1000, pattern=WHERE_PATTERN)]] | None = Field(
         None, max_length=64,
         description="Filters, all of which must hold (two of one kind: either): name:GLOB (document name or "
@@ -380,6 +383,10 @@ class HitOut(BaseModel):
     version: int | None = Field(default=None, description="Which version of its lineage (1 = first ingested).")
     superseded_by: str | None = Field(default=None, description="The ref of the lineage's current version when "
                                                                 "this hit is from an older one (versions=all).")
+    sentence_rank: int | None = Field(
+        default=None, description="Hybrid: the passage's rank among the best fused passages by its best sentence "
+                                  "(the third RRF list); null outside that head or in a single-retriever mode.")
+    sentence_score: float | None = Field(default=None, description="Hybrid: that best sentence's score.")
 
 
 class QueryOut(BaseModel):
@@ -396,6 +403,9 @@ class QueryOut(BaseModel):
         default=1.0, ge=0.0, le=1.0,
         description="Share of the dataset's passages dense search covered: below 1 while an ingest's embedding "
                     "stage is still working through its backlog (sparse covers every committed passage).")
+    expanded_terms: list[str] | None = Field(
+        default=None, description="With expand: the terms the first pass's top passages added to the sparse "
+                                  "query, best first; null when the query was not expanded.")
     hits: list[HitOut]
 
 
@@ -655,7 +665,7 @@ def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
         # the engine holds each dataset's readers under a lock of their own and
         # embeds outside it, so queries overlap where they can
         result = engine.query(name, body.text, vector=body.vector, k=body.k, mode=body.mode, rerank=body.rerank,
-                              where=body.where, versions=body.versions)
+                              where=body.where, versions=body.versions, expand=body.expand)
         # plain json.dumps of plain data: FastAPI's jsonable_encoder walk of
         # every hit's fields cost more than the engine's own fusion and MMR
         return JSONResponse(result.to_dict())

@@ -97,7 +97,8 @@ def _hit_lines(data: dict[str, Any]) -> str:
     lines += [f"note: {note}" for note in data.get("notes", [])]
     for hit in hits:
         where = " · ".join(p for p in (hit.get("document_title"), hit.get("section")) if p)
-        ranks = ", ".join(f"{name} #{hit[key]}" for name, key in (("dense", "dense_rank"), ("sparse", "sparse_rank"))
+        ranks = ", ".join(f"{name} #{hit[key]}" for name, key in (("dense", "dense_rank"), ("sparse", "sparse_rank"),
+                                                                  ("sentence", "sentence_rank"))
                           if hit.get(key) is not None)
         lines.append("")
         lines.append(f"{hit['rank']}. {hit['citation']}" + (f" {where}" if where else ""))

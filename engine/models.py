@@ -21,6 +21,11 @@ from .errors import precondition
 DEFAULT_MODEL = "default"
 NO_MODEL = "none"
 INT8 = "int8"  # 'default-int8', or any other setting with ':int8' appended (see split_variant)
+# How int8 graphs are quantised (engine/onnx_export._quantise): dynamic, per channel, unsigned 8-bit
+# weights and activations. One scheme on every x86-64 CPU: u8u8 products never saturate (the u8s8
+# path of CPUs without VNNI can), so AVX2 and AVX-512 VNNI machines give the same vectors. It is part
+# of the int8 model's id, so a dataset embedded under another scheme is refused, not mis-ranked.
+INT8_SCHEME = "u8u8"
 _HOW_TO_SET = (
     "set KX_SERVE_EMBED_MODEL to 'default' (the bundled all-MiniLM-L6-v2), 'default-int8' (the same model "
     "quantised to int8: faster, slightly different vectors), a local sentence-transformers model folder, "
@@ -234,14 +239,15 @@ def quantized_card(card: ModelCard) -> ModelCard:
     if card.causal_lm:
         raise precondition(f"{card.name} is a chat (causal-LM) model; the int8 variant is offered for "
                            f"sentence embedders only; {_HOW_TO_SET}")
-    return replace(card, model_id=f"{card.model_id}+{INT8}", name=f"{card.name} ({INT8})", variant=INT8)
+    return replace(card, model_id=f"{card.model_id}+{INT8}-{INT8_SCHEME}", name=f"{card.name} ({INT8})",
+                   variant=INT8)
 
 
 def base_card(card: ModelCard) -> ModelCard:
     """The fp32 model an int8 card was made from (the one the graph is exported from)."""
     if card.variant != INT8:
         return card
-    return replace(card, model_id=card.model_id.removesuffix(f"+{INT8}"),
+    return replace(card, model_id=card.model_id.removesuffix(f"+{INT8}-{INT8_SCHEME}"),
                    name=card.name.removesuffix(f" ({INT8})"), variant="fp32")
 
 

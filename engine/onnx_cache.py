@@ -25,6 +25,7 @@ from typing import Any
 from .atomic import read_json, write_json_atomic
 from .config import Settings
 from .models import INT8, ModelCard
+from .models import INT8_SCHEME as _SCHEME
 
 GRAPH = "model.onnx"
 MANIFEST = "manifest.json"
@@ -32,10 +33,10 @@ FAILED = "failed.json"
 FORMAT = 1
 MIN_COSINE = 0.9999       # fp32 ONNX against torch, per probe sentence: "the same vectors"
 MIN_COSINE_INT8 = 0.95    # int8 against torch: a different model, but not a broken one
-# How int8 graphs are quantised: dynamic, per-channel signed 8-bit with 7-bit weight range (reduce_range).
-# One scheme on every x86-64 CPU (see onnx_export._quantise); a graph made under another is re-made.
-# Measured on the probes: 0.961 min cosine to torch on AVX2-only (0.946 without reduce_range).
-INT8_SCHEME = "dynamic-s8-per-channel-7bit"
+# The int8 scheme (models.INT8_SCHEME) as the manifest records it; a graph made under another is re-made.
+# Measured on AVX2-only: probe min cosine 0.959 to torch (s8 weights: 0.946; s8 7-bit: 0.961, but its
+# Cranfield nDCG@10 cost 0.013 against 0.005 for u8u8, BENCHMARKS.md).
+INT8_SCHEME = f"dynamic-{_SCHEME}-per-channel"
 _ST_MODULES = ("Transformer", "Pooling", "Normalize")  # the pipelines the ONNX path reproduces
 _POOLINGS = ("mean", "cls", "max")
 

@@ -6,7 +6,7 @@ Runtime; opset 17; dynamic batch and sequence axes). Right after export it is
 checked against sentence-transformers itself on fixed probe sentences: every
 probe's cosine must reach MIN_COSINE (fp32) or the graph is not used, the
 refusal is recorded and torch runs instead. The int8 variant is the fp32
-graph through onnxruntime's dynamic quantisation (signed, per channel).
+graph through onnxruntime's dynamic quantisation (unsigned 8-bit, per channel).
 
 Files are written beside their final name, fsynced and renamed; the manifest
 goes last, so a crash leaves either a whole graph or none. On open, the graph
@@ -201,12 +201,12 @@ def _quantise(source: Path, target: Path, folder: Path) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             quant_pre_process(str(source), str(pre), skip_symbolic_shape=True)
-            # 7-bit weights (reduce_range): without VNNI, x86-64 runs int8 products through u8s8
-            # VPMADDUBSW, whose 16-bit pair sums saturate with full 8-bit weights (cosine 0.946 to
-            # torch on a one-word probe on an AVX2-only CPU); with 7 bits they cannot, so the same
-            # graph gives the same vectors on AVX2 and AVX-512 VNNI CPUs alike.
-            quantize_dynamic(str(pre), str(target), weight_type=QuantType.QInt8, per_channel=True,
-                             reduce_range=True)
+            # unsigned 8-bit weights (u8u8): without VNNI, x86-64 runs u8 x s8 products through
+            # VPMADDUBSW, whose 16-bit pair sums saturate with signed 8-bit weights (cosine 0.946 to
+            # torch on a one-word probe on an AVX2-only CPU). u8u8 products are widened first and
+            # cannot saturate, so the same graph gives the same vectors on every x86-64 CPU; 7-bit
+            # signed weights (reduce_range) also avoid it but cost 3 x the nDCG (BENCHMARKS.md).
+            quantize_dynamic(str(pre), str(target), weight_type=QuantType.QUInt8, per_channel=True)
     except Exception as exc:
         raise GraphUnavailable(f"int8 quantisation failed ({type(exc).__name__}: {str(exc)[:200]})") from None
     finally:

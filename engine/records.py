@@ -190,7 +190,7 @@ class Hit:
     dense_score: float | None
     sparse_rank: int | None        # None: not in the sparse list
     sparse_score: float | None
-    fused_score: float
+    fused_score: float             # RRF: sum of 1 / (K + rank) over the dense, sparse and sentence lists it is in
     fused_rank: int                # position before MMR
     mmr_moved: int                 # fused_rank - rank: > 0 MMR moved it up, < 0 down, 0 untouched
     duplicate_of: str | None = None  # MMR: the passage ref of a higher hit this one nearly repeats
@@ -204,6 +204,10 @@ class Hit:
     answer_span: tuple[int, int] | None = None
     version: int | None = None         # which version of its lineage (1 = first ingested); None: not tracked
     superseded_by: str | None = None   # the ref of the lineage's current version, when this is an older one
+    # hybrid's third list (engine/query.py, SENTENCE_DEPTH): the passage's rank among the fused head by its
+    # best sentence, and that sentence's score; None outside the head or in a single-retriever mode
+    sentence_rank: int | None = None
+    sentence_score: float | None = None
 
     @property
     def label(self) -> str:
@@ -288,6 +292,9 @@ class QueryResult(Sequence[Hit]):
     # The share of the dataset's passages that dense search covered: below 1 while the embedding stage
     # of an ingest is still working through the backlog (sparse always covers every committed passage).
     dense_coverage: float = 1.0
+    # With --expand (engine/expansion.py): the terms the first pass's top passages added to the sparse query,
+    # best first ([] when none was added); None when the query was not expanded.
+    expanded_terms: list[str] | None = None
 
     @property
     def clamped(self) -> bool:
@@ -320,5 +327,6 @@ class QueryResult(Sequence[Hit]):
             "notes": list(self.notes),
             "timings_ms": dict(self.timings_ms),
             "dense_coverage": self.dense_coverage,
+            "expanded_terms": self.expanded_terms,
             "hits": [h.to_dict() for h in self.hits],
         }

@@ -305,8 +305,10 @@ class DatasetSearcher:
         state = self._lineages()
         return {ref: state.describe(ref, row.name)[:2] for ref, row in documents.items()}
 
-    def sparse_candidates(self, text: str, pool: int, only: PassageFilter | None = None) -> Candidates:
-        counts = self.sparse.term_counts(text)
+    def sparse_candidates(self, text: str, pool: int, only: PassageFilter | None = None,
+                          term_weights: dict[str, float] | None = None) -> Candidates:
+        # `term_weights`: each term's BM25 weight instead of its count in `text` (an expanded query)
+        counts: dict[str, float] = dict(self.sparse.term_counts(text)) if term_weights is None else term_weights
         if not counts or not self.sparse.folder.exists():
             return Candidates.empty()
         scorer = self._scorer()
@@ -332,6 +334,18 @@ class DatasetSearcher:
         found = Candidates.of(seqs.tolist(), scores)
         found.dropped_terms = dropped
         return found
+
+    def sparse_expanded(self, text: str, feedback: list[tuple[str, float]], pool: int,
+                        only: PassageFilter | None = None) -> tuple[Candidates, list[str]]:
+        """The sparse list for `text` expanded with RM3 terms from `feedback` (passage text, weight)
+        (engine/expansion.py), and the terms added."""
+        from .expansion import rm3_weights
+
+        scorer = self._scorer()
+        weights, added = rm3_weights(self.sparse.term_counts(text),
+                                     [(self.sparse.term_counts(body), w) for body, w in feedback],
+                                     scorer.document_frequency)
+        return self.sparse_candidates(text, pool, only, term_weights=weights), added
 
     def _scorer(self) -> Bm25Scorer:
         if self._bm25_scorer is None:

@@ -17,7 +17,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -247,8 +247,10 @@ class Bm25Scorer:
         self.total = reader.doc_count_all()
         # as whoosh computes it: total field length over all documents, deleted ones included
         self.avgfl = (reader.field_length("body") / (self.total or 1)) or 1.0
-        lengths = np.fromiter((reader.doc_field_length(i, "body", 0) for i in range(self.total)),
-                              dtype=np.float64, count=self.total)
+        lengths = field_lengths(reader, "body", self.total)
+        if lengths is None:  # a reader shape field_lengths does not know: whoosh's own per-document walk
+            lengths = np.fromiter((reader.doc_field_length(i, "body", 0) or 0 for i in range(self.total)),
+                                  dtype=np.float64, count=self.total)
         self._norm = k1 * ((1.0 - b) + b * lengths / self.avgfl)
         self._live = None
         if reader.has_deletions():
@@ -284,7 +286,7 @@ class Bm25Scorer:
                 self._postings[term] = (block[0], block[1], having)
         return self._postings[term]
 
-    def top(self, terms: list[str], k: int, counts: list[int] | None = None,
+    def top(self, terms: list[str], k: int, counts: Sequence[float] | None = None,
             mask: np.ndarray | None = None) -> list[tuple[int, float]]:
         """The k best (seq, score) for the OR of `terms`; ties at the cut-off all kept.
 
@@ -295,7 +297,7 @@ class Bm25Scorer:
         seqs, scores = self.top_arrays(terms, k, counts, mask)
         return list(zip(seqs.tolist(), scores.tolist()))
 
-    def top_arrays(self, terms: list[str], k: int, counts: list[int] | None = None,
+    def top_arrays(self, terms: list[str], k: int, counts: Sequence[float] | None = None,
                    mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """`top` as arrays: the seqs (int64) and their scores (float64), best first."""
         scores = np.zeros(self.total, dtype=np.float64)
@@ -336,6 +338,43 @@ class Bm25Scorer:
         if seq is None:
             seq = self._seq[docnum] = int(self._reader.stored_fields(docnum)["seq"])
         return seq
+
+
+def field_lengths(reader, field: str, total: int) -> np.ndarray | None:
+    """Every document's (quantised) length of `field`, as whoosh's `doc_field_length` gives it, read a
+    segment's stored length column at a time; None for a reader shape not known here.
+
+    whoosh keeps one length byte per document in each segment's column file; asking for them one document
+    at a time is a Python call each (seconds at a million passages, on every reopen). This reads each
+    segment's bytes in one go and maps them through whoosh's own byte-to-length table (a zero byte, a
+    document without the field, counts 0). tests/test_bm25_parity.py checks it against the walk.
+    """
+    from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3PerDocReader, _lenfield
+    from whoosh.columns import NumericColumn
+    from whoosh.reading import MultiReader, SegmentReader
+    from whoosh.util.numeric import byte_to_length
+
+    parts = list(reader.readers) if isinstance(reader, MultiReader) else [reader]
+    if any(type(part) is not SegmentReader or type(part._perdoc) is not W3PerDocReader for part in parts):
+        return None
+    table = np.array([byte_to_length(b) for b in range(256)], dtype=np.float64)
+    table[0] = 0.0
+    pieces = []
+    for part in parts:
+        count = part.doc_count_all()
+        column = part._perdoc._cached_reader(_lenfield(field), LENGTHS_COLUMN)
+        if column is None:
+            pieces.append(np.zeros(count, dtype=np.float64))
+            continue
+        if type(column) is not NumericColumn.Reader or column._typecode != "B":
+            return None
+        stored = min(column._count, count)  # documents past the column's end have the default, 0
+        raw = np.zeros(count, dtype=np.uint8)
+        if stored:
+            raw[:stored] = np.frombuffer(bytes(column._dbfile.get(column._basepos, stored)), dtype=np.uint8)
+        pieces.append(table[raw])
+    lengths = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float64)
+    return lengths if len(lengths) == total else None
 
 
 def read_blocks(matcher) -> tuple[np.ndarray, np.ndarray] | None:

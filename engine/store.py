@@ -518,7 +518,10 @@ class Catalogue:
 
     def passages_upto(self, seq: int) -> int:
         """How many passages have a seq at or below `seq`."""
-        return int(self._db.execute("SELECT COUNT(*) FROM passages WHERE seq <= ?", (seq,)).fetchone()[0])
+        # `+seq` keeps SQLite off the rowid range, which walks the table's leaf pages (a passage row with
+        # its vector fills most of a page): it counts over the ref index instead, ~10 x fewer pages (reopen
+        # at 1M passages: seconds -> a fraction)
+        return int(self._db.execute("SELECT COUNT(*) FROM passages WHERE +seq <= ?", (seq,)).fetchone()[0])
 
     def unembedded(self, limit: int) -> list[tuple[int, str]]:
         """(seq, text) of the first `limit` passages of the backlog, ascending."""

@@ -640,17 +640,21 @@ class FolderWatcher:
             self._note(path)
 
     def _reconcile(self) -> None:
-        """Retire the documents of this folder whose files are gone (deleted, or moved out or away)."""
+        """Retire the documents of this folder whose files are gone (deleted, or moved out or away); one whose
+        current bytes are now a file under another name in the folder was renamed unseen (while nobody
+        watched, or reported as a delete and a create): its lineage moves there instead."""
         with self._cond:
             self._reconcile_due = None
-        present = {document_name(os.path.relpath(path, self._root)) for path in walk_files(self._root)}
+        present = {document_name(os.path.relpath(path, self._root)): path for path in walk_files(self._root)}
         inside = self._root.rstrip(os.sep) + os.sep
-        gone: dict[str, str] = {}
+        gone: dict[str, tuple[str, str]] = {}   # name -> (source path, current ref)
+        live: dict[str, str] = {}               # name -> current ref, every lineage shown
         offset = 0
         try:
             while True:
                 page = self.engine.list_documents(self.dataset, offset, 1000)
-                gone.update({d.name: d.source_path for d in page if d.source_path
+                live.update({d.name: d.ref for d in page})
+                gone.update({d.name: (d.source_path, d.ref) for d in page if d.source_path
                              and d.source_path.startswith(inside) and d.name not in present})
                 if len(page) < 1000:
                     break
@@ -659,9 +663,43 @@ class FolderWatcher:
             if exc.status is Status.NOT_FOUND:  # no dataset yet: nothing to retire
                 return
             raise
+        if not gone:
+            return
+        moves = self._unseen_renames(gone, present, live)
+        if moves:
+            moved = set(self.engine.rename(self.dataset, moves))
+            for old, new, path in moves:
+                if old in moved:
+                    gone.pop(old, None)
+                    self._emit(Renamed(path, new, old))
         if gone:
             for name in self.engine.retire(self.dataset, sorted(gone)):
-                self._emit(Retired(gone[name], name))
+                self._emit(Retired(gone[name][0], name))
+
+    def _unseen_renames(self, gone: dict[str, tuple[str, str]], present: dict[str, str],
+                        live: dict[str, str]) -> list[tuple[str, str, str]]:
+        """(old name, new name, path) for gone documents whose current bytes a present file holds: one the
+        dataset has under its new name already, or (read and hashed here) one it does not know yet."""
+        import hashlib
+
+        wanted = {ref: name for name, (_path, ref) in gone.items()}
+        moves = []
+        for name, path in present.items():
+            if not wanted:
+                break
+            ref = live.get(name)
+            if ref is None:   # not in the dataset yet
+                try:
+                    if os.path.getsize(path) > self.engine.settings.max_document_bytes:
+                        continue
+                    with open(path, "rb") as handle:
+                        ref = hashlib.sha256(handle.read()).hexdigest()
+                except OSError:
+                    continue
+            old = wanted.pop(ref, None)
+            if old is not None:
+                moves.append((old, name, path))
+        return moves
 
     def _report_outside_folder(self, path: str) -> None:
         """Say once that a linked folder leading out of the watched one is not followed."""

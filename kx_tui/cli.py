@@ -286,11 +286,14 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
                    "ref:REF[,REF].")
 @click.option("--versions", type=click.Choice(["latest", "all"], case_sensitive=False), default=None,
               help="latest (default): each document's current version; all: superseded and retired ones too.")
+@click.option("--expand/--no-expand", "expand", default=None,
+              help="Expand the query from a first pass's top passages (RM3 terms for sparse, a Rocchio vector "
+                   "for dense) and search again; the added terms are shown (default KX_QUERY_EXPANSION, off).")
 @click.option("--json", "as_json", is_flag=True, help="Print every field of every hit as JSON.")
 @click.pass_context
 def query(ctx: click.Context, name: str, question: tuple[str, ...], text: str | None, k: int | None,
           mode: str | None, rerank: str | None, where: tuple[str, ...], versions: str | None,
-          as_json: bool) -> None:
+          expand: bool | None, as_json: bool) -> None:
     """Ask dataset NAME a QUESTION; print the passages that answer it, with provenance.
 
     \b
@@ -306,7 +309,8 @@ def query(ctx: click.Context, name: str, question: tuple[str, ...], text: str | 
     settings = settings_of(ctx)
     engine = backend_of(ctx, settings)
     result = engine.query(name, text, k=k, mode=mode, rerank=None if rerank is None else rerank.lower() == "on",
-                          where=list(where) or None, versions=None if versions is None else versions.lower())
+                          where=list(where) or None, versions=None if versions is None else versions.lower(),
+                          expand=expand)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return

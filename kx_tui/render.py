@@ -453,12 +453,17 @@ def print_query(console: _RichConsole, result: QueryResult, spans_of: Callable[[
                   f"{len(result.hits)} hit(s) · {result.timings_ms.get('total', 0):.0f} ms")
     for note in result.notes:
         console.print(f"[yellow]note[/]: {escape(note)}")
+    if result.expanded_terms is not None:
+        added = ", ".join(result.expanded_terms) if result.expanded_terms else "no new terms"
+        console.print(f"[dim]expanded with: {escape(added)}[/]")
     if not result.hits:
         console.print(f"No passage matches. {_no_hits_hint(result.mode)}")
         return
     for hit in result.hits:
         ranks = " · ".join(_where(r, s, n) for r, s, n in ((hit.dense_rank, hit.dense_score, "dense"),
                                                               (hit.sparse_rank, hit.sparse_score, "sparse")))
+        if hit.sentence_rank is not None:  # hybrid's third list: the head ranked by best sentence
+            ranks += f" · sentence #{hit.sentence_rank}"
         title = shown_title(hit.document_name, hit.document_title)
         titled = f" [dim]— {escape(title)}[/]" if title else ""
         if hit.superseded_by:  # --versions all: an older version of its lineage

@@ -81,7 +81,9 @@ def test_every_mode_answers_with_explained_hits(backend_factory, mode: str) -> N
             assert (hit.sparse_rank is not None) == (hit.document_name == "zorblax")
     if mode == "hybrid":
         assert top.dense_rank == 1 and top.sparse_rank == 1
-        assert top.fused_score == pytest.approx(2 / 61)   # RRF K=60, first in both lists
+        # RRF K=60, first in both lists, and in hybrid's third list (the fused head by best sentence)
+        assert top.sentence_rank is not None
+        assert top.fused_score == pytest.approx(2 / 61 + 1 / (60 + top.sentence_rank))
     if mode == "sparse":
         assert top.score > 0 and top.score == top.sparse_score   # BM25 magnitude, whatever sign Milvus returns
     if mode == "dense":

@@ -138,3 +138,24 @@ def test_a_matcher_with_an_unknown_part_is_left_unread_for_whoosh_to_iterate(has
         assert list(matcher.items_as("weight")) == expected  # the first segment was not consumed
     finally:
         reader.close()
+
+
+def test_field_lengths_read_from_the_columns_are_whooshs_own(hash_engine: Engine) -> None:
+    """The scorer reads every length byte of a segment at once; the same lengths as whoosh's per-document walk,
+    over several segments, deletions and a passage of stopwords only (whoosh gives None: no length byte)."""
+    from whoosh import index
+
+    from engine.sparse import field_lengths
+
+    rng = random.Random(5)
+    for batch in range(4):  # one commit each: several segments
+        docs = [from_text(" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 400))), f"b{batch}-{i}")
+                for i in range(40)]
+        hash_engine.ingest("lengths", docs + [from_text("the of and", f"b{batch}-stopwords")])
+    sparse = Dataset(hash_engine.settings, "lengths").sparse(True)
+    with index.open_dir(str(sparse.folder)).reader() as reader:
+        total = reader.doc_count_all()
+        walked = [reader.doc_field_length(i, "body", 0) or 0 for i in range(total)]
+        assert len(getattr(reader, "readers", [reader])) > 1 and 0 in walked
+        ours = field_lengths(reader, "body", total)
+        assert ours is not None and ours.tolist() == [float(v) for v in walked]

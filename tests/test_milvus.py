@@ -220,6 +220,23 @@ def test_rebuild_is_refused_on_milvus_saying_why_and_what_to_do(kx_home: Path, m
         server_manager_instance.release_server(path)
 
 
+def test_a_cli_reading_a_milvus_dataset_prints_no_pymilvus_warnings(kx_home: Path) -> None:
+    """Importing pymilvus sets up its own stderr logging; a kx command must not print its iterator warnings."""
+    from milvus_lite.server_manager import server_manager_instance
+
+    from .helpers import run_kx
+
+    path = str(kx_home.parent / "quiet.db")
+    backend = _milvus(path)
+    backend.ingest("notes", [from_text("parcels leave the depot at noon", "guide")])
+    backend.close()
+    server_manager_instance.release_server(path)
+    shown = run_kx("datasets", "documents", "notes", "--versions", "all",
+                   env={"KX_BACKEND": "milvus", "KX_MILVUS_URI": path, "KX_EMBED_MODEL": "none"}, timeout=120)
+    assert shown.code == 0 and "guide" in shown.stdout, shown.stderr
+    assert shown.stderr == ""
+
+
 # -- kx info -----------------------------------------------------------------------------------------------
 
 

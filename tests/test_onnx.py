@@ -183,7 +183,7 @@ def test_int8_is_its_own_model_and_an_fp32_dataset_refuses_it(kx_home: Path, mod
     fp32.ingest("fp32", _handbook_docs())
     int8_settings = _settings(kx_home, model_cache, embed_model="default-int8")
     int8 = Engine(int8_settings)
-    assert int8.model_card().model_id == fp32.model_card().model_id + "+int8"
+    assert int8.model_card().model_id == fp32.model_card().model_id + "+int8-u8u8"  # the scheme is in the id
     for attempt in (lambda: int8.query("fp32", "paid leave"),
                     lambda: int8.ingest("fp32", [from_text("more text", name="more")])):
         with pytest.raises(KxError) as refused:

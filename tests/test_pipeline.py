@@ -401,6 +401,7 @@ def test_batches_shrink_on_a_slow_cpu_so_progress_keeps_moving() -> None:
     from engine.backlog import paced_batch
 
     assert paced_batch(32, 256, 8.0) == 32      # 32 passages/s: a batch of 32 takes a second
-    assert paced_batch(32, 256, 100.0) == 8     # 2.6 passages/s (a loaded machine): small batches, not tiny
+    assert paced_batch(32, 256, 100.0) == 4     # 2.6 passages/s (a loaded machine): small batches, not tiny
+    assert paced_batch(32, 256, 1000.0) == 4    # never below the floor
     assert paced_batch(32, 256, 16.0) == 24
     assert paced_batch(2, 256, 1000.0) == 2     # never above what the user configured

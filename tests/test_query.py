@@ -143,6 +143,11 @@ def ask(corpus: Corpus, text: str, *args: str, dataset: str = "corpus") -> dict:
     return json.loads(result.stdout)
 
 
+def sentence_term(hit: dict) -> float:
+    """A hybrid hit's RRF share from the third list (the fused head ranked by best sentence), 0 outside it."""
+    return 0.0 if hit["sentence_rank"] is None else 1 / (60 + hit["sentence_rank"])
+
+
 def names(answer: dict) -> list[str]:
     return [hit["document_name"] for hit in answer["hits"]]
 
@@ -200,7 +205,9 @@ def test_hybrid_ranks_a_passage_both_retrievers_liked_above_one_only_dense_liked
     assert both and one and len(both) + len(one) == len(hits)
     assert max(h["rank"] for h in both) < min(h["rank"] for h in one)
     for hit in hits:
-        expected = sum(1 / (60 + r) for r in (hit["dense_rank"], hit["sparse_rank"]) if r is not None)
+        # RRF over dense, sparse and hybrid's third list (the fused head by best sentence)
+        expected = sum(1 / (60 + r) for r in (hit["dense_rank"], hit["sparse_rank"], hit["sentence_rank"])
+                       if r is not None)
         assert hit["fused_score"] == pytest.approx(expected, abs=1e-9)
         assert hit["score"] == hit["fused_score"]  # hybrid's relevance is the fused score
         assert hit["fused_rank"] == hit["rank"] and hit["mmr_moved"] == 0
@@ -216,8 +223,10 @@ def test_hybrid_ranks_a_passage_both_liked_above_one_only_sparse_liked(corpus: C
     assert sparse_only["sparse_rank"] <= 2
     # ... while the model ranks it below a hundred leave notes: it is not in the dense pool at all
     assert sparse_only["dense_rank"] is None and sparse_only["dense_score"] is None
-    assert sparse_only["fused_score"] == pytest.approx(1 / (60 + sparse_only["sparse_rank"]), abs=1e-9)
-    assert both["fused_score"] == pytest.approx(1 / 61 + 1 / (60 + both["sparse_rank"]), abs=1e-9)
+    expected = sentence_term(sparse_only) + 1 / (60 + sparse_only["sparse_rank"])
+    assert sparse_only["fused_score"] == pytest.approx(expected, abs=1e-9)
+    assert both["fused_score"] == pytest.approx(sentence_term(both) + 1 / 61 + 1 / (60 + both["sparse_rank"]),
+                                                abs=1e-9)
     assert both["rank"] < sparse_only["rank"]
     dense_only = [h for h in answer["hits"] if h["sparse_rank"] is None]
     assert dense_only and all(both["rank"] < h["rank"] for h in dense_only)
@@ -385,7 +394,7 @@ HIT_FIELDS = {
     "rank", "score", "text", "passage_ref", "document_ref", "document_name", "chunk", "chunk_index", "chunk_count",
     "char_start", "char_end", "dense_rank", "dense_score", "sparse_rank", "sparse_score", "fused_score",
     "fused_rank", "mmr_moved", "duplicate_of", "page_start", "page_end", "section", "document_title",
-    "source_path", "answer_span", "version", "superseded_by",
+    "source_path", "answer_span", "version", "superseded_by", "sentence_rank", "sentence_score",
 }
 
 

@@ -6,7 +6,8 @@ fractions). engine/query.py runs the same ranking on arrays (`fuse`,
 `Pool.strengths`, MMR stopped after k picks). These tests hold the two
 together: on random lists full of ties, and on real queries over a small
 corpus built to tie (the same words in several documents, one passage found
-by both retrievers at ranks whose reciprocal sums tie exactly), in every mode.
+by both retrievers at ranks whose reciprocal sums tie exactly), in every mode, hybrid with its third
+list (the agreed head ranked by best sentence, engine/query.py SENTENCE_DEPTH).
 benchmarks/search_parity.py does the same against an older commit on SciFact.
 """
 
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 
 from engine import Engine, load_settings
+from engine.answer_span import best_sentence_scores, word_vectors
 from engine.documents import from_text
 from engine.fusion import (
     Ranked,
@@ -28,6 +30,7 @@ from engine.fusion import (
     rrf,
     strengths,
 )
+from engine.query import SENTENCE, SENTENCE_DEPTH
 from engine.search import dense_ef
 from engine.vectors import checked_vectors
 
@@ -153,6 +156,14 @@ def _spec_answer(engine: Engine, text: str, vector: np.ndarray, mode: str, reran
             lists[name] = rank_list(Ranked(ref, score) for ref, score in zip(refs, c.scores.tolist()) if ref)
             seq_of.update({ref: key for ref, key in zip(refs, c.keys) if ref})
         fused = rrf(lists, s.rrf_k)
+        retrievers = dict(lists)
+        if len(lists) > 1:  # hybrid's third list: the agreed head by best sentence (query.py SENTENCE_DEPTH)
+            agreed = [f for f in fused[:SENTENCE_DEPTH] if None not in f.ranks.values()]
+            rows = searcher.passages([seq_of[f.ref] for f in agreed])
+            scores = best_sentence_scores([rows[seq_of[f.ref]].text for f in agreed], text,
+                                          word_vectors(engine.model_card()))
+            lists[SENTENCE] = rank_list(Ranked(f.ref, round(v, 6)) for f, v in zip(agreed, scores))
+            fused = rrf(lists, s.rrf_k)
         single = next(iter(lists)) if len(lists) == 1 else None
         relevance = [float(f.raw[single] or 0.0) if single else f.score for f in fused]
         order = list(range(len(fused)))
@@ -161,11 +172,12 @@ def _spec_answer(engine: Engine, text: str, vector: np.ndarray, mode: str, reran
             depth = min(len(fused), s.mmr_depth)
             head = fused[:depth]
             picks = mmr([f.ref for f in head], relevance[:depth], searcher.vectors([seq_of[f.ref] for f in head]),
-                        depth, s.mmr_lambda, s.mmr_duplicate_threshold, strengths(head, lists))
+                        depth, s.mmr_lambda, s.mmr_duplicate_threshold, strengths(head, retrievers))
             duplicate_of = {i: d for i, d in zip(picks.order, picks.duplicate_of) if d is not None}
             order = picks.order + order[depth:]
     return [(fused[p].ref, _bits(relevance[p]), fused[p].ranks.get("dense"), _bits(fused[p].raw.get("dense")),
-             fused[p].ranks.get("sparse"), _bits(fused[p].raw.get("sparse")), _bits(fused[p].score), p + 1,
+             fused[p].ranks.get("sparse"), _bits(fused[p].raw.get("sparse")), fused[p].ranks.get(SENTENCE),
+             _bits(fused[p].raw.get(SENTENCE)), _bits(fused[p].score), p + 1,
              p + 1 - rank, fused[duplicate_of[p]].ref if p in duplicate_of else None)
             for rank, p in enumerate(order[:k], start=1)]
 
@@ -183,8 +195,8 @@ def test_queries_give_the_specs_answers_in_every_mode(tie_engine: Engine) -> Non
                 for k in (3, 10, 40):
                     result = tie_engine.query("ties", text, vector=vector, mode=mode, rerank=rerank, k=k)
                     ours = [(h.passage_ref, _bits(h.score), h.dense_rank, _bits(h.dense_score), h.sparse_rank,
-                             _bits(h.sparse_score), _bits(h.fused_score), h.fused_rank, h.mmr_moved,
-                             h.duplicate_of) for h in result.hits]
+                             _bits(h.sparse_score), h.sentence_rank, _bits(h.sentence_score), _bits(h.fused_score),
+                             h.fused_rank, h.mmr_moved, h.duplicate_of) for h in result.hits]
                     assert ours == _spec_answer(tie_engine, text, vector, mode, rerank, k), (text, mode, rerank, k)
                     checked += len(ours)
     assert checked > 1000

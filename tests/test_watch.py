@@ -23,6 +23,7 @@ import pytest
 
 from engine import Engine, KxError, Status, load_settings
 from engine.dataset import Dataset
+from engine.documents import from_file
 from engine.watch import (
     BatchDone,
     FolderWatcher,
@@ -605,3 +606,41 @@ def test_a_renamed_file_keeps_its_lineage_on_milvus_lite(drop: Path, watch, tmp_
     finally:
         backend.close()
         server_manager_instance.release_server(path)
+
+
+def test_a_rename_made_while_nobody_watched_keeps_the_lineage(drop: Path, watch) -> None:
+    engine = _hash_engine()
+    watcher, log = watch(engine, drop)
+    for i, text in enumerate(("Lockers are on the first floor.", "Lockers are on the second floor."), start=1):
+        (drop / "lockers.md").write_text(text)
+        log.wait_for(lambda l, i=i: len(l.of(Ingested)) == i, f"version {i} ingested")
+    (drop / "gone.md").write_text("The old canteen menu.")
+    log.wait_for(lambda l: len(l.of(Ingested)) == 3, "gone.md ingested")
+    assert watcher.stop(timeout=30)
+    (drop / "lockers.md").rename(drop / "locker-rooms.md")   # renamed while stopped: the start scan finds it
+    (drop / "gone.md").unlink()                               # and a real departure beside it
+    _, log = watch(engine, drop)
+    log.wait_for(lambda l: [(e.old_name, e.name) for e in l.of(Renamed)] == [("lockers", "locker-rooms")]
+                 and [e.name for e in l.of(Retired)] == ["gone"], "renamed and retired at the start scan")
+    log.wait_for(lambda l: l.paths(Unchanged) == ["locker-rooms.md"], "its bytes seen unchanged")
+    assert [(d.name, d.version) for d in engine.list_documents("inbox", versions="all")
+            if not d.retired] == [("locker-rooms", 1), ("locker-rooms", 2)]
+
+
+def test_a_rename_seen_as_a_delete_and_a_create_keeps_the_lineage(drop: Path, watch) -> None:
+    """Some platforms (and moves across watches) report a rename as a delete and a create: the new name takes
+    the bytes on first, then the reconcile finds the old name's bytes under it and moves the lineage."""
+    engine = _hash_engine()
+    watcher, log = watch(engine, drop)
+    for i, text in enumerate(("Desks are booked a day ahead.", "Desks are booked two days ahead."), start=1):
+        (drop / "desks.md").write_text(text)
+        log.wait_for(lambda l, i=i: len(l.of(Ingested)) == i, f"version {i} ingested")
+    assert watcher.stop(timeout=30)
+    (drop / "desks.md").rename(drop / "booking.md")
+    engine.ingest("inbox", [from_file(drop / "booking.md", 1 << 20)])   # the create, taken in first
+    _, log = watch(engine, drop)
+    log.wait_for(lambda l: [(e.old_name, e.name) for e in l.of(Renamed)] == [("desks", "booking")],
+                 "desks renamed to booking")
+    assert log.of(Retired) == []
+    hits = engine.query("inbox", "desks booked", k=5, mode="sparse")
+    assert [(h.document_name, h.version) for h in hits] == [("booking", 2)]

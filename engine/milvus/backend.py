@@ -43,8 +43,9 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..embedders import Embedder
+    from ..store import LineageState
     from .search import MilvusSearcher
-    from .store import MilvusStore
+    from .store import MilvusCatalogue, MilvusStore
 
 EventFn = Callable[[object], None]
 NotifyFn = Callable[[str], None]
@@ -66,6 +67,7 @@ class MilvusBackend:
         self._store: MilvusStore | None = None
         self._started_lite = False
         self._searchers: dict[str, MilvusSearcher] = {}
+        self._pictures: dict[str, tuple[tuple[int, int], list, LineageState]] = {}   # by dataset: see _lineages
         self._lock = threading.Lock()
 
     # -- the model (the embedded engine's) ------------------------------------------------
@@ -116,6 +118,20 @@ class MilvusBackend:
 
         return MilvusDataset(self.store(), validate_name(name))
 
+    def _lineages(self, catalogue: MilvusCatalogue) -> tuple[list, LineageState]:
+        """The dataset's document keys and lineage state, read again only when events or documents were
+        added (two count queries): listing a large dataset's counts must not reread every row each time."""
+        mark = (catalogue.lineage_mark(), catalogue.counts()[0])
+        with self._lock:
+            cached = self._pictures.get(catalogue.name)
+        if cached is not None and cached[0] == mark:
+            return cached[1], cached[2]
+        keys = catalogue.document_keys()
+        state = catalogue.lineage_state(keys)
+        with self._lock:
+            self._pictures[catalogue.name] = (mark, keys, state)
+        return keys, state
+
     def _catalogue(self, name: str):
         from .store import MilvusCatalogue
 
@@ -136,7 +152,7 @@ class MilvusBackend:
         catalogue = self._catalogue(name)
         docs, passages = catalogue.counts()
         fingerprint = catalogue.fingerprint()
-        state = catalogue.lineage_state()
+        _keys, state = self._lineages(catalogue)
         return DatasetSummary(
             name=name, documents=state.live_count(), versions=docs,
             retired=sum(1 for head in state.current.values() if head is None), passages=passages,
@@ -178,8 +194,7 @@ class MilvusBackend:
         except ValueError as exc:
             raise invalid(str(exc)) from None
         catalogue = self._catalogue(name)
-        keys = catalogue.document_keys()
-        state = catalogue.lineage_state(keys)
+        keys, state = self._lineages(catalogue)
         hidden = state.hidden() if view is VersionView.LATEST else set()
         page = [ref for _t, ref, _n, _p, _m in keys if ref not in hidden][offset:offset + limit]
         found = catalogue.documents_by_ref(page)
@@ -250,11 +265,12 @@ class MilvusBackend:
         rerank: bool | None = None,
         where: Sequence[str] | None = None,
         versions: str | None = None,
+        expand: bool | None = None,
     ) -> QueryResult:
         from ..query import run_query
 
         return run_query(self, name, text, vector=vector, k=k, mode=mode, rerank=rerank, where=where,
-                             versions=versions)
+                             versions=versions, expand=expand)
 
     def searcher(self, name: str) -> MilvusSearcher:
         """The dataset's reader; kept, since a Milvus dataset's fingerprint never changes once stamped."""
@@ -281,6 +297,7 @@ class MilvusBackend:
         self._models.close()
         with self._lock:
             self._searchers.clear()
+            self._pictures.clear()
             conn, self._conn, self._store = self._conn, None, None
         if conn is not None:
             conn.close()

@@ -124,6 +124,7 @@ class MilvusConnection:
         except ImportError:
             raise KxError(Status.FAILED_PRECONDITION, "backend=milvus needs pymilvus and milvus-lite; install them "
                                                       "with: pip install -c constraints.txt -e '.[milvus]'") from None
+        _quiet_loggers()   # again: importing pymilvus configures its logger (WARNING, to stderr) over ours
         target = uri
         if is_local(uri):
             target = self._local_target(uri)

@@ -13,6 +13,14 @@ embedded searcher, scores are rounded to 6 decimals and ties go to the
 ascending ref. A candidate whose document row is not there (a crash between
 a passage write and its document's commit) is dropped: it is not in the
 dataset yet.
+
+Versions and filters: the latest-versions view and `--where` clauses are
+decided here with the embedded backend's own `LineageState` and `Where`
+over the documents' rows and the lineage events (reread only when the
+events collection's count moved: one count query a query), and reach Milvus
+as a filter expression inside both searches, so a filtered search still
+fills its pool from the matching passages. Hits show a renamed lineage's
+documents under its current name (engine/store.py, renames).
 """
 
 from __future__ import annotations

@@ -51,6 +51,8 @@ export interface QueryOptions {
   where?: string[] | undefined;
   /** "latest" (default): each document's current version; "all": every stored version. */
   versions?: "latest" | "all" | undefined;
+  /** Expand the query from a first pass's top passages (default: the gateway's KX_QUERY_EXPANSION, off). */
+  expand?: boolean | undefined;
 }
 
 /** What one dataset holds (`GET /v1/datasets`). */
@@ -299,6 +301,7 @@ export class KxClient {
     if (options.rerank !== undefined) body.rerank = options.rerank;
     if (options.where !== undefined) body.where = options.where;
     if (options.versions !== undefined) body.versions = options.versions;
+    if (options.expand !== undefined) body.expand = options.expand;
     const answer = await this.#call<Schemas["QueryOut"]>("POST", `/v1/datasets/${segment(name)}/query`, body);
     const { hits, ...fields } = answer;
     return Object.assign([...hits] as Hit[], fields, { hits: hits as Hit[] });

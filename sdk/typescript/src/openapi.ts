@@ -337,6 +337,16 @@ export interface components {
              */
             section: string | null;
             /**
+             * Sentence Rank
+             * @description Hybrid: the passage's rank among the best fused passages by its best sentence (the third RRF list); null outside that head or in a single-retriever mode.
+             */
+            sentence_rank?: number | null;
+            /**
+             * Sentence Score
+             * @description Hybrid: that best sentence's score.
+             */
+            sentence_score?: number | null;
+            /**
              * Source Path
              * @description The file the document was read from, if it came from one.
              */
@@ -376,6 +386,11 @@ export interface components {
          * @description Text, or a vector (which searches dense: not with mode sparse), or both.
          */
         QueryIn: {
+            /**
+             * Expand
+             * @description Expand the query from a first pass's top passages: RM3 terms for the sparse list, a Rocchio-moved vector for the dense list (default KX_QUERY_EXPANSION).
+             */
+            expand?: boolean | null;
             /**
              * K
              * @description Hits wanted (clamped to the operator's KX_MAX_K).
@@ -425,6 +440,11 @@ export interface components {
              * @default 1
              */
             dense_coverage: number;
+            /**
+             * Expanded Terms
+             * @description With expand: the terms the first pass's top passages added to the sparse query, best first; null when the query was not expanded.
+             */
+            expanded_terms?: string[] | null;
             /** Hits */
             hits: components["schemas"]["HitOut"][];
             /** K */
