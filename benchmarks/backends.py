@@ -125,9 +125,9 @@ def main() -> None:
 
 
 def _text(doc) -> str:
-    from engine.store import round1_text
+    from engine.store import text_of_bytes
 
-    return round1_text(doc.data, doc.media_type) or ""
+    return text_of_bytes(doc.data, doc.media_type) or ""
 
 
 if __name__ == "__main__":

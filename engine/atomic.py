@@ -8,15 +8,11 @@ from pathlib import Path
 from typing import Any
 
 
-def fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def fsync(path: Path) -> None:
+    """Flush a file's data, or a folder's entries (a rename in it), to the disk.
 
-
-def fsync_file(path: Path) -> None:
+    One body for both: POSIX fsyncs a folder through a read-only descriptor as it does a file.
+    """
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -26,9 +22,9 @@ def fsync_file(path: Path) -> None:
 
 def replace_with(tmp: Path, final: Path) -> None:
     """Make a fully written `tmp` become `final` atomically and durably."""
-    fsync_file(tmp)
+    fsync(tmp)
     os.replace(tmp, final)
-    fsync_dir(final.parent)
+    fsync(final.parent)
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

@@ -2,14 +2,17 @@
 
 defaults < ``$KX_HOME/config.toml`` < ``KX_*`` environment < command-line flags.
 
-Each setting is declared once below, with its environment name, default,
-parser and the sentence `kx info` shows. `Settings.sources` remembers where
+Each setting is declared once, as its field of `Settings` (`setting(...)`:
+area, environment name, parser and its validation, default, the sentence `kx
+info` shows); SPECS, `--set`, config.toml's known names and the README's
+table (`python -m engine.config`) are read from there. `Settings.sources` remembers where
 every effective value came from, so `kx info` can say why a value is what it
 is. KX_HOME itself cannot come from the config file (the file lives in it).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import tomllib
@@ -152,19 +155,6 @@ def _chat_url(text: str) -> str:
     return value.rstrip("/")
 
 
-@dataclass(frozen=True)
-class SettingSpec:
-    """How one setting is named, parsed, defaulted and explained."""
-
-    name: str
-    env: str
-    parse: Callable[[str], Any]
-    default: Callable[[], Any]
-    doc: str
-    in_config_file: bool = True
-    secret: bool = False  # shown masked by `kx info`
-
-
 def _default_home() -> Path:
     import platformdirs  # deferred: only needed when KX_HOME is unset
 
@@ -178,164 +168,154 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-SPECS: tuple[SettingSpec, ...] = (
-    SettingSpec("home", "KX_HOME", _path, _default_home,
-                "where datasets, config.toml and the gateway token live", in_config_file=False),
-    SettingSpec("embed_model", "KX_SERVE_EMBED_MODEL", _text, lambda: "default",
-                "embedding model: 'default' (bundled all-MiniLM-L6-v2), a local model folder, "
-                "a model id in the local Hugging Face cache, or 'none'"),
-    SettingSpec("embed_runtime", "KX_EMBED_RUNTIME", _runtime, lambda: "onnx",
-                "how the model runs: 'onnx' (ONNX Runtime, exported once from the model and checked against "
-                "torch; torch is used when it does not validate) or 'torch' (sentence-transformers)"),
-    SettingSpec("embed_device", "KX_EMBED_DEVICE", _device, lambda: "auto",
-                "where ONNX Runtime embeds: 'cpu', 'cuda' (a GPU through onnxruntime-gpu's CUDA provider) or "
-                "'auto' (CUDA when that provider and a GPU are present, else CPU; `kx info` says which and why)"),
-    SettingSpec("embed_threads", "KX_EMBED_THREADS", _int_in(0, 1024), lambda: 0,
-                "threads one ONNX Runtime encode uses; 0: one per CPU core"),
-    SettingSpec("model_cache", "KX_MODEL_CACHE", _path_or_empty, lambda: None,
-                "where exported ONNX graphs are kept, one folder per model id; empty: $KX_HOME/models"),
-    SettingSpec("chunk_size", "KX_CHUNK_SIZE", _int_in(50, 100_000), lambda: 1000,
-                "passage length in characters"),
-    SettingSpec("chunk_overlap", "KX_CHUNK_OVERLAP", _int_in(0, 99_999), lambda: 200,
-                "characters shared by neighbouring passages; smaller than chunk_size"),
-    SettingSpec("stopwords", "KX_STOPWORDS", _bool, lambda: True,
-                "drop English stopwords from the BM25 index and queries (on/off)"),
-    SettingSpec("rrf_k", "KX_RRF_K", _int_in(1, 100_000), lambda: 60,
-                "Reciprocal Rank Fusion constant K in 1/(K + rank)"),
-    SettingSpec("mmr_lambda", "KX_MMR_LAMBDA", _float_in(0.0, 1.0), lambda: 0.7,
-                "MMR trade-off: 1.0 is pure relevance, lower favours diversity"),
-    SettingSpec("mmr_duplicate_threshold", "KX_MMR_DUPLICATE_THRESHOLD", _float_in(0.5, 1.0), lambda: 0.92,
-                "MMR: a passage whose cosine to a higher-ranked hit is at least this is a near-duplicate "
-                "and gives up its slot to every other passage (1.0: only identical vectors)"),
-    SettingSpec("rerank", "KX_RERANK", _bool, lambda: True,
-                "apply the MMR pass by default (on/off)"),
-    SettingSpec("query_expansion", "KX_QUERY_EXPANSION", _bool, lambda: False,
-                "expand queries by default (on/off): a first pass's top passages add RM3 terms to the sparse "
-                "list and move the dense query vector towards them (engine/expansion.py); off by default: it "
-                "helps some collections and hurts others (BENCHMARKS.md)"),
-    SettingSpec("mmr_depth", "KX_MMR_DEPTH", _int_in(2, 10_000), lambda: 30,
-                "how many of the best fused passages MMR may reorder"),
-    SettingSpec("default_mode", "KX_DEFAULT_MODE", _mode, lambda: RetrievalMode.HYBRID,
-                "retrieval mode when a query names none: hybrid, dense or sparse"),
-    SettingSpec("bm25_k1", "KX_BM25_K1", _float_in(0.0, 10.0), lambda: 1.2,
-                "BM25 term-frequency saturation k1"),
-    SettingSpec("bm25_b", "KX_BM25_B", _float_in(0.0, 1.0), lambda: 0.75,
-                "BM25 length normalisation b"),
-    SettingSpec("default_k", "KX_DEFAULT_K", _int_in(1, 10_000), lambda: 10,
-                "hits returned when a query names no k"),
-    SettingSpec("max_k", "KX_MAX_K", _int_in(1, 10_000), lambda: 64,
-                "largest k a query may ask for; larger asks are clamped"),
-    SettingSpec("candidate_pool", "KX_CANDIDATE_POOL", _int_in(100, 10_000), lambda: 100,
-                "passages each retriever hands to fusion (never fewer than k)"),
-    SettingSpec("embed_batch_size", "KX_EMBED_BATCH_SIZE", _int_in(1, 4096), lambda: 16,
-                "passages per model.encode batch (16: the fastest measured on 2 cores, BENCHMARKS.md)"),
-    SettingSpec("ingest_commit_passages", "KX_INGEST_COMMIT_PASSAGES", _int_in(1, 1_000_000), lambda: 2048,
-                "passages per stage-1 commit group (a group also closes after 2 s): a crash loses at most one group"),
-    SettingSpec("max_document_bytes", "KX_MAX_DOCUMENT_BYTES", _int_in(1, 2**31), lambda: 50 * 2**20,
-                "largest document accepted, in bytes"),
-    SettingSpec("max_request_bytes", "KX_MAX_REQUEST_BYTES", _int_in(1024, 2**40), lambda: 64 * 2**20,
-                "largest request body `kx serve` reads, in bytes; larger ones are refused unread"),
-    SettingSpec("extract_timeout", "KX_EXTRACT_TIMEOUT", _float_in(0.1, 86_400.0), lambda: 60.0,
-                "seconds one document (PDF, DOCX, HTML, EPUB) may take to extract before it is refused"),
-    SettingSpec("extract_memory_mb", "KX_EXTRACT_MEMORY_MB", _int_in(64, 2**20), lambda: 2048,
-                "memory (MiB of address space) an extraction worker may add for one document before it is refused"),
-    SettingSpec("extract_workers", "KX_EXTRACT_WORKERS", _int_in(1, 256), _cores,
-                "extraction worker processes (default: the CPU cores this process may use)"),
-    SettingSpec("extract_max_pages", "KX_EXTRACT_MAX_PAGES", _int_in(1, 10_000_000), lambda: 10_000,
-                "largest page count a PDF may declare; larger ones are refused before any page is read"),
-    SettingSpec("extract_max_unpacked_mb", "KX_EXTRACT_MAX_UNPACKED_MB", _int_in(1, 2**20), lambda: 256,
-                "MiB a DOCX or EPUB may unpack to (ZIP bombs are refused before they inflate)"),
-    SettingSpec("gateway", "KX_GATEWAY", _url_or_empty, lambda: "",
-                "a `kx serve` address (e.g. http://127.0.0.1:50151) for the CLI to work through; "
-                "empty: run the engine in-process"),
-    SettingSpec("gateway_allowed_origins", "KX_GATEWAY_ALLOWED_ORIGINS", _origins, tuple,
-                "web origins (comma-separated, e.g. http://localhost:3000) whose pages may call `kx serve` "
-                "from a browser (CORS); empty: browsers get no CORS headers and any foreign Origin is refused"),
-    SettingSpec("gateway_allowed_hosts", "KX_GATEWAY_ALLOWED_HOSTS", _hosts, tuple,
-                "extra Host names `kx serve` answers to besides loopback and its --host (e.g. a LAN name); "
-                "any other Host is refused, the defence against DNS rebinding"),
-    # Where datasets live (engine/milvus/): this machine's folders, or a Milvus server / milvus-lite file.
-    SettingSpec("backend", "KX_BACKEND", _backend, lambda: "embedded",
-                "where datasets are stored and searched: 'embedded' (SQLite + voyager + whoosh under "
-                "$KX_HOME/datasets) or 'milvus' (a Milvus cluster or milvus-lite at KX_MILVUS_URI)"),
-    SettingSpec("milvus_uri", "KX_MILVUS_URI", _milvus_uri, lambda: "",
-                "the Milvus to use with backend=milvus: http(s)://host:port for a server or cluster, or a local "
-                "path ending in .db for milvus-lite (one process at a time); empty: $KX_HOME/milvus.db"),
-    SettingSpec("milvus_token", "KX_MILVUS_TOKEN", lambda t: t.strip(), lambda: "",
-                "Milvus credentials, 'user:password' or an API key (empty: none)", secret=True),
-    SettingSpec("milvus_database", "KX_MILVUS_DATABASE", _milvus_database, lambda: "default",
-                "the Milvus database kx keeps its collections in (created on first use), so several kx "
-                "installations can share one cluster"),
-    SettingSpec("milvus_timeout", "KX_MILVUS_TIMEOUT", _float_in(0.1, 3600.0), lambda: 30.0,
-                "seconds one Milvus call (connecting included) may take before it is UNAVAILABLE; pymilvus "
-                "would otherwise retry a lost server for minutes"),
-    # The research loop (`kx agent run`, engine/agent/): hard bounds, and the optional chat model.
-    SettingSpec("agent_max_steps", "KX_AGENT_MAX_STEPS", _int_in(1, 100), lambda: 12,
-                "most searches one agent run may make (a malformed tool call counts as one)"),
-    SettingSpec("agent_max_passages", "KX_AGENT_MAX_PASSAGES", _int_in(1, 2000), lambda: 100,
-                "most distinct passages one agent run may read"),
-    SettingSpec("agent_max_seconds", "KX_AGENT_MAX_SECONDS", _float_in(1.0, 3600.0), lambda: 120.0,
-                "wall-time bound of one agent run, in seconds"),
-    SettingSpec("agent_k", "KX_AGENT_K", _int_in(1, 64), lambda: 8,
-                "passages each of the agent's searches reads"),
-    SettingSpec("agent_chat_url", "KX_AGENT_CHAT_URL", _chat_url, lambda: "",
-                "an OpenAI-compatible chat-completions endpoint (e.g. http://127.0.0.1:8080/v1) that drives "
-                "the agent; empty: the offline brain (embedder only)"),
-    SettingSpec("agent_chat_model", "KX_AGENT_CHAT_MODEL", _text, lambda: "default",
-                "model name sent to the chat endpoint"),
-    SettingSpec("agent_chat_key", "KX_AGENT_CHAT_KEY", lambda t: t.strip(), lambda: "",
-                "bearer key for the chat endpoint (empty: none)", secret=True),
-)
-SPEC_BY_NAME = {spec.name: spec for spec in SPECS}
+@dataclass(frozen=True)
+class SettingSpec:
+    """How one setting is named, parsed, defaulted and explained: read off its `Settings` field."""
+
+    name: str
+    area: str  # engine, extract, gateway, milvus or agent: how `kx info` and the README group them
+    env: str
+    parse: Callable[[str], Any]
+    default: Callable[[], Any]
+    doc: str
+    in_config_file: bool = True
+    secret: bool = False  # shown masked by `kx info`
+    shown_default: str | None = None  # the README's words for a default computed at run time
+
+
+def setting(area: str, env: str, parse: Callable[[str], Any], default: Callable[[], Any], doc: str, *,
+            in_config_file: bool = True, secret: bool = False, shown_default: str | None = None) -> Any:
+    """One `Settings` field with everything else about it: the one place a setting is declared.
+
+    The field has no dataclass default (load_settings resolves every value by precedence and passes them
+    all); SPECS, `kx info`, `--set`, config.toml's known names and the README's table are read from here.
+    """
+    return field(metadata={"kx": dict(area=area, env=env, parse=parse, default=default, doc=doc,
+                                      in_config_file=in_config_file, secret=secret, shown_default=shown_default)})
 
 
 @dataclass(frozen=True)
 class Settings:
-    home: Path
-    embed_model: str
-    embed_runtime: str
-    embed_device: str
-    embed_threads: int
-    model_cache: Path | None
-    chunk_size: int
-    chunk_overlap: int
-    stopwords: bool
-    rrf_k: int
-    mmr_lambda: float
-    mmr_depth: int
-    mmr_duplicate_threshold: float
-    rerank: bool
-    query_expansion: bool
-    default_mode: RetrievalMode
-    bm25_k1: float
-    bm25_b: float
-    default_k: int
-    max_k: int
-    candidate_pool: int
-    embed_batch_size: int
-    ingest_commit_passages: int
-    max_document_bytes: int
-    max_request_bytes: int
-    extract_timeout: float
-    extract_memory_mb: int
-    extract_workers: int
-    extract_max_pages: int
-    extract_max_unpacked_mb: int
-    gateway: str
-    gateway_allowed_origins: tuple[str, ...]
-    gateway_allowed_hosts: tuple[str, ...]
-    backend: str
-    milvus_uri: str
-    milvus_token: str
-    milvus_database: str
-    milvus_timeout: float
-    agent_max_steps: int
-    agent_max_passages: int
-    agent_max_seconds: float
-    agent_k: int
-    agent_chat_url: str
-    agent_chat_model: str
-    agent_chat_key: str
+    """Every effective setting. Each field is the setting's whole declaration (`setting(...)`):
+    area, environment variable, parser (its validation), default and the sentence `kx info` shows."""
+
+    # -- engine: where things live, the model, chunking, retrieval and fusion
+    home: Path = setting("engine", "KX_HOME", _path, _default_home,
+        "where datasets, config.toml and the gateway token live", in_config_file=False,
+        shown_default="the platform's user data dir")
+    embed_model: str = setting("engine", "KX_SERVE_EMBED_MODEL", _text, lambda: "default",
+        "embedding model: 'default' (bundled all-MiniLM-L6-v2), 'default-int8' (the same model quantised "
+        "to int8: faster ingest), a local model folder, a model id in the local Hugging Face cache, or 'none'; "
+        "any of these with ':int8' appended for its int8 variant")
+    embed_runtime: str = setting("engine", "KX_EMBED_RUNTIME", _runtime, lambda: "onnx",
+        "how the model runs: 'onnx' (ONNX Runtime, exported once from the model and checked against "
+        "torch; torch is used when it does not validate) or 'torch' (sentence-transformers)")
+    embed_device: str = setting("engine", "KX_EMBED_DEVICE", _device, lambda: "auto",
+        "where ONNX Runtime embeds: 'cpu', 'cuda' (a GPU through onnxruntime-gpu's CUDA provider) or "
+        "'auto' (CUDA when that provider and a GPU are present, else CPU; `kx info` says which and why)")
+    embed_threads: int = setting("engine", "KX_EMBED_THREADS", _int_in(0, 1024), lambda: 0,
+        "threads one ONNX Runtime encode uses; 0: one per CPU core")
+    model_cache: Path | None = setting("engine", "KX_MODEL_CACHE", _path_or_empty, lambda: None,
+        "where exported ONNX graphs are kept, one folder per model id; empty: $KX_HOME/models",
+        shown_default="$KX_HOME/models")
+    chunk_size: int = setting("engine", "KX_CHUNK_SIZE", _int_in(50, 100_000), lambda: 1000,
+        "passage length in characters")
+    chunk_overlap: int = setting("engine", "KX_CHUNK_OVERLAP", _int_in(0, 99_999), lambda: 200,
+        "characters shared by neighbouring passages; smaller than chunk_size")
+    stopwords: bool = setting("engine", "KX_STOPWORDS", _bool, lambda: True,
+        "drop English stopwords from the BM25 index and queries (on/off)")
+    rrf_k: int = setting("engine", "KX_RRF_K", _int_in(1, 100_000), lambda: 60,
+        "Reciprocal Rank Fusion constant K in 1/(K + rank)")
+    mmr_lambda: float = setting("engine", "KX_MMR_LAMBDA", _float_in(0.0, 1.0), lambda: 0.7,
+        "MMR trade-off: 1.0 is pure relevance, lower favours diversity")
+    mmr_duplicate_threshold: float = setting("engine", "KX_MMR_DUPLICATE_THRESHOLD", _float_in(0.5, 1.0), lambda: 0.92,
+        "MMR: a passage whose cosine to a higher-ranked hit is at least this is a near-duplicate "
+        "and gives up its slot to every other passage (1.0: only identical vectors)")
+    rerank: bool = setting("engine", "KX_RERANK", _bool, lambda: True,
+        "apply the MMR pass by default (on/off)")
+    query_expansion: bool = setting("engine", "KX_QUERY_EXPANSION", _bool, lambda: False,
+        "expand queries by default (on/off; `--expand` per query): a first pass's top passages add RM3 "
+        "terms to the sparse list and move the dense query vector towards them (engine/expansion.py); "
+        "off by default: it helps some collections and hurts others (BENCHMARKS.md)")
+    mmr_depth: int = setting("engine", "KX_MMR_DEPTH", _int_in(2, 10_000), lambda: 30,
+        "how many of the best fused passages MMR may reorder")
+    default_mode: RetrievalMode = setting("engine", "KX_DEFAULT_MODE", _mode, lambda: RetrievalMode.HYBRID,
+        "retrieval mode when a query names none: hybrid, dense or sparse")
+    bm25_k1: float = setting("engine", "KX_BM25_K1", _float_in(0.0, 10.0), lambda: 1.2,
+        "BM25 term-frequency saturation k1")
+    bm25_b: float = setting("engine", "KX_BM25_B", _float_in(0.0, 1.0), lambda: 0.75,
+        "BM25 length normalisation b")
+    default_k: int = setting("engine", "KX_DEFAULT_K", _int_in(1, 10_000), lambda: 10,
+        "hits returned when a query names no k")
+    max_k: int = setting("engine", "KX_MAX_K", _int_in(1, 10_000), lambda: 64,
+        "largest k a query may ask for; larger asks are clamped")
+    candidate_pool: int = setting("engine", "KX_CANDIDATE_POOL", _int_in(100, 10_000), lambda: 100,
+        "passages each retriever hands to fusion (never fewer than k)")
+    embed_batch_size: int = setting("engine", "KX_EMBED_BATCH_SIZE", _int_in(1, 4096), lambda: 16,
+        "passages per model.encode batch (16: the fastest measured on 2 cores, BENCHMARKS.md; progress moves "
+        "once per batch)")
+    ingest_commit_passages: int = setting("engine", "KX_INGEST_COMMIT_PASSAGES", _int_in(1, 1_000_000), lambda: 2048,
+        "passages per stage-1 commit group (a group also closes after 2 s): a crash loses at most one group")
+    max_document_bytes: int = setting("engine", "KX_MAX_DOCUMENT_BYTES", _int_in(1, 2**31), lambda: 50 * 2**20,
+        "largest document accepted, in bytes",
+        shown_default="50 MiB")
+    # -- extract: the isolated document extractors (engine/extract/) and their limits
+    extract_timeout: float = setting("extract", "KX_EXTRACT_TIMEOUT", _float_in(0.1, 86_400.0), lambda: 60.0,
+        "seconds one document (PDF, DOCX, HTML, EPUB) may take to extract before it is refused")
+    extract_memory_mb: int = setting("extract", "KX_EXTRACT_MEMORY_MB", _int_in(64, 2**20), lambda: 2048,
+        "memory (MiB of address space) an extraction worker may add for one document before it is refused")
+    extract_workers: int = setting("extract", "KX_EXTRACT_WORKERS", _int_in(1, 256), _cores,
+        "extraction worker processes (default: the CPU cores this process may use)",
+        shown_default="the CPU cores")
+    extract_max_pages: int = setting("extract", "KX_EXTRACT_MAX_PAGES", _int_in(1, 10_000_000), lambda: 10_000,
+        "largest page count a PDF may declare; larger ones are refused before any page is read")
+    extract_max_unpacked_mb: int = setting("extract", "KX_EXTRACT_MAX_UNPACKED_MB", _int_in(1, 2**20), lambda: 256,
+        "MiB a DOCX or EPUB may unpack to (ZIP bombs are refused before they inflate)")
+    # -- gateway: `kx serve` and the CLI working through it
+    max_request_bytes: int = setting("gateway", "KX_MAX_REQUEST_BYTES", _int_in(1024, 2**40), lambda: 64 * 2**20,
+        "largest request body `kx serve` reads, in bytes; larger ones are refused unread",
+        shown_default="64 MiB")
+    gateway: str = setting("gateway", "KX_GATEWAY", _url_or_empty, lambda: "",
+        "a `kx serve` address (e.g. http://127.0.0.1:50151) for the CLI to work through; "
+        "empty: run the engine in-process")
+    gateway_allowed_origins: tuple[str, ...] = setting("gateway", "KX_GATEWAY_ALLOWED_ORIGINS", _origins, tuple,
+        "web origins (comma-separated, e.g. http://localhost:3000) whose pages may call `kx serve` "
+        "from a browser (CORS); empty: browsers get no CORS headers and any foreign Origin is refused")
+    gateway_allowed_hosts: tuple[str, ...] = setting("gateway", "KX_GATEWAY_ALLOWED_HOSTS", _hosts, tuple,
+        "extra Host names `kx serve` answers to besides loopback and its --host (e.g. a LAN name); "
+        "any other Host is refused, the defence against DNS rebinding")
+    # -- milvus: where datasets live (engine/milvus/): this machine's folders, or a Milvus server / milvus-lite file
+    backend: str = setting("milvus", "KX_BACKEND", _backend, lambda: "embedded",
+        "where datasets are stored and searched: 'embedded' (SQLite + voyager + whoosh under "
+        "$KX_HOME/datasets) or 'milvus' (a Milvus cluster or milvus-lite at KX_MILVUS_URI)")
+    milvus_uri: str = setting("milvus", "KX_MILVUS_URI", _milvus_uri, lambda: "",
+        "the Milvus to use with backend=milvus: http(s)://host:port for a server or cluster, or a local "
+        "path ending in .db for milvus-lite (one process at a time); empty: $KX_HOME/milvus.db",
+        shown_default="$KX_HOME/milvus.db")
+    milvus_token: str = setting("milvus", "KX_MILVUS_TOKEN", lambda t: t.strip(), lambda: "",
+        "Milvus credentials, 'user:password' or an API key (empty: none)", secret=True)
+    milvus_database: str = setting("milvus", "KX_MILVUS_DATABASE", _milvus_database, lambda: "default",
+        "the Milvus database kx keeps its collections in (created on first use), so several kx "
+        "installations can share one cluster")
+    milvus_timeout: float = setting("milvus", "KX_MILVUS_TIMEOUT", _float_in(0.1, 3600.0), lambda: 30.0,
+        "seconds one Milvus call (connecting included) may take before it is UNAVAILABLE; pymilvus "
+        "would otherwise retry a lost server for minutes")
+    # -- agent: the research loop (`kx agent run`, engine/agent/): hard bounds, and the optional chat model
+    agent_max_steps: int = setting("agent", "KX_AGENT_MAX_STEPS", _int_in(1, 100), lambda: 12,
+        "most searches one agent run may make (a malformed tool call counts as one)")
+    agent_max_passages: int = setting("agent", "KX_AGENT_MAX_PASSAGES", _int_in(1, 2000), lambda: 100,
+        "most distinct passages one agent run may read")
+    agent_max_seconds: float = setting("agent", "KX_AGENT_MAX_SECONDS", _float_in(1.0, 3600.0), lambda: 120.0,
+        "wall-time bound of one agent run, in seconds")
+    agent_k: int = setting("agent", "KX_AGENT_K", _int_in(1, 64), lambda: 8,
+        "passages each of the agent's searches reads")
+    agent_chat_url: str = setting("agent", "KX_AGENT_CHAT_URL", _chat_url, lambda: "",
+        "an OpenAI-compatible chat-completions endpoint (e.g. http://127.0.0.1:8080/v1) that drives "
+        "the agent; empty: the offline brain (embedder only)")
+    agent_chat_model: str = setting("agent", "KX_AGENT_CHAT_MODEL", _text, lambda: "default",
+        "model name sent to the chat endpoint")
+    agent_chat_key: str = setting("agent", "KX_AGENT_CHAT_KEY", lambda t: t.strip(), lambda: "",
+        "bearer key for the chat endpoint (empty: none)", secret=True)
     # setting name -> "default", "config file <path>", "env KX_...", or "flag"
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -369,6 +349,28 @@ class Settings:
                 "doc": spec.doc,
             })
         return rows
+
+
+SPECS: tuple[SettingSpec, ...] = tuple(SettingSpec(name=f.name, **f.metadata["kx"])
+                                       for f in dataclasses.fields(Settings) if "kx" in f.metadata)
+SPEC_BY_NAME = {spec.name: spec for spec in SPECS}
+AREAS = ("engine", "extract", "gateway", "milvus", "agent")
+
+
+def settings_table() -> str:
+    """The README's settings table (Markdown), one row per setting in declaration order.
+
+    tests/test_config.py checks the README holds exactly this; `python -m engine.config` prints it.
+    """
+    rows = ["| area | setting | environment | default | meaning |", "|---|---|---|---|---|"]
+    for spec in SPECS:
+        default = spec.shown_default
+        if default is None:
+            shown = _show(spec.default())
+            default = f"`{shown}`" if shown != "" else "(none)"
+        doc = spec.doc.replace("|", "\\|")
+        rows.append(f"| {spec.area} | {spec.name} | `{spec.env}` | {default} | {doc} |")
+    return "\n".join(rows) + "\n"
 
 
 def _without_password(value: Any) -> Any:
@@ -485,3 +487,7 @@ def _validated(values: dict[str, Any], sources: dict[str, str]) -> Settings:
             "lower KX_CHUNK_OVERLAP or raise KX_CHUNK_SIZE"
         )
     return Settings(**values, sources=sources)
+
+
+if __name__ == "__main__":  # the README's table: python -m engine.config
+    print(settings_table(), end="")

@@ -45,7 +45,7 @@ _UNSET: Any = object()
 
 
 class Engine:
-    """Datasets on this machine, ingested and (later) queried in-process."""
+    """Datasets on this machine, ingested and queried in-process."""
 
     def __init__(self, settings: Settings | None = None, embedder: Embedder | None = _UNSET,
                  on_notice: NotifyFn | None = None) -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 import numpy as np
 
 from .analysis import TOKENIZER_VERSION, build_analyzer
-from .atomic import fsync_dir, fsync_file, read_json, write_json_atomic
+from .atomic import fsync, read_json, write_json_atomic
 from .checksums import file_crc32, matches
 from .errors import precondition
 
@@ -125,10 +125,10 @@ class SparseIndex:
             ix.close()
         files = {}
         for name in os.listdir(self.folder):
-            fsync_file(self.folder / name)
+            fsync(self.folder / name)
             if not name.endswith("WRITELOCK"):  # the lock is the next writer's, not the index's
                 files[name] = list(file_crc32(self.folder / name))
-        fsync_dir(self.folder)
+        fsync(self.folder)
         write_json_atomic(self.sidecar, {"watermark": upto, "stopwords": self.stopwords,
                                          "tokenizer": TOKENIZER_VERSION, "files": files,
                                          "dataset_id": self.dataset_id})
@@ -179,17 +179,6 @@ class SparseIndex:
                     raise
                 time.sleep(0.02 * (attempt + 1))
         raise AssertionError("unreachable")
-
-    def search(self, text: str, k: int, k1: float, b: float) -> list[tuple[int, float]]:
-        """Up to k (seq, BM25 score) pairs for the OR of the query's terms, best first."""
-        counts = self.term_counts(text)
-        if not counts or not self.folder.exists():
-            return []
-        scorer = self.open_scorer(k1, b)
-        try:
-            return scorer.top(list(counts), k, list(counts.values()))
-        finally:
-            scorer.close()
 
 
 _POOL_MB = 16                # whoosh's in-memory sort run, in its own (over-)estimate of MB
@@ -286,20 +275,15 @@ class Bm25Scorer:
                 self._postings[term] = (block[0], block[1], having)
         return self._postings[term]
 
-    def top(self, terms: list[str], k: int, counts: Sequence[float] | None = None,
-            mask: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """The k best (seq, score) for the OR of `terms`; ties at the cut-off all kept.
+    def top_arrays(self, terms: list[str], k: int, counts: Sequence[float] | None = None,
+                   mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The k best seqs (int64) and their scores (float64) for the OR of `terms`, best first; ties at
+        the cut-off all kept.
 
         `counts[i]` is how often `terms[i]` occurs in the query (default 1):
         each term's BM25 contribution is multiplied by it. `mask` (over
         document numbers, see `docnum_seqs`) restricts the scored postings.
         """
-        seqs, scores = self.top_arrays(terms, k, counts, mask)
-        return list(zip(seqs.tolist(), scores.tolist()))
-
-    def top_arrays(self, terms: list[str], k: int, counts: Sequence[float] | None = None,
-                   mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """`top` as arrays: the seqs (int64) and their scores (float64), best first."""
         scores = np.zeros(self.total, dtype=np.float64)
         matched = np.zeros(self.total, dtype=bool)
         for i, term in enumerate(terms):

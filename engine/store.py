@@ -140,8 +140,10 @@ _PASSAGE_COLUMNS = ("seq", "ref", "doc_ref", "chunk_index", "chunk_count", "char
                     "page_start", "page_end", "section")
 
 
-def round1_text(data: bytes, media_type: str) -> str | None:
-    """The text of a document as round 1 read it: its bytes as UTF-8, or a JSONL record's title and text.
+def text_of_bytes(data: bytes, media_type: str) -> str | None:
+    """The text a document's bytes read as without an extractor: UTF-8, or a JSONL record's title and text.
+
+    The first catalogue schema stored no extracted texts; its documents' text is this.
 
     Frozen: documents stored without a `texts` row are read through this, so
     changing it would shift their passages' character ranges. None when the
@@ -193,7 +195,7 @@ class NewDocument:
     data: bytes
     text_length: int
     passages: Sequence[NewPassage]
-    text: str | None = None         # the extracted text; stored unless it is round1_text(data) already
+    text: str | None = None         # the extracted text; stored unless it is text_of_bytes(data) already
     title: str | None = None
     page_count: int | None = None
     extractor: str | None = None
@@ -218,9 +220,6 @@ class DocumentRow:
     @property
     def note_list(self) -> list[str]:
         return json.loads(self.notes) if self.notes else []
-
-    def to_dict(self) -> dict:
-        return {**self.__dict__, "notes": self.note_list}
 
     def summary(self, backlog: int = 0) -> DocumentSummary:
         """The document as every backend lists it; `backlog`: its passages still waiting for vectors."""
@@ -321,7 +320,7 @@ class Catalogue:
         """Bring an older catalogue to schema 4 in place.
 
         Schema 2's provenance columns are added as NULLs (old documents keep no
-        `texts` row: their text is round1_text of their bytes, exactly what
+        `texts` row: their text is text_of_bytes of their bytes, exactly what
         their character ranges were cut from). Schema 3's backlog index and
         schema 4's `lineage_events` table are created empty by _SCHEMA: with no
         events, each lineage is current at its newest document, as before.
@@ -596,7 +595,7 @@ class Catalogue:
                                  "WHERE d.ref = ?", (ref,)).fetchone()
         if found is None:
             return None
-        text = round1_text(bytes(found[1]), found[0])
+        text = text_of_bytes(bytes(found[1]), found[0])
         if text is None:
             raise KxError(Status.INTERNAL, f"document {ref[:12]} has neither a stored text nor UTF-8 bytes; "
                                            "the catalogue is damaged: restore it from a backup or re-ingest")
@@ -674,7 +673,7 @@ class Catalogue:
                      len(doc.passages), doc.title, doc.page_count, doc.extractor,
                      json.dumps(list(doc.notes)) if doc.notes else None),
                 )
-                if doc.text is not None and doc.text != round1_text(doc.data, doc.media_type):
+                if doc.text is not None and doc.text != text_of_bytes(doc.data, doc.media_type):
                     cur.execute("INSERT INTO texts VALUES (?, ?)", (doc.ref, doc.text))
                 cur.executemany(
                     "INSERT INTO passages (ref, doc_ref, chunk_index, chunk_count, char_start, char_end, text, vector, "

@@ -1,4 +1,4 @@
-"""kx's faces for people and scripts: the `kx` CLI and (later) the Textual app."""
+"""kx's faces for people and scripts: the `kx` CLI and the Textual app."""
 
 import os as _os
 import sys as _sys

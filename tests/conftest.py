@@ -9,6 +9,11 @@ from engine import Engine, load_settings
 
 from .helpers import HashEmbedder
 
+# Fixtures that make any test using them slow, wherever it lives: the real model (its load, and the export
+# into the session cache on a cold run) and a `milvus-lite server` process. Marked here, so a new test that
+# takes one of them leaves the inner loop (`python -m pytest -m "not slow"`) without anyone remembering to.
+_SLOW_FIXTURES = {"real_embedder", "handbook_home", "lite_server"}
+
 
 @pytest.fixture(scope="session")
 def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -68,6 +73,43 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--fuzz-examples", type=int, default=None,
                      help="generated inputs per fuzz target in tests/test_fuzz.py (default 25, a fast slice; "
                           "also KX_FUZZ_EXAMPLES). 2500 runs the full >= 10,000-input campaign.")
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the marks added here count
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        server = callspec is not None and callspec.params.get("backend_kind") == "milvus-server"
+        if server or _SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
+def _missing_shared(item: pytest.Item) -> list[Path]:
+    return [Path(m.args[0]) for m in item.iter_markers("shared_data") if not Path(m.args[0]).exists()]
+
+
+def pytest_report_collectionfinish(config: pytest.Config, start_path: Path, items: list[pytest.Item]) -> list[str]:
+    """Once per run: which tests the missing shared data will skip (or fail, under CI=true), and why."""
+    missing: dict[Path, int] = {}
+    for item in items:
+        for path in _missing_shared(item):
+            missing[path] = missing.get(path, 0) + 1
+    if not missing:
+        return []
+    fate = "FAIL (CI=true: CI has the shared data)" if _in_ci() else "are skipped"
+    return [f"shared data: {count} test(s) reading {path} {fate}: it is not there; "
+            "clone kx beside ../shared/data to run them" for path, count in sorted(missing.items())]
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for path in _missing_shared(item):
+        if _in_ci():
+            pytest.fail(f"shared data {path} is missing and CI=true: CI must run the real-document tests")
+        pytest.skip(f"shared data {path} is not beside this checkout")
 
 
 def pytest_configure(config: pytest.Config) -> None:

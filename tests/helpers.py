@@ -15,10 +15,23 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import pytest
 
 from engine.models import ModelCard
 
 REPO = Path(__file__).resolve().parent.parent
+# The real documents and BEIR collections, beside the clone (not in it: they are large and not ours to ship)
+SHARED_DATA = REPO.parent / "shared" / "data"
+SHARED_DOCS = SHARED_DATA / "docs"
+
+
+def needs_shared(*parts: str) -> pytest.MarkDecorator:
+    """Mark a test that reads ../shared/data/PARTS.
+
+    Where it is missing the test is skipped and the run says so once (tests/conftest.py); under CI=true
+    it fails instead, since CI has the shared data and a silent skip there would hide a lost check.
+    """
+    return pytest.mark.shared_data(SHARED_DATA.joinpath(*parts))
 
 
 class HashEmbedder:

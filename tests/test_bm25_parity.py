@@ -7,9 +7,26 @@ import random
 
 import pytest
 
-from engine import Engine
+from engine import Engine, load_settings
 from engine.dataset import Dataset
 from engine.documents import from_text
+
+from .helpers import HashEmbedder
+
+
+def sparse_hits(engine: Engine, name: str, text: str, k: int) -> dict[int, float]:
+    """Seq -> BM25 score as a query's sparse list holds them (the searcher's own path: engine/search.py
+    `sparse_candidates`, scores rounded to 6 decimals there, so the checks below compare to 1e-6)."""
+    with engine.reading(name) as searcher:
+        found = searcher.sparse_candidates(text, k)
+    return dict(zip(found.keys, found.scores.tolist()))
+
+
+def _with_bm25(dataset: Dataset, k1: float, b: float) -> Engine:
+    """The dataset's home read with other BM25 constants (they are settings, not part of the dataset)."""
+    home = dataset.folder.parents[1]  # HOME/datasets/NAME
+    return Engine(load_settings({"home": str(home), "bm25_k1": k1, "bm25_b": b}, env={}),
+                  embedder=HashEmbedder())
 
 
 def whoosh_bm25(k1: float, b: float):
@@ -54,6 +71,7 @@ def test_numpy_bm25_matches_whoosh_scoring_the_same_formula(random_dataset: Data
     from whoosh.query import Or, Term
 
     sparse = random_dataset.sparse(True)
+    engine = _with_bm25(random_dataset, k1, b)
     rng = random.Random(11)
     ix = index.open_dir(str(sparse.folder))
     with ix.searcher(weighting=whoosh_bm25(k1, b)) as searcher:
@@ -64,20 +82,20 @@ def test_numpy_bm25_matches_whoosh_scoring_the_same_formula(random_dataset: Data
             counts = sparse.term_counts(query)
             theirs = [(int(h["seq"]), h.score) for h in searcher.search(
                 Or([Term("body", t, boost=float(n)) for t, n in counts.items()]), limit=None)]
-            ours = sparse.search(query, len(theirs) + 50, k1, b)
+            ours = sparse_hits(engine, "rand", query, max(len(theirs), 1) + 50)
             assert len(ours) == len(theirs)
-            assert dict(ours) == pytest.approx(dict(theirs), rel=1e-9)
+            assert ours == pytest.approx(dict(theirs), abs=1e-6)
+    engine.close()
 
 
 def test_bm25_score_matches_a_hand_worked_value(hash_engine: Engine) -> None:
     # Three passages; the query term "token" occurs in one, twice.
     hash_engine.ingest("tiny", [from_text("token token badge"), from_text("badge desk"), from_text("desk")])
-    sparse = Dataset(hash_engine.settings, "tiny").sparse(True)
-    [(seq, score)] = sparse.search("token", 10, 1.2, 0.75)
+    [score] = sparse_hits(hash_engine, "tiny", "token", 10).values()
     # N = 3, n = 1: idf = ln(1 + 2.5 / 1.5); lengths 3, 2, 1 so avgdl = 2; tf = 2, dl = 3
     idf = math.log(1 + 2.5 / 1.5)
     expected = idf * 2 * 2.2 / (2 + 1.2 * (0.25 + 0.75 * 3 / 2))
-    assert score == pytest.approx(expected, rel=1e-9)
+    assert score == pytest.approx(expected, abs=1e-6)
 
 
 def test_a_repeated_query_word_counts_as_often_as_it_occurs(hash_engine: Engine) -> None:
@@ -85,14 +103,14 @@ def test_a_repeated_query_word_counts_as_often_as_it_occurs(hash_engine: Engine)
     hash_engine.ingest("tiny", [from_text("token token badge"), from_text("badge desk"), from_text("desk")])
     sparse = Dataset(hash_engine.settings, "tiny").sparse(True)
     assert sparse.term_counts("Token badge, token!") == {"token": 2, "badg": 1}
-    scores = dict(sparse.search("token badge token", 10, 1.2, 0.75))
+    scores = sparse_hits(hash_engine, "tiny", "token badge token", 10)
     idf_token, idf_badge = math.log(1 + 2.5 / 1.5), math.log(1 + 1.5 / 2.5)
     def norm(dl: float) -> float:
         return 1.2 * (0.25 + 0.75 * dl / 2)  # avgdl = (3 + 2 + 1) / 3 = 2
 
     first = 2 * idf_token * 2 * 2.2 / (2 + norm(3)) + idf_badge * 1 * 2.2 / (1 + norm(3))
     second = idf_badge * 1 * 2.2 / (1 + norm(2))
-    assert sorted(scores.values(), reverse=True) == pytest.approx([first, second], rel=1e-9)
+    assert sorted(scores.values(), reverse=True) == pytest.approx([first, second], abs=1e-6)
 
 
 def test_postings_read_a_block_at_a_time_equal_whoosh_iterating_them(hash_engine: Engine) -> None:

@@ -91,3 +91,32 @@ def test_cli_reports_a_malformed_setting_as_one_line(monkeypatch) -> None:
     assert result.code == Status.INVALID_ARGUMENT.exit_code
     assert result.stderr.startswith("error: INVALID_ARGUMENT: setting chunk_size")
     assert "Traceback" not in result.stderr
+
+
+def test_every_setting_is_declared_once_on_its_settings_field() -> None:
+    """SPECS (what `kx info`, `--set` and config.toml know) are read off the Settings fields, so a new field
+    without its declaration, or a declaration without its field, cannot happen."""
+    import dataclasses
+
+    from engine.config import AREAS, SPEC_BY_NAME, SPECS, Settings
+
+    names = [f.name for f in dataclasses.fields(Settings) if f.name != "sources"]
+    assert [spec.name for spec in SPECS] == names and set(SPEC_BY_NAME) == set(names)
+    assert {spec.area for spec in SPECS} == set(AREAS)
+    assert len({spec.env for spec in SPECS}) == len(SPECS)
+    described = load_settings().describe()
+    assert [row["name"] for row in described] == names
+
+
+def test_the_readme_settings_table_is_the_declared_one() -> None:
+    """The README's table is generated from the declarations (`python -m engine.config`): a setting added,
+    renamed or re-documented in engine/config.py shows here until the README is regenerated."""
+    from engine.config import settings_table
+
+    from .helpers import REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    start = readme.index("<!-- settings: generated from engine/config.py")
+    start = readme.index("\n", start) + 1
+    end = readme.index("<!-- end of settings -->", start)
+    assert readme[start:end] == settings_table(), "regenerate the README's table: python -m engine.config"

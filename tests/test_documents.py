@@ -24,10 +24,10 @@ from engine.extract import EXTRACTORS, extract, extract_many, page_span, section
 from engine.extract.detect import detect_format
 from engine.extract.pdf import _clean_pages
 
-from .helpers import REPO
+from .helpers import SHARED_DOCS, needs_shared
 
-DOCS = REPO.parent / "shared" / "data" / "docs"
-needs_docs = pytest.mark.skipif(not DOCS.is_dir(), reason=f"shared documents not found at {DOCS}")
+DOCS = SHARED_DOCS
+needs_docs = needs_shared("docs")
 BIG = 50 * 2**20
 
 

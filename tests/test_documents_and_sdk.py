@@ -129,6 +129,7 @@ def test_the_documents_command_prints_a_table_and_json(handbook: Engine) -> None
 # -- through the gateway -------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a server on loopback
 def test_documents_through_the_gateway_cli_http_and_sdk(handbook: Engine) -> None:
     local = run_cli("datasets", "documents", "handbook", "--json")
     with serving(handbook) as (url, token):

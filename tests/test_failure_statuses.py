@@ -139,6 +139,7 @@ def read_only_home(engine: Engine, kx_home: Path, tmp_path: Path):
             subprocess.run(["umount", "-l", str(view)], check=False, capture_output=True)  # a file still open
 
 
+@pytest.mark.slow  # mounts a bind mount
 def test_a_read_only_home_still_lists_reads_and_queries(read_only_home: Path, kx_home: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     # the indexes behind the catalogue: a query would normally catch them up, which needs a write

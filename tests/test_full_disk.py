@@ -22,6 +22,8 @@ from engine.documents import from_text
 
 from .helpers import HashEmbedder, assert_dataset_consistent, catalogue_counts
 
+pytestmark = pytest.mark.slow  # mounts a tmpfs and fills it: tens of seconds
+
 MOUNT_BYTES = 12 * 2**20
 BALLAST_BYTES = 8 * 2**20  # what "freeing space" frees: whoosh needs about twice its size to merge
 

@@ -533,6 +533,7 @@ def test_mmr_runs_blas_single_threaded_and_restores(monkeypatch: pytest.MonkeyPa
 # ------------------------------------------------------------------------ import
 
 
+@pytest.mark.slow  # a fresh process
 def test_import_does_not_pull_in_torch() -> None:
     code = "import sys, engine.fusion; sys.exit(1 if 'torch' in sys.modules else 0)"
     done = subprocess.run(

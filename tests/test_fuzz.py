@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 from engine import Engine, Status, load_settings
 from engine.documents import from_file, from_jsonl, from_text
 
-from .helpers import REPO, HashEmbedder, run_cli
+from .helpers import REPO, SHARED_DOCS, HashEmbedder, needs_shared, run_cli
 
-DOCS = REPO.parent / "shared" / "data" / "docs"
+DOCS = SHARED_DOCS
 EXIT_CODES = {0, 1, 2, 130} | {s.exit_code for s in Status}
 STATUS_NAMES = set(Status.__members__)
 
@@ -161,6 +161,8 @@ def _file_bytes(draw, originals: list[bytes]):
     return bytes(data), suffix
 
 
+@pytest.mark.slow  # ~2 s of extraction per run even at the fast slice
+@needs_shared("docs")
 def test_file_bytes_random_and_mutated_real_files(tmp_path: Path, budget) -> None:
     engine, ran, originals = _engine(), [], _real_files()
 

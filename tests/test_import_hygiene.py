@@ -53,6 +53,7 @@ def _top(modules: set[str]) -> set[str]:
     return modules | {m.split(".")[0] for m in modules}
 
 
+@pytest.mark.slow  # spawns kx
 @pytest.mark.parametrize("args", [["--help"], ["datasets", "--help"], ["datasets", "list"],
                                   ["datasets", "list", "--json"], ["info"], ["info", "--json"],
                                   ["datasets", "ingest", "--help"], ["datasets", "documents", "--help"],
@@ -63,11 +64,13 @@ def test_commands_that_need_no_model_never_import_torch_or_numpy(args, tmp_path)
     assert sorted(loaded & _OTHER_COMMANDS) == []
 
 
+@pytest.mark.slow  # spawns kx
 @pytest.mark.parametrize("args", [["--help"], ["datasets", "list", "--json"], ["info", "--json"]])
 def test_help_and_json_draw_nothing_with_rich(args, tmp_path) -> None:
     assert "rich" not in _top(_loaded_after(args, tmp_path))
 
 
+@pytest.mark.slow  # spawns kx
 def test_a_query_imports_its_own_command_only(tmp_path) -> None:
     """A one-off query loads the indexes (numpy, voyager, whoosh) but no other command's modules."""
     loaded = _top(_loaded_after(["datasets", "query", "notes", "dataset", "--mode", "sparse"], tmp_path,
@@ -108,6 +111,7 @@ def test_the_engine_imports_without_any_ui() -> None:
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.slow  # imports every module in a fresh process: seconds
 def test_every_engine_module_loads_without_the_ui() -> None:
     """All of them, the gateway and the watcher too: a `from textual.x import y` anywhere would show here."""
     code = ("import importlib, pkgutil, sys, engine\n"

@@ -23,6 +23,8 @@ from engine.records import DocumentStatus, Progress
 
 from .helpers import HashEmbedder
 
+pytestmark = pytest.mark.slow  # a multi-megabyte document through both stages: tens of seconds
+
 _WORDS = ("harbour lantern orchard velvet granite meadow copper falcon willow ember quartz saffron "
           "glacier thistle cobalt juniper marble tundra walnut cinder").split()
 

@@ -23,9 +23,10 @@ from engine.folders import folder_documents
 from engine.records import DocumentStatus
 from engine.watch import FolderWatcher, Ingested, Renamed, Retired, Unchanged
 
+from .helpers import SHARED_DOCS, needs_shared
 from .test_watch import EventLog
 
-PDF = Path(__file__).resolve().parents[2] / "shared" / "data" / "docs" / "pdf" / "crazyones.pdf"
+PDF = SHARED_DOCS / "pdf" / "crazyones.pdf"
 TOPICS = ["Invoices are paid by the finance team within thirty days of receipt.",
           "The canteen serves soup and bread every weekday at noon.",
           "Printers on the second floor need a badge to release a job."]
@@ -45,7 +46,7 @@ def _tree(root: Path) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not PDF.is_file(), reason=f"shared documents not found at {PDF}")
+@needs_shared("docs", "pdf", "crazyones.pdf")
 @pytest.mark.parametrize("kind", ["embedded", "milvus-lite"])
 def test_datasets_follow_their_files_end_to_end(kind: str, tmp_path: Path, real_embedder) -> None:
     store = {} if kind == "embedded" else {"backend": "milvus", "milvus_uri": str(tmp_path / "milvus.db")}

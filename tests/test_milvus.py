@@ -105,6 +105,7 @@ time.sleep(60)
 """
 
 
+@pytest.mark.slow  # a second process holds the file
 def test_a_lite_file_open_in_another_process_is_a_failed_precondition(tmp_path: Path) -> None:
     path = str(tmp_path / "shared.db")
     holder = subprocess.Popen([sys.executable, "-c", _HOLDER.format(uri=path)], cwd=REPO, stdout=subprocess.PIPE,
@@ -220,6 +221,7 @@ def test_rebuild_is_refused_on_milvus_saying_why_and_what_to_do(kx_home: Path, m
         server_manager_instance.release_server(path)
 
 
+@pytest.mark.slow  # spawns kx
 def test_a_cli_reading_a_milvus_dataset_prints_no_pymilvus_warnings(kx_home: Path) -> None:
     """Importing pymilvus sets up its own stderr logging; a kx command must not print its iterator warnings."""
     from milvus_lite.server_manager import server_manager_instance
@@ -287,6 +289,7 @@ def test_the_cli_with_the_real_model_over_milvus_lite(kx_home: Path, monkeypatch
         server_manager_instance.release_server(path)
 
 
+@pytest.mark.slow  # the whole TUI over milvus-lite: seconds
 async def test_the_tui_over_milvus(tmp_path: Path, kx_home: Path) -> None:
     from textual.widgets import Input
 
@@ -322,6 +325,7 @@ async def test_the_tui_over_milvus(tmp_path: Path, kx_home: Path) -> None:
         backend.close()
 
 
+@pytest.mark.slow  # a server on loopback
 def test_the_gateway_fronts_milvus_over_http(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """`kx serve`'s app over a MilvusBackend on the http:// path, driven by the SDK over real loopback HTTP."""
     import uvicorn

@@ -89,6 +89,7 @@ def _no_datasets_left(kx_home: Path) -> None:
 # -- describing a model from its files ----------------------------------------------
 
 
+@pytest.mark.slow  # builds a GPT-2 with transformers (torch): seconds
 def test_a_plain_causal_lm_is_described_as_a_chat_model(tiny_chat_model: Path) -> None:
     card = describe_model(tiny_chat_model)
     assert card.causal_lm is True
@@ -112,6 +113,7 @@ def test_the_bundled_default_is_a_normalised_sentence_embedder() -> None:
     assert model_card_for("none") is None
 
 
+@pytest.mark.slow  # builds a GPT-2 with transformers (torch): seconds
 def test_the_model_id_is_stable_and_follows_the_files(tiny_chat_model: Path, tmp_path: Path) -> None:
     first = describe_model(tiny_chat_model).model_id
     assert describe_model(tiny_chat_model).model_id == first
@@ -134,6 +136,7 @@ def test_the_model_id_is_stable_and_follows_the_files(tiny_chat_model: Path, tmp
 # -- a chat model is advised against, never refused --------------------------------
 
 
+@pytest.mark.slow  # builds a GPT-2 with transformers (torch): seconds
 def test_info_advises_a_dedicated_embedder_for_a_chat_model(tiny_chat_model: Path, monkeypatch) -> None:
     monkeypatch.setenv("KX_SERVE_EMBED_MODEL", str(tiny_chat_model))
 
@@ -153,6 +156,7 @@ def test_info_advises_a_dedicated_embedder_for_a_chat_model(tiny_chat_model: Pat
     assert "Traceback" not in result.stderr + human.stderr
 
 
+@pytest.mark.slow  # builds a GPT-2 with transformers (torch): seconds
 def test_ingest_with_a_chat_model_warns_once_and_still_adds(tiny_chat_model: Path, kx_home: Path,
                                                             monkeypatch) -> None:
     monkeypatch.setenv("KX_SERVE_EMBED_MODEL", str(tiny_chat_model))
@@ -178,6 +182,7 @@ def test_ingest_with_a_chat_model_warns_once_and_still_adds(tiny_chat_model: Pat
     assert len(report["advisories"]) == 1 and "dedicated embedder" in report["advisories"][0]
 
 
+@pytest.mark.slow  # builds a GPT-2 with transformers (torch): seconds
 def test_the_engine_reports_the_advisory(tiny_chat_model: Path, monkeypatch) -> None:
     monkeypatch.setenv("KX_SERVE_EMBED_MODEL", str(tiny_chat_model))
     events: list[object] = []
@@ -209,6 +214,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow  # builds a GPT-2 with transformers (torch): seconds
 def test_a_model_id_is_found_in_the_local_hugging_face_cache(tiny_chat_model: Path, hub_cache: Path,
                                                             kx_home: Path) -> None:
     # huggingface_hub reads HF_HUB_CACHE once, when it is imported, and this
@@ -240,6 +246,7 @@ def kx_ingest_by_model_id(hub_cache: Path, tmp_path_factory: pytest.TempPathFact
     return CliResult(done.returncode, done.stdout, done.stderr)
 
 
+@pytest.mark.slow  # builds a GPT-2 with transformers (torch): seconds
 def test_a_cached_model_id_loads_and_ingests_in_a_real_process(kx_ingest_by_model_id: CliResult) -> None:
     result = kx_ingest_by_model_id
     assert result.code == 0, result.stderr
@@ -251,6 +258,7 @@ def test_a_cached_model_id_loads_and_ingests_in_a_real_process(kx_ingest_by_mode
     assert len(advisories) == 1 and "dedicated embedder" in advisories[0], result.stderr
 
 
+@pytest.mark.slow  # builds a GPT-2 with transformers (torch): seconds
 def test_a_cached_model_id_prints_nothing_but_the_advisory_on_stderr(kx_ingest_by_model_id: CliResult) -> None:
     result = kx_ingest_by_model_id
     assert result.code == 0, result.stderr
@@ -306,6 +314,7 @@ def test_no_model_refuses_text_ingest_naming_the_setting(kx_home: Path, monkeypa
     _no_datasets_left(kx_home)
 
 
+@pytest.mark.slow  # builds a GPT-2 with transformers (torch): seconds
 def test_a_model_whose_weights_are_broken_is_a_failed_precondition(tiny_chat_model: Path, kx_home: Path,
                                                                   tmp_path: Path, monkeypatch) -> None:
     broken = _copy_model(tiny_chat_model, tmp_path / "broken-chat")

@@ -31,6 +31,7 @@ def _refused(doc) -> KxError:
     return doc.error
 
 
+@pytest.mark.slow  # spawns kx
 @posix_only
 def test_dev_zero_given_as_a_file_is_refused_at_once_by_the_cli(kx_home: Path) -> None:
     started = time.monotonic()
@@ -55,6 +56,7 @@ def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
     assert time.monotonic() - started < 5
 
 
+@pytest.mark.slow  # spawns kx
 @posix_only
 def test_a_fifo_through_the_cli_does_not_hang(kx_home: Path, tmp_path: Path) -> None:
     fifo = tmp_path / "pipe.md"

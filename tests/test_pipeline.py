@@ -24,7 +24,7 @@ from engine.documents import from_jsonl, from_text
 from engine.records import Progress
 from kx_tui.progress import PipelineProgress
 
-from .helpers import HashEmbedder, kx_process, run_cli
+from .helpers import SHARED_DATA, HashEmbedder, kx_process, needs_shared, run_cli
 
 HANDBOOK = [
     "Parcels ship from the Leeds warehouse within two working days of the order.",
@@ -227,11 +227,7 @@ def test_on_a_terminal_both_stages_draw_bars() -> None:
 
 
 def _scifact_jsonl(tmp_path: Path, documents: int) -> Path:
-    source = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact" / "corpus.jsonl"
-    if not source.exists():
-        source = Path("/work/shared/data/scifact/corpus.jsonl")
-    if not source.exists():
-        pytest.skip("../shared/data/scifact is not beside this checkout")
+    source = SHARED_DATA / "scifact" / "corpus.jsonl"  # the tests calling this carry needs_shared("scifact")
     out = tmp_path / "corpus.jsonl"
     with source.open() as fh, out.open("w") as dest:
         for _ in range(documents):
@@ -250,6 +246,7 @@ def _wait_for(predicate, timeout: float, what: str):
 
 
 @pytest.mark.slow
+@needs_shared("scifact", "corpus.jsonl")
 def test_searchable_while_embedding_killed_then_resumed_by_two_racing_embeds(
         tmp_path: Path, kx_home: Path, real_embedder) -> None:
     corpus = _scifact_jsonl(tmp_path, 130)  # ~260 passages at the default chunk size

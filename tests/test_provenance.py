@@ -98,7 +98,7 @@ def test_ingest_stores_pages_and_section_for_every_passage(hash_engine: Engine, 
     try:
         doc = catalogue.document(report.results[0].ref)
         assert (doc.title, doc.page_count, doc.extractor) == ("Cold chains, watched", 3, "fake-pdf/1")
-        assert doc.to_dict()["notes"] == ["outline from bookmarks"]
+        assert doc.note_list == ["outline from bookmarks"]
         passages = catalogue.passages_of(doc.ref)
         assert len(passages) > 3
         for p in passages:
@@ -271,8 +271,8 @@ def test_a_round1_catalogue_stays_queryable_and_is_migrated_by_the_next_writer(
     note.write_text(FRONT_MATTER_NOTE)
     # round 1 cut Markdown from its raw text, front matter included: ingest it that way here
     from engine.extract import Extracted
-    from engine.store import round1_text
-    inject_extraction(monkeypatch, lambda doc: Extracted(round1_text(doc.data, doc.media_type), doc.media_type)
+    from engine.store import text_of_bytes
+    inject_extraction(monkeypatch, lambda doc: Extracted(text_of_bytes(doc.data, doc.media_type), doc.media_type)
                       if doc.name == "returns" else None)
     first = Engine(settings, embedder=HashEmbedder())
     first.ingest("old", [from_bytes("\ufeffCalibrated loggers drift less than 0.1 degrees a year.".encode(),
@@ -353,6 +353,7 @@ def served(hash_engine: Engine):
     thread.join(timeout=30)
 
 
+@pytest.mark.slow  # a server on loopback
 def test_bytes_with_a_media_type_go_through_the_sdk_and_hits_come_back_with_provenance(
         served, monkeypatch) -> None:
     import httpx

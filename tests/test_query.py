@@ -460,3 +460,26 @@ def test_mode_and_rerank_defaults_come_from_settings(corpus: Corpus, monkeypatch
     # a flag still wins over the setting
     flagged = ask(corpus, "KX-4021", "--mode", "dense", "--rerank", "on")
     assert (flagged["mode"], flagged["rerank"]) == ("dense", True)
+
+
+def test_hybrid_third_list_ranks_the_agreed_head_by_best_sentence(corpus: Corpus) -> None:
+    """engine/query.py SENTENCE_DEPTH: of the fused top 10, the passages both lists found, ranked by their
+    best sentence (answer_span's scorer), are RRF's third list; nothing else gets a sentence rank."""
+    from engine.answer_span import best_sentence_scores, word_vectors
+    from engine.models import model_card_for
+
+    question = "mileage rate for driving my own car"
+    answer = ask(corpus, question, "--rerank", "off", "--k", "20")
+    ranked = [h for h in answer["hits"] if h["sentence_rank"] is not None]
+    assert ranked and len(ranked) <= 10
+    assert all(h["dense_rank"] is not None and h["sparse_rank"] is not None for h in ranked)  # agreed only
+    assert sorted(h["sentence_rank"] for h in ranked) == list(range(1, len(ranked) + 1))
+    by_rank = sorted(ranked, key=lambda h: h["sentence_rank"])
+    scores = best_sentence_scores([h["text"] for h in by_rank], question, word_vectors(model_card_for("default")))
+    assert [h["sentence_score"] for h in by_rank] == [round(s, 6) for s in scores]
+    assert scores == sorted(scores, reverse=True)
+    for hit in answer["hits"]:  # the third list only reorders the head: it is where the fused order puts it
+        assert hit["fused_rank"] == hit["rank"]
+    assert "0.30 per kilometre" in answer["hits"][0]["text"] and answer["hits"][0]["sentence_rank"] == 1
+    human = kx(corpus, "datasets", "query", "corpus", question)
+    assert human.code == 0 and "sentence #1" in human.stdout

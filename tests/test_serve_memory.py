@@ -9,6 +9,8 @@ import pytest
 
 from .helpers import REPO
 
+pytestmark = pytest.mark.slow  # starts a fresh process
+
 _PROBE = """
 import ctypes, ctypes.util, json, threading
 from kx_tui.serve_cmd import limit_malloc_arenas

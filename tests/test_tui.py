@@ -114,6 +114,7 @@ async def test_query_shows_explained_hits_from_the_real_model(kx_home: Path, rea
         assert "hybrid" in _text_of(app.query_one("#query-status", Static).content)
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_mode_rerank_and_k_keys_rerun_the_query(handbook_engine: Engine) -> None:
     app = KxApp(handbook_engine, settings=handbook_engine.settings)
     async with app.run_test(size=SIZE) as pilot:
@@ -140,6 +141,7 @@ async def test_mode_rerank_and_k_keys_rerun_the_query(handbook_engine: Engine) -
         assert "sparse · MMR off" in _text_of(app.query_one("#query-status", Static).content)
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_a_stale_answer_is_dropped(handbook_engine: Engine) -> None:
     app = KxApp(handbook_engine, settings=handbook_engine.settings)
     async with app.run_test(size=SIZE) as pilot:
@@ -154,6 +156,7 @@ async def test_a_stale_answer_is_dropped(handbook_engine: Engine) -> None:
         assert main(app).result is before
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_opening_a_hit_shows_its_range_in_the_document(handbook_engine: Engine) -> None:
     app = KxApp(handbook_engine, settings=handbook_engine.settings)
     async with app.run_test(size=SIZE) as pilot:
@@ -179,6 +182,7 @@ async def test_opening_a_hit_shows_its_range_in_the_document(handbook_engine: En
         assert not isinstance(app.screen, PassageDetailScreen)
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_hits_and_the_passage_view_show_pages_section_and_title(kx_home: Path, monkeypatch) -> None:
     from engine.documents import from_bytes
 
@@ -214,6 +218,7 @@ async def test_hits_and_the_passage_view_show_pages_section_and_title(kx_home: P
     engine.close()
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_compare_shows_hybrid_and_dense_side_by_side(handbook_engine: Engine) -> None:
     app = KxApp(handbook_engine, settings=handbook_engine.settings)
     async with app.run_test(size=SIZE) as pilot:
@@ -240,6 +245,7 @@ async def test_compare_shows_hybrid_and_dense_side_by_side(handbook_engine: Engi
         assert not isinstance(app.screen, CompareScreen)
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_a_stale_fingerprint_is_an_error_notification_not_a_crash(kx_home: Path) -> None:
     old = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
     old.ingest("notes", [from_text("The quick brown fox jumps over the lazy dog. " * 20, name="fox")])
@@ -255,6 +261,7 @@ async def test_a_stale_fingerprint_is_an_error_notification_not_a_crash(kx_home:
         assert app.is_running and main(app).result is None
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_an_empty_home_without_samples_shows_how_to_start(kx_home: Path) -> None:
     app = KxApp(_hash_engine(), samples=None)
     async with app.run_test(size=SIZE) as pilot:
@@ -269,6 +276,7 @@ async def test_an_empty_home_without_samples_shows_how_to_start(kx_home: Path) -
     assert app.return_code in (0, None)
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_an_empty_home_gets_the_sample_handbook(kx_home: Path, tmp_path: Path) -> None:
     samples = tmp_path / "samples"
     samples.mkdir()
@@ -284,6 +292,7 @@ async def test_an_empty_home_gets_the_sample_handbook(kx_home: Path, tmp_path: P
         assert not app.query_one("#first-run").display
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_watching_the_inbox_shows_activity(handbook_engine: Engine) -> None:
     app = KxApp(handbook_engine, settings=handbook_engine.settings, watch_settle_seconds=0.0)
     async with app.run_test(size=SIZE) as pilot:
@@ -324,6 +333,7 @@ async def test_watching_the_inbox_shows_activity(handbook_engine: Engine) -> Non
         assert not app.query_one(WatchPanel).watching
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_engine_advisories_are_shown_as_notifications(kx_home, monkeypatch) -> None:
     from engine import Engine, load_settings
     from kx_tui.app import KxApp
@@ -339,6 +349,7 @@ async def test_engine_advisories_are_shown_as_notifications(kx_home, monkeypatch
     assert any("no embedding model" in m for m in messages)
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_a_near_duplicate_hit_says_which_hit_it_repeats(kx_home: Path) -> None:
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     note = "Parcels ship from the Leeds warehouse every weekday morning by courier."
@@ -360,6 +371,7 @@ async def test_a_near_duplicate_hit_says_which_hit_it_repeats(kx_home: Path) -> 
         assert marked == [len(hits) - 2, len(hits) - 1]  # after every distinct passage
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_selecting_a_dataset_with_a_backlog_finishes_its_embedding(kx_home: Path) -> None:
     engine = _hash_engine()
     files = sorted(SAMPLES.glob("*.md"))
@@ -379,6 +391,7 @@ async def test_selecting_a_dataset_with_a_backlog_finishes_its_embedding(kx_home
         assert "dense covers" not in _text_of(app.query_one("#query-status", Static).content)
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_the_status_line_says_how_much_dense_covered(kx_home: Path) -> None:
     engine = _hash_engine()
     engine.ingest("handbook", [from_text("refunds are paid within fourteen days")])

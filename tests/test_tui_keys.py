@@ -68,6 +68,7 @@ def _notes(app: KxApp) -> list[str]:
     return [str(n.message) for n in app._notifications]
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_help_shows_the_current_screens_keys(engine: Engine) -> None:
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
@@ -92,6 +93,7 @@ async def test_help_shows_the_current_screens_keys(engine: Engine) -> None:
         assert "sort by the next column" in _help_text(app)
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_q_closes_every_pushed_screen_and_quits_from_the_main_one(engine: Engine) -> None:
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
@@ -122,6 +124,7 @@ async def test_q_closes_every_pushed_screen_and_quits_from_the_main_one(engine: 
     assert app.return_code in (0, None) and not app.is_running
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_the_palette_lists_each_command_once(engine: Engine) -> None:
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
@@ -137,6 +140,7 @@ async def test_the_palette_lists_each_command_once(engine: Engine) -> None:
         assert "copy the passage's citation" in _help_text(app)
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_n_and_p_start_from_the_first_passage(engine: Engine) -> None:
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=(100, 24)) as pilot:
@@ -164,6 +168,7 @@ async def test_n_and_p_start_from_the_first_passage(engine: Engine) -> None:
         assert "shared)" in heading.export_text()
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_y_copies_the_hits_citation(engine: Engine) -> None:
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
@@ -181,6 +186,7 @@ async def test_y_copies_the_hits_citation(engine: Engine) -> None:
         assert app.clipboard == citation(hit, "handbook")
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_o_opens_the_source_file_with_the_desktop_opener_or_says_why_not(
         engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bin_dir = tmp_path / "bin"

@@ -58,6 +58,7 @@ def _footer_fits(app: KxApp, *keys: str) -> None:
         assert key in last, (key, last)
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_at_80x24_nothing_the_user_needs_is_cut(kx_home: Path) -> None:
     engine = _engine()
     app = KxApp(engine, settings=engine.settings, samples=None)
@@ -102,6 +103,7 @@ async def test_at_80x24_nothing_the_user_needs_is_cut(kx_home: Path) -> None:
     engine.close()
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_agent_steps_wrap_and_focus_stays_where_the_user_left_it(kx_home: Path) -> None:
     embedder = BlockingEmbedder()
     embedder.release()

@@ -149,6 +149,7 @@ async def _ask(pilot, text: str = QUERY) -> None:
     await _settle(pilot)
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 def test_first_run_panel(snap_compare, kx_home: Path) -> None:
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     try:
@@ -169,6 +170,7 @@ SCREENS = {
 }
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 @pytest.mark.parametrize("size", list(SIZES))
 @pytest.mark.parametrize("screen", list(SCREENS))
 def test_screen(snap_compare, small_engine: Engine, screen: str, size: str) -> None:

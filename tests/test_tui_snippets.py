@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
 from rich.text import Text
 from textual.widgets import Input, Static
 
@@ -74,6 +75,7 @@ def test_the_preview_highlights_the_answer_and_starts_near_it() -> None:
     assert not any(ANSWER_STYLE == str(s.style) for s in passage_preview(outside, []).spans)
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_the_hit_list_and_passage_view_show_markdown_as_text_and_the_answer(kx_home: Path) -> None:
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     engine.ingest("handbook", [from_file(f, engine.settings.max_document_bytes) for f in sorted(SAMPLES.glob("*.md"))])

@@ -101,6 +101,7 @@ def handbook_home(kx_home: Path) -> Path:
 # -- warm start --------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_a_query_typed_while_the_model_loads_waits_and_is_answered_once_it_is_ready(handbook_home) -> None:
     embedder = BlockingEmbedder()
     engine = Engine(load_settings({}), embedder=embedder)
@@ -124,6 +125,7 @@ async def test_a_query_typed_while_the_model_loads_waits_and_is_answered_once_it
         assert "model ready in" in status and "waiting" not in status and f"{len(result)} hits" in status
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_a_query_typed_during_the_first_run_is_kept_and_answered_once_the_sample_is_built(
         kx_home: Path, tmp_path: Path) -> None:
     samples = tmp_path / "samples"
@@ -186,6 +188,7 @@ def test_the_first_runs_progress_line_gives_an_eta_only_from_something_measured(
     assert "4/4 indexing (dense)" in build.line() and "left" not in build.line()
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_a_sparse_query_never_waits_for_the_model(handbook_home) -> None:
     embedder = BlockingEmbedder()
     engine = Engine(load_settings({"default_mode": "sparse"}), embedder=embedder)
@@ -200,6 +203,7 @@ async def test_a_sparse_query_never_waits_for_the_model(handbook_home) -> None:
         embedder.release()
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_over_a_gateway_the_status_says_gateway_not_loading(handbook_home) -> None:
     class Remote:  # what KxClient does: nothing to warm here, no local settings
         def __init__(self, engine: Engine) -> None:
@@ -223,6 +227,7 @@ async def test_over_a_gateway_the_status_says_gateway_not_loading(handbook_home)
 # -- the document browser --------------------------------------------------------------------
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_the_document_browser_filters_sorts_and_opens_a_document(kx_home) -> None:
     engine = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
     _handbook(engine)
@@ -274,6 +279,7 @@ async def test_the_document_browser_filters_sorts_and_opens_a_document(kx_home) 
         assert isinstance(app.screen, MainScreen)
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_the_document_browser_toggles_between_current_and_every_version(kx_home) -> None:
     engine = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
     for hour in ("eight", "nine"):
@@ -306,6 +312,7 @@ async def test_the_document_browser_toggles_between_current_and_every_version(kx
     engine.close()
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_a_document_shows_every_passage_where_it_lies(kx_home) -> None:
     engine = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
     _handbook(engine)
@@ -353,6 +360,7 @@ def test_passage_blocks_cover_the_text_once_and_mark_the_overlap() -> None:
 # -- compare's passage pane --------------------------------------------------------------------
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_compare_shows_the_highlighted_rows_passage_with_both_ranks(kx_home) -> None:
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     _handbook(engine)
@@ -389,6 +397,7 @@ async def test_compare_shows_the_highlighted_rows_passage_with_both_ranks(kx_hom
 # -- help and bindings --------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_help_lists_every_binding_of_the_main_screen(kx_home) -> None:
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     app = KxApp(engine, settings=engine.settings, samples=None)
@@ -404,6 +413,7 @@ async def test_help_lists_every_binding_of_the_main_screen(kx_home) -> None:
         assert "on a hit: open it inside its document" in described
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_pushed_screens_hide_the_main_screens_keys(handbook_home) -> None:
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     app = KxApp(engine, settings=engine.settings, samples=None)
@@ -424,6 +434,7 @@ async def test_pushed_screens_hide_the_main_screens_keys(handbook_home) -> None:
         assert app.mode != mode
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_slash_types_into_the_query_box_and_focuses_it_from_the_results(handbook_home) -> None:
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     app = KxApp(engine, settings=engine.settings, samples=None)
@@ -440,6 +451,7 @@ async def test_slash_types_into_the_query_box_and_focuses_it_from_the_results(ha
 # -- what fits where ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_a_long_model_id_is_cut_with_an_ellipsis_and_the_status_line_is_never_cut(kx_home) -> None:
     import dataclasses
 
@@ -480,6 +492,7 @@ def test_a_newer_queued_message_replaces_an_older_one_and_nothing_else_does() ->
     assert not older.can_replace(done) and not done.can_replace(newer) and not done.can_replace(done)
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_a_burst_of_files_is_reported_file_by_file_and_counted_once(handbook_home) -> None:
     from kx_tui.widgets.activity import ActivityLog
     from kx_tui.widgets.datasets import DatasetList
@@ -508,6 +521,7 @@ async def test_a_burst_of_files_is_reported_file_by_file_and_counted_once(handbo
     assert panel.watcher is None  # and nothing left running after the app closed
 
 
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_the_status_line_says_when_dense_search_covers_only_part_of_the_dataset(handbook_home) -> None:
     import dataclasses
 

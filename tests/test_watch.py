@@ -155,6 +155,7 @@ def test_the_same_bytes_are_unchanged_and_an_edit_in_place_is_a_new_document(dro
     assert len(log.of(WatchError)) == 0
 
 
+@pytest.mark.slow  # writes a file slowly on purpose: seconds
 def test_a_file_written_slowly_is_ingested_once_and_complete(drop: Path, watch) -> None:
     engine = Engine(load_settings({"chunk_size": 4000, "chunk_overlap": 0}), embedder=HashEmbedder())
     settle = 0.5
@@ -192,6 +193,7 @@ def test_a_file_written_slowly_is_ingested_once_and_complete(drop: Path, watch) 
         catalogue.close()
 
 
+@pytest.mark.slow  # 300 files through the watcher: seconds
 def test_a_burst_of_300_files_goes_in_a_handful_of_batches(drop: Path, watch) -> None:
     engine = _hash_engine()
     _, log = watch(engine, drop)
@@ -593,6 +595,7 @@ def test_a_renamed_file_keeps_its_lineage_and_history(drop: Path, watch) -> None
     _renamed_file_keeps_its_lineage(_hash_engine(), drop, watch)
 
 
+@pytest.mark.slow  # milvus-lite under the watcher: seconds
 def test_a_renamed_file_keeps_its_lineage_on_milvus_lite(drop: Path, watch, tmp_path: Path) -> None:
     from milvus_lite.server_manager import server_manager_instance
 

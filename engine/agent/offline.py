@@ -96,7 +96,6 @@ class OfflineBrain:
     def __init__(self, embed: EmbedFn) -> None:
         self.embed = embed
         self._vectors: dict[str, np.ndarray] = {}
-        self._fused = FusedCandidates()
         self._top: dict[str, float] = {}   # ref -> sum of weight / rank over the run's searches (no RRF damping)
         self._goal = ""
 
@@ -112,7 +111,7 @@ class OfflineBrain:
     def run(self, goal: str, reader: Reader) -> AgentRun:
         self._goal = goal
         goal_vector = self._vectors_for([goal])[0]
-        fused = self._fused = FusedCandidates()
+        fused = FusedCandidates()
         relevance: dict[str, float] = {}
         asked: set[str] = set()
         answer_keys: tuple[str, ...] | None = None

@@ -18,7 +18,6 @@ BUDGET_STEPS = "budget: steps"
 BUDGET_PASSAGES = "budget: passages"
 BUDGET_TIME = "budget: time"
 NO_CORPUS = "no dataset"               # the chat brain answered as a plain agent
-STOP_REASONS = (ENOUGH, NO_NEW, BUDGET_STEPS, BUDGET_PASSAGES, BUDGET_TIME, NO_CORPUS)
 
 OFFLINE, CHAT = "offline", "chat"
 
