@@ -169,9 +169,9 @@ def test_sparse_follows_each_commit_group_and_dense_updates_once(hash_engine: En
     for cls, key in ((DenseIndex, "dense"), (SparseIndex, "sparse")):
         original = cls.catch_up
 
-        def counting(self, catalogue, upto, _original=original, _key=key):
+        def counting(self, catalogue, upto, *more, _original=original, _key=key, **options):
             calls[_key] += 1
-            return _original(self, catalogue, upto)
+            return _original(self, catalogue, upto, *more, **options)
 
         monkeypatch.setattr(cls, "catch_up", counting)
     settings = hash_engine.settings.__class__(**{**hash_engine.settings.__dict__, "ingest_commit_passages": 2})
