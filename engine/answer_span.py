@@ -322,9 +322,10 @@ def best_sentence_scores(texts: Sequence[str], query: str, vectors: WordVectors 
     """Each text's best sentence score against the query (0.0 for a text without a sentence)."""
     terms = _terms(query)
     qv = vectors.vector(query) if vectors is not None else None
+    matcher = _matcher(terms)  # one pattern for all the passages
     out = []
     for text in texts:
-        _ranges, scores = _sentence_scores(text, query, vectors, terms, qv)
+        _ranges, scores = _sentence_scores(text, query, vectors, terms, qv, matcher)
         out.append(float(scores.max()) if scores.size else 0.0)
     return out
 

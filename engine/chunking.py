@@ -61,8 +61,8 @@ class Chunk:
 
 
 # With `on_progress`, how often it is called: seconds of work apart on a 15 MB text, never per chunk.
-_PROGRESS_RUNS = 1 << 16   # whitespace runs classified
-_PROGRESS_CHUNKS = 512     # chunks cut
+_PROGRESS_RUNS = 1 << 13   # whitespace runs classified
+_PROGRESS_CHUNKS = 64      # chunks cut
 
 
 def chunk_text(text: str, size: int, overlap: int,
