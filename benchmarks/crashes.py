@@ -571,6 +571,16 @@ def _watch_until(home: Path, dataset: str, inbox: Path, done, timeout: float = 3
     return ok, reader.lines
 
 
+def _until_idle(proc: subprocess.Popen, reader: Reader, quiet: float = 1.5, timeout: float = 180) -> None:
+    """Until the watch is watching, has no batch in hand and has printed nothing for `quiet` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if any('"watching"' in line for line in reader.lines) and not _pending(reader.lines) \
+                and time.monotonic() - (reader.times[-1] if reader.times else 0) >= quiet:
+            return
+        time.sleep(0.05)
+
+
 def campaign_retire(root: Path, rounds: int, per: int, rng: random.Random, embedder, tally: Tally) -> None:
     home, dataset = root / "retire-home", "crash-retire"
     inbox, shelf = root / "retire-inbox", root / "retire-shelf"
@@ -584,7 +594,7 @@ def campaign_retire(root: Path, rounds: int, per: int, rng: random.Random, embed
     # how long a start scan takes to retire a few files, and a live deletion to be retired (settle included)
     spans = {}
     for variant in ("start", "live"):
-        gone = sorted(docs)[:3]
+        gone = sorted(docs)[:3] if variant == "start" else sorted(docs)[3:6]
         started = time.monotonic()
         if variant == "start":
             for name in gone:
@@ -593,8 +603,7 @@ def campaign_retire(root: Path, rounds: int, per: int, rng: random.Random, embed
         else:
             proc = _kx(home, "datasets", "watch", dataset, str(inbox), "--json", "--settle", "0.3")
             reader = Reader(proc)
-            while not any('"watching"' in line for line in reader.lines) and proc.poll() is None:
-                time.sleep(0.05)
+            _until_idle(proc, reader)
             started = time.monotonic()
             for name in gone:
                 (inbox / f"{name}.txt").rename(shelf / f"{name}.txt")
@@ -625,8 +634,7 @@ def campaign_retire(root: Path, rounds: int, per: int, rng: random.Random, embed
         else:
             proc = _kx(home, "datasets", "watch", dataset, str(inbox), "--json", "--settle", "0.3")
             reader = Reader(proc)
-            while not any('"watching"' in line for line in reader.lines) and proc.poll() is None:
-                time.sleep(0.05)
+            _until_idle(proc, reader)  # its start scan has restored what the last round put back
             for name in shelved:
                 (inbox / f"{name}.txt").rename(shelf / f"{name}.txt")
         killed = _kill_at(proc, delay)

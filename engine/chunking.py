@@ -3,7 +3,7 @@
 `chunk_text(text, size, overlap)` returns `Chunk`s; `size` and `overlap` are
 counted in characters (Python `str` code points), and so are the offsets.
 
-Guarantees (each one is covered by tests/test_chunking.py):
+Guarantees (each one is covered by tests/unit/test_chunking.py):
 
 1. Pure and deterministic: the same input always gives the same chunks. Any
    change that could alter the output for some input must bump
@@ -61,8 +61,8 @@ class Chunk:
 
 
 # With `on_progress`, how often it is called: seconds of work apart on a 15 MB text, never per chunk.
-_PROGRESS_RUNS = 1 << 16   # whitespace runs classified
-_PROGRESS_CHUNKS = 512     # chunks cut
+_PROGRESS_RUNS = 1 << 13   # whitespace runs classified
+_PROGRESS_CHUNKS = 64      # chunks cut
 
 
 def chunk_text(text: str, size: int, overlap: int,

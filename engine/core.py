@@ -315,7 +315,7 @@ class Engine:
         from .records import Progress
 
         def emit(event: object) -> None:
-            if self.stop_requested and isinstance(event, Progress):
+            if self.stop_requested and isinstance(event, Progress) and event.done < event.total:  # not at the end
                 raise KxError(Status.UNAVAILABLE, "kx is stopping: this work was left at a safe point; what was "
                                                   "committed stays and the rest (its embedding backlog, or the "
                                                   "documents not yet added) is done by the next command on "

@@ -80,7 +80,7 @@ class SparseIndex:
                  on_progress: Callable[[int, int], None] | None = None) -> int:
         """Index the catalogue's passages above the watermark in one commit.
 
-        `on_progress(done, total)`, if given, is called every few thousand
+        `on_progress(done, total)`, if given, is called every few dozen
         passages added and as whoosh writes the commit's postings (total is
         twice the passages: adding, then committing), so indexing one huge
         document shows progress. It may raise to abandon the commit: the
@@ -100,12 +100,12 @@ class SparseIndex:
             # A crash after whoosh committed but before the sidecar was written
             # leaves these seqs indexed already; drop them so none is doubled.
             writer.delete_by_query(NumericRange("seq", start + 1, None))
-            for rows in catalogue.iter_passages_after(start, upto, batch=_PROGRESS_PASSAGES):
+            for rows in catalogue.iter_passages_after(start, upto):
                 for seq, text, _vec in rows:
                     writer.add_document(seq=seq, body=text)
-                added += len(rows)
-                if on_progress is not None:
-                    on_progress(added, 2 * total)
+                    added += 1
+                    if on_progress is not None and added % _PROGRESS_PASSAGES == 0:
+                        on_progress(added, 2 * total)
         except BaseException:
             writer.cancel()
             raise
@@ -182,8 +182,10 @@ class SparseIndex:
 
 
 _POOL_MB = 16                # whoosh's in-memory sort run, in its own (over-)estimate of MB
-_PROGRESS_PASSAGES = 512     # passages read from the catalogue (and reported) at a time: ~1 s of adding
-_PROGRESS_POSTINGS = 20_000   # postings written between two progress calls during a commit
+# Progress calls are cheap and the caller reports on a clock (engine/ingest.py, PART_SECONDS), so they come
+# often: a fixed count of work between reports would be seconds apart on a loaded machine.
+_PROGRESS_PASSAGES = 64      # passages added between two progress calls
+_PROGRESS_POSTINGS = 2_000   # postings written between two progress calls during a commit
 
 
 def _count_postings(writer: Any, on_share: Callable[[float], None]) -> None:
@@ -329,7 +331,7 @@ def field_lengths(reader, field: str, total: int) -> np.ndarray | None:
     whoosh keeps one length byte per document in each segment's column file; asking for them one document
     at a time is a Python call each (seconds at a million passages, on every reopen). This reads each
     segment's bytes in one go and maps them through whoosh's own byte-to-length table (a zero byte, a
-    document without the field, counts 0). tests/test_bm25_parity.py checks it against the walk.
+    document without the field, counts 0). tests/unit/test_bm25_parity.py checks it against the walk.
     """
     from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3PerDocReader, _lenfield
     from whoosh.columns import NumericColumn
@@ -369,7 +371,7 @@ def read_blocks(matcher) -> tuple[np.ndarray, np.ndarray] | None:
     way (a MultiMatcher over W3LeafMatchers, or one of them); anything else
     returns None and the caller iterates as whoosh documents. Deleted
     documents are still in the postings: Bm25Scorer masks them, as before.
-    tests/test_bm25_parity.py checks both paths give the same postings.
+    tests/unit/test_bm25_parity.py checks both paths give the same postings.
     """
     from whoosh.codec.whoosh3 import W3LeafMatcher
     from whoosh.matching.wrappers import MultiMatcher

@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import sys
-import threading
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -22,23 +21,23 @@ from engine.errors import KxError, Status
 from engine.records import DocumentStatus, RetrievalMode
 
 from .context import CONTEXT_SETTINGS, backend_of, local_engine, parse_sets, settings_of
-from .stopping import Interrupted, release_early
+from .stopping import GIVE_UP_SECONDS, Interrupted, release_early
 
 # Imported inside the commands that use them, so a command pays only for its own modules: `kx datasets list
-# --json` never loads rich, a query never loads the watcher or the gateway (tests/test_import_hygiene.py).
+# --json` never loads rich, a query never loads the watcher or the gateway (tests/e2e/test_import_hygiene.py).
 
 EXIT_INTERNAL = Status.INTERNAL.exit_code
 # Commands that handle Ctrl-C and SIGTERM themselves (a StopSignals block): a stop that came while kx started
 # is theirs to honour; "datasets" hands over to its own subcommands.
 _HANDLES_STOPS = frozenset({"serve", "mcp", "datasets", "ingest", "embed", "rebuild", "watch"})
-_INGEST_GIVE_UP_SECONDS = 9.0  # after Ctrl-C / SIGTERM, an ingest that found no stopping point leaves anyway
+_INGEST_GIVE_UP_SECONDS = GIVE_UP_SECONDS  # after Ctrl-C / SIGTERM, an ingest with no stopping point leaves anyway
 
 
 class _LazyGroup(click.Group):
     """A click group whose commands in other modules are imported when one of them runs, not before.
 
     `lazy` maps a command's name to ("module:attribute", its one-line help); the help is what `kx --help`
-    lists without importing the module (tests/test_import_hygiene.py checks it matches the command's own).
+    lists without importing the module (tests/e2e/test_import_hygiene.py checks it matches the command's own).
     """
 
     def __init__(self, *args: Any, lazy: dict[str, tuple[str, str]] | None = None, **kwargs: Any) -> None:
@@ -387,12 +386,9 @@ def _cancelled(message: str) -> None:
     helper thread (the model loading beside an ingest) may still be inside ONNX Runtime, and finalising the
     interpreter under it aborts the process (exit -6); so leave without finalising, streams flushed."""
     click.echo(f"error: CANCELLED: {message}", err=True)
-    # only as the process's own entry point (main() called in-process, as tests do, has its streams redirected)
-    if threading.active_count() > 1 and threading.current_thread() is threading.main_thread() \
-            and sys.stdout is sys.__stdout__:
-        from .stopping import exit_without_finalising
+    from .stopping import leave_now_if_helpers_remain
 
-        exit_without_finalising(130)
+    leave_now_if_helpers_remain(130)
     sys.exit(130)
 
 

@@ -9,9 +9,9 @@ import click
 
 from .context import CONTEXT_SETTINGS, backend_of, settings_of
 from .progress import PipelineProgress
-from .stopping import Interrupted, StopSignals
+from .stopping import GIVE_UP_SECONDS, Interrupted, StopSignals
 
-_GIVE_UP_SECONDS = 9.0  # after Ctrl-C / SIGTERM, leave even if no embedding batch ended by then
+_GIVE_UP_SECONDS = GIVE_UP_SECONDS  # after Ctrl-C / SIGTERM, leave even if no embedding batch ended by then
 
 
 @click.command("embed", context_settings=CONTEXT_SETTINGS)

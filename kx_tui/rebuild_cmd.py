@@ -11,9 +11,9 @@ from engine.errors import KxError, Status
 
 from .context import CONTEXT_SETTINGS, local_engine, parse_sets, settings_of
 from .progress import PipelineProgress
-from .stopping import Interrupted, StopSignals
+from .stopping import GIVE_UP_SECONDS, Interrupted, StopSignals
 
-_GIVE_UP_SECONDS = 9.0  # after Ctrl-C / SIGTERM, leave even if no stopping point came by then
+_GIVE_UP_SECONDS = GIVE_UP_SECONDS  # after Ctrl-C / SIGTERM, leave even if no stopping point came by then
 
 
 @click.command("rebuild", context_settings=CONTEXT_SETTINGS)

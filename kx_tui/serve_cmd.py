@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from typing import Any
 
 import click
@@ -25,12 +26,12 @@ import click
 from engine.errors import KxError, Status
 
 from .context import CONTEXT_SETTINGS, bind_socket, settings_of, show_host
-from .stopping import StopSignals, exit_without_finalising
+from .stopping import GIVE_UP_SECONDS, StopSignals, exit_without_finalising
 
 DEFAULT_PORT = 50151
 DRAIN_SECONDS = 5.0   # how long a stop waits for requests in flight to answer
-STOP_SECONDS = 8.5    # the most a stop takes, from the signal to the exit (the guard's bound)
-_LAST_WAIT_SECONDS = 0.5  # after the drain: how long the warm-up gets to reach its stopping point
+STOP_SECONDS = GIVE_UP_SECONDS  # the most a stop takes, from the signal to the exit (the guard's bound)
+_LAST_WAIT_SECONDS = 0.5  # after the drain: the least the warm-up gets to reach its stopping point
 
 
 @click.command("serve", context_settings=CONTEXT_SETTINGS)
@@ -89,11 +90,13 @@ def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool, quiet
             sock.close()
         # The warm-up and any request's work left past the drain stop at their next embedding batch, which on
         # a loaded machine can be seconds away; a model still loading (a first-use export) cannot be
-        # interrupted at all. Their work in hand is uncommitted, so it is not waited for: exiting the
-        # interpreter would wait for such threads, or abort (-6) with one inside ONNX Runtime's C++, so the
-        # process leaves without finalising (every commit is whole by then; the backlog resumes next start).
-        if warming is not None:
-            warming.join(_LAST_WAIT_SECONDS)
+        # interrupted at all. Their work in hand is uncommitted, so it is waited for only as long as the
+        # stop's bound allows; then, since exiting the interpreter would wait for such threads, or abort (-6)
+        # with one inside ONNX Runtime's C++, the process leaves without finalising (every commit is whole
+        # by then; the backlog resumes at the next start).
+        if warming is not None:  # what is left of the stop's bound, less a second for the exit itself
+            since = stop.first_at if stop.first_at is not None else time.monotonic()
+            warming.join(max(_LAST_WAIT_SECONDS, since + STOP_SECONDS - 1.0 - time.monotonic()))
         if any(t.is_alive() and t is not threading.main_thread() and not t.name.startswith("kx-stop-guard")
                for t in threading.enumerate()):
             exit_without_finalising(0)
@@ -162,6 +165,8 @@ def _run(engine: Any, token: str, max_bytes: int, allow_local: bool, sock: socke
             _request_stop(engine)
             stop.count += 1  # the guard's clock starts with this stop, not with a later one
             stop.last = sig
+            if stop.first_at is None:
+                stop.first_at = time.monotonic()
             super().handle_exit(sig, frame)
 
     server = Server(config)

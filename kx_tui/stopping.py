@@ -32,6 +32,10 @@ from types import FrameType
 from typing import Any, Callable
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# How long after the first stop signal a command's guard ends the process whatever it is blocked in (one ONNX
+# encode batch takes 10 s and more on a 2-core machine at load 15). Two seconds under the 10 s a stop may
+# take: under such load the guard's own wake-up and the exit's teardown took 0.9-1.1 s (RELIABILITY.md).
+GIVE_UP_SECONDS = 8.0
 
 
 class _Early:
@@ -39,12 +43,15 @@ class _Early:
 
     count = 0
     last: int | None = None
+    first_at: float | None = None  # time.monotonic() of the first one: a stop's bound counts from the signal
 
 
 def _early_handler(signum: int, _frame: FrameType | None) -> None:
-    # plain assignments only, as in StopSignals._on_signal
+    # plain assignments (and a clock read, a C call that takes no lock) only, as in StopSignals._on_signal
     _Early.count += 1
     _Early.last = signum
+    if _Early.first_at is None:
+        _Early.first_at = time.monotonic()
 
 
 def install_early() -> None:
@@ -105,7 +112,7 @@ class StopSignals:
         self.signals = signals
         self.count = 0
         self.last: int | None = None
-        self.first_at: float | None = None  # when the guard first saw a signal (time.monotonic())
+        self.first_at: float | None = None  # when the first signal came (time.monotonic()): the guard's clock
         self.give_up_after = give_up_after
         self.exit_code = exit_code
         self.last_words = last_words
@@ -115,9 +122,11 @@ class StopSignals:
         self.also_flag: Callable[[], None] | None = None
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
-        # No locks, no I/O, nothing that could wait: plain assignments only.
+        # No locks, no I/O, nothing that could wait: plain assignments (and a clock read) only.
         self.count += 1
         self.last = signum
+        if self.first_at is None:
+            self.first_at = time.monotonic()
         if self.also_flag is not None:
             self.also_flag()
 
@@ -135,9 +144,10 @@ class StopSignals:
         if threading.current_thread() is threading.main_thread():
             self._previous = {sig: signal.signal(sig, self._on_signal) for sig in self.signals}
             if _early_handler in self._previous.values() and _Early.count:
-                # a stop that came while kx was starting: this command stops at once, by its own clean path
-                self.count, self.last = self.count + _Early.count, _Early.last
-                _Early.count = 0
+                # a stop that came while kx was starting: this command stops at once, by its own clean path,
+                # and the guard's bound counts from that signal, not from now
+                self.count, self.last, self.first_at = self.count + _Early.count, _Early.last, _Early.first_at
+                _Early.count, _Early.first_at = 0, None
             if self.give_up_after is not None:
                 threading.Thread(target=self._guard, name="kx-stop-guard", daemon=True).start()
         return self
@@ -183,6 +193,20 @@ def exit_without_finalising(code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def leave_now_if_helpers_remain(code: int) -> None:
+    """After a command stopped on a signal: leave without finalising if helper threads are still alive.
+
+    An embedding thread whose batch outlived the stop (seconds on a loaded
+    machine; its work in hand is uncommitted), extraction or watchdog threads:
+    finalising the interpreter would wait for them, or abort inside ONNX
+    Runtime. Only as the process's own entry point: main() called in-process
+    (tests) has its streams redirected and must return.
+    """
+    if threading.active_count() > 1 and threading.current_thread() is threading.main_thread() \
+            and sys.stdout is sys.__stdout__:
+        exit_without_finalising(code)
 
 
 def join_or_leave(thread: threading.Thread, seconds: float, code: int = 0) -> None:

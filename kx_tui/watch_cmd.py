@@ -17,11 +17,11 @@ from typing import Any
 import click
 
 from .context import CONTEXT_SETTINGS, local_engine
-from .stopping import StopSignals
+from .stopping import GIVE_UP_SECONDS, StopSignals, leave_now_if_helpers_remain
 
 _POLL_SECONDS = 0.1     # how often the main thread looks at the stop requests while it waits
 _FINISH_SECONDS = 2.0   # after a stop request, how long the batch in hand may take to finish before it is given up
-_GIVE_UP_SECONDS = 9.5  # after a stop request, the process leaves whatever it is blocked in
+_GIVE_UP_SECONDS = GIVE_UP_SECONDS  # after a stop request, the process leaves whatever it is blocked in
 
 
 @click.command("watch", context_settings=CONTEXT_SETTINGS)
@@ -78,6 +78,8 @@ def watch(ctx: click.Context, name: str, folder: Path | None, settle: float | No
         printer.stopped(watcher.batches, "error" if watcher.error else "signal", watcher.abandoned)
     if watcher.error is not None:
         raise watcher.error
+    if stop.count:  # every commit is whole by now; nothing left is worth waiting for (kx_tui/stopping.py)
+        leave_now_if_helpers_remain(0)
 
 
 def _wait_for_stop(watcher: Any, printer: _EventPrinter, stop: StopSignals) -> None:
