@@ -119,15 +119,16 @@ class KxClient:
         name: str,
         text: str | None = None,
         vector: Sequence[float] | Any | None = None,
-        k: int | None = 5,
-        mode: RetrievalMode | str | None = RetrievalMode.HYBRID,
+        k: int | None = None,
+        mode: RetrievalMode | str | None = None,
         rerank: bool | None = None,
         where: Sequence[str] | None = None,
         versions: str | None = None,
         expand: bool | None = None,
     ) -> QueryResult:
         """Query with `where` filters (["type:pdf", "name:guide/*"]), `versions` ("latest" or "all") and
-        `expand` (pseudo-relevance feedback; default the server's query_expansion setting)."""
+        `expand` (pseudo-relevance feedback). Whatever is not given is the server's: `k` its default_k,
+        `mode` its default_mode, `rerank` its rerank, `expand` its query_expansion setting."""
         return self.query(name, text, vector=vector, k=k, mode=mode, rerank=rerank, where=where, versions=versions,
                           expand=expand)
 

@@ -331,7 +331,7 @@ def field_lengths(reader, field: str, total: int) -> np.ndarray | None:
     whoosh keeps one length byte per document in each segment's column file; asking for them one document
     at a time is a Python call each (seconds at a million passages, on every reopen). This reads each
     segment's bytes in one go and maps them through whoosh's own byte-to-length table (a zero byte, a
-    document without the field, counts 0). tests/test_bm25_parity.py checks it against the walk.
+    document without the field, counts 0). tests/unit/test_bm25_parity.py checks it against the walk.
     """
     from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3PerDocReader, _lenfield
     from whoosh.columns import NumericColumn
@@ -371,7 +371,7 @@ def read_blocks(matcher) -> tuple[np.ndarray, np.ndarray] | None:
     way (a MultiMatcher over W3LeafMatchers, or one of them); anything else
     returns None and the caller iterates as whoosh documents. Deleted
     documents are still in the postings: Bm25Scorer masks them, as before.
-    tests/test_bm25_parity.py checks both paths give the same postings.
+    tests/unit/test_bm25_parity.py checks both paths give the same postings.
     """
     from whoosh.codec.whoosh3 import W3LeafMatcher
     from whoosh.matching.wrappers import MultiMatcher

@@ -1,0 +1,1 @@
+"""Unit tests: no embedding model, no processes, no servers: `python -m pytest tests/unit`."""
