@@ -97,7 +97,7 @@ def _command_campaign(command: str, args: argparse.Namespace, rng: random.Random
             result = run_embed_round(work, cache, template, moment, rng, limit=args.limit, signals=signals,
                                      restart=restart)
         else:
-            result = run_ingest_round(work, cache, moment, rng, files=args.files, limit=args.limit,
+            result = run_ingest_round(work, cache, moment, rng, files=min(args.files, 50), limit=args.limit,
                                       signals=signals, restart=restart, seed=args.seed * 1000 + i)
         results.append(result)
         print(f"{command} {i + 1:3d} {moment:9s} x{signals} delay {result.delay:5.2f} s"

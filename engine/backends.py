@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .config import Settings
+from .config import BackendKind, Settings
 
 if TYPE_CHECKING:
     from .core import Engine
@@ -24,7 +24,7 @@ def open_backend(settings: Settings, embedder: Any = _UNSET,
                  on_notice: Callable[[str], None] | None = None) -> Engine | MilvusBackend:
     """`Engine` for backend=embedded, `MilvusBackend` for backend=milvus; `embedder` as Engine takes it."""
     given = {} if embedder is _UNSET else {"embedder": embedder}
-    if settings.backend == "milvus":
+    if settings.backend == BackendKind.MILVUS:
         from .milvus.backend import MilvusBackend
 
         return MilvusBackend(settings, on_notice=on_notice, **given)

@@ -17,6 +17,7 @@ import os
 import re
 import tomllib
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -25,9 +26,29 @@ from .records import RetrievalMode
 
 _TRUE = {"on", "true", "yes", "1"}
 _FALSE = {"off", "false", "no", "0"}
-RUNTIMES = ("onnx", "torch")
-DEVICES = ("auto", "cpu", "cuda")
-BACKENDS = ("embedded", "milvus")
+
+
+class Runtime(StrEnum):
+    """How the embedding model runs (embed_runtime)."""
+
+    ONNX = "onnx"
+    TORCH = "torch"
+
+
+class Device(StrEnum):
+    """Where ONNX Runtime embeds (embed_device)."""
+
+    AUTO = "auto"
+    CPU = "cpu"
+    CUDA = "cuda"
+
+
+class BackendKind(StrEnum):
+    """Where datasets are stored and searched (backend)."""
+
+    EMBEDDED = "embedded"
+    MILVUS = "milvus"
+
 
 
 def _bool(text: str) -> bool:
@@ -79,18 +100,17 @@ def _path_or_empty(text: str) -> Path | None:
     return Path(value).expanduser() if value else None
 
 
-def _runtime(text: str) -> str:
-    low = text.strip().lower()
-    if low not in RUNTIMES:
-        raise ValueError("expected one of " + ", ".join(RUNTIMES))
-    return low
+def _choice(kind: type[StrEnum]) -> Callable[[str], Any]:
+    def parse(text: str) -> StrEnum:
+        try:
+            return kind(text.strip().lower())
+        except ValueError:
+            raise ValueError("expected one of " + ", ".join(kind)) from None
+
+    return parse
 
 
-def _device(text: str) -> str:
-    low = text.strip().lower()
-    if low not in DEVICES:
-        raise ValueError("expected one of " + ", ".join(DEVICES))
-    return low
+_runtime, _device, _backend = _choice(Runtime), _choice(Device), _choice(BackendKind)
 
 
 def _url_or_empty(text: str) -> str:
@@ -123,11 +143,6 @@ def _hosts(text: str) -> tuple[str, ...]:
             raise ValueError(f"expected host names like kx.lan, comma-separated; {item!r} is not one")
         out.append(item)
     return tuple(out)
-def _backend(text: str) -> str:
-    low = text.strip().lower()
-    if low not in BACKENDS:
-        raise ValueError("expected one of " + ", ".join(BACKENDS))
-    return low
 
 
 def _milvus_uri(text: str) -> str:
@@ -207,10 +222,10 @@ class Settings:
         "embedding model: 'default' (bundled all-MiniLM-L6-v2), 'default-int8' (the same model quantised "
         "to int8: faster ingest), a local model folder, a model id in the local Hugging Face cache, or 'none'; "
         "any of these with ':int8' appended for its int8 variant")
-    embed_runtime: str = setting("engine", "KX_EMBED_RUNTIME", _runtime, lambda: "onnx",
+    embed_runtime: Runtime = setting("engine", "KX_EMBED_RUNTIME", _runtime, lambda: Runtime.ONNX,
         "how the model runs: 'onnx' (ONNX Runtime, exported once from the model and checked against "
         "torch; torch is used when it does not validate) or 'torch' (sentence-transformers)")
-    embed_device: str = setting("engine", "KX_EMBED_DEVICE", _device, lambda: "auto",
+    embed_device: Device = setting("engine", "KX_EMBED_DEVICE", _device, lambda: Device.AUTO,
         "where ONNX Runtime embeds: 'cpu', 'cuda' (a GPU through onnxruntime-gpu's CUDA provider) or "
         "'auto' (CUDA when that provider and a GPU are present, else CPU; `kx info` says which and why)")
     embed_threads: int = setting("engine", "KX_EMBED_THREADS", _int_in(0, 1024), lambda: 0,
@@ -285,7 +300,7 @@ class Settings:
         "extra Host names `kx serve` answers to besides loopback and its --host (e.g. a LAN name); "
         "any other Host is refused, the defence against DNS rebinding")
     # -- milvus: where datasets live (engine/milvus/): this machine's folders, or a Milvus server / milvus-lite file
-    backend: str = setting("milvus", "KX_BACKEND", _backend, lambda: "embedded",
+    backend: BackendKind = setting("milvus", "KX_BACKEND", _backend, lambda: BackendKind.EMBEDDED,
         "where datasets are stored and searched: 'embedded' (SQLite + voyager + whoosh under "
         "$KX_HOME/datasets) or 'milvus' (a Milvus cluster or milvus-lite at KX_MILVUS_URI)")
     milvus_uri: str = setting("milvus", "KX_MILVUS_URI", _milvus_uri, lambda: "",

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .errors import invalid, not_found
+from .records import RetrievalMode
 
 # Columns a report can hold: (label, mode, rerank)
-VARIANTS: dict[str, tuple[str, bool]] = {
-    "dense": ("dense", False),
-    "sparse": ("sparse", False),
-    "hybrid": ("hybrid", False),
-    "hybrid+mmr": ("hybrid", True),
+VARIANTS: dict[str, tuple[RetrievalMode, bool]] = {
+    "dense": (RetrievalMode.DENSE, False),
+    "sparse": (RetrievalMode.SPARSE, False),
+    "hybrid": (RetrievalMode.HYBRID, False),
+    "hybrid+mmr": (RetrievalMode.HYBRID, True),
 }
 MEASURES = ("nDCG@10", "R@100", "RR@10")
 MEASURE_LABELS = {"nDCG@10": "nDCG@10", "R@100": "Recall@100", "RR@10": "MRR@10"}

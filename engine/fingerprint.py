@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from .analysis import MILVUS_ANALYZER_VERSION, TOKENIZER_VERSION
 from .chunking import CHUNKER_VERSION
-from .config import Settings
+from .config import BackendKind, Settings
 from .errors import precondition
 from .models import ModelCard
 
@@ -63,7 +63,8 @@ def current_fingerprint(settings: Settings, card: ModelCard | None, dimension: i
     the model is recorded as such and the dimension is the vectors'.
     """
     tokenizer, stopwords = TOKENIZER_VERSION, settings.stopwords
-    if settings.backend == "milvus":  # Milvus's own analyzer builds the sparse index (engine/milvus/schema.py)
+    # Milvus's own analyzer builds the sparse index (engine/milvus/schema.py)
+    if settings.backend == BackendKind.MILVUS:
         tokenizer, stopwords = MILVUS_ANALYZER_VERSION, False
     if card is not None:
         model, pooling, dim = card.model_id, card.pooling, card.dimension

@@ -25,6 +25,7 @@ from textual.screen import Screen
 
 from engine.backend import Backend
 from engine.config import Settings
+from engine.records import RetrievalMode
 
 from .screens.keys import KeysScreen
 from .screens.main import SAMPLE_DATASET, MainScreen  # noqa: F401 - SAMPLE_DATASET is re-exported
@@ -46,7 +47,7 @@ class KxApp(App):
         self.settings = settings
         self.samples = samples
         self.watch_settle_seconds = watch_settle_seconds
-        self.mode: str = settings.default_mode if settings else "hybrid"
+        self.mode: str = settings.default_mode if settings else RetrievalMode.HYBRID
         self.rerank: bool = settings.rerank if settings else True
         self.k: int = settings.default_k if settings else 10
         self.max_k: int = settings.max_k if settings else 64

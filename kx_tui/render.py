@@ -20,6 +20,7 @@ from engine.records import (
     Hit,
     IngestReport,
     QueryResult,
+    RetrievalMode,
 )
 
 
@@ -426,9 +427,9 @@ def chunk_and_place(hit: Hit) -> str:
 
 def _no_hits_hint(mode: str) -> str:
     """What to try after an empty answer, true for the mode that was asked."""
-    if mode == "sparse":
+    if mode == RetrievalMode.SPARSE:
         return "Try other words, or --mode dense (or hybrid) for paraphrases."
-    if mode == "dense":
+    if mode == RetrievalMode.DENSE:
         return "Try other words, or --mode sparse for exact terms."
     return "Try other words."
 

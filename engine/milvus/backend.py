@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..backend import check_page
-from ..config import Settings, load_settings
+from ..config import BackendKind, Settings, load_settings
 from ..core import Engine
 from ..dataset import validate_name
 from ..documents import DocumentInput
@@ -59,7 +59,7 @@ class MilvusBackend:
                  on_notice: NotifyFn | None = None) -> None:
         settings = settings or load_settings()
         # the fingerprint and `kx info` follow the backend setting; this object is the milvus backend
-        self.settings = dataclasses.replace(settings, backend="milvus")
+        self.settings = dataclasses.replace(settings, backend=BackendKind.MILVUS)
         self.uri = self.settings.milvus_target
         self._models = (Engine(self.settings, on_notice=on_notice) if embedder is _UNSET
                         else Engine(self.settings, embedder, on_notice))

@@ -113,7 +113,7 @@ class CompareScreen(KeysScreen):
 
     def show(self, results: dict[str, QueryResult]) -> None:
         self.results = results
-        hybrid, dense = results["hybrid"], results["dense"]
+        hybrid, dense = results[RetrievalMode.HYBRID], results[RetrievalMode.DENSE]
         self._fill()
         first = hybrid[0] if len(hybrid) else (dense[0] if len(dense) else None)
         if first is None:
@@ -125,7 +125,7 @@ class CompareScreen(KeysScreen):
     def _fill(self) -> None:
         """Both tables, laid out for their width: the chunk label whole, the document name cut to what is left
         (and left out when less than 6 cells are), never the other way round."""
-        hybrid, dense = self.results["hybrid"], self.results["dense"]
+        hybrid, dense = self.results[RetrievalMode.HYBRID], self.results[RetrievalMode.DENSE]
         for table_id, rows in (("#compare-hybrid", compare_rows(hybrid, dense, "new")),
                                ("#compare-dense", compare_rows(dense, hybrid, "missing"))):
             table = self.query_one(table_id, DataTable)

@@ -403,7 +403,7 @@ class MainScreen(KeysScreen):
     def query_worker(self, dataset: str, text: str, mode: str, rerank: bool, k: int) -> None:
         worker = get_current_worker()
         warmup = self.kx.warmup
-        if mode != "sparse" and not warmup.ready:  # a sparse query needs no model: it never waits
+        if mode != RetrievalMode.SPARSE and not warmup.ready:  # a sparse query needs no model: it never waits
             self.post_message(QueryWaiting(text))
             while not warmup.wait(0.05):
                 if worker.is_cancelled:
@@ -479,7 +479,7 @@ class MainScreen(KeysScreen):
             r = self.result
             parts.append((f"{len(r)} hit{'' if len(r) == 1 else 's'} in {r.timings_ms.get('total', 0):.0f} ms", "dim"))
             coverage = r.dense_coverage   # below 1 while an ingest still embeds its backlog
-            if r.mode != "sparse" and coverage < 1.0:
+            if r.mode != RetrievalMode.SPARSE and coverage < 1.0:
                 parts.append((f"dense covers {coverage:.0%} of passages (still embedding)", "yellow"))
         line = Text()
         column = 0
