@@ -18,17 +18,16 @@ on the term itself.
 Off by default: on Cranfield's short queries it adds +0.018 nDCG@10 to
 hybrid, on CISI's paragraph-long ones the moved vector drifts and hybrid
 loses 0.025 (BENCHMARKS.md, "Query expansion").
+
+This module is the arithmetic only (a leaf: engine/search.py weighs terms
+with it); the second pass over a searcher is `query._expanded_lists`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from .filters import PassageFilter
-    from .search import Candidates, Searcher
 
 # Measured on Cranfield and CISI (BENCHMARKS.md): 5 passages and 10 terms at an even mix; a Rocchio step of
 # 0.25 instead of 0.5 lost 0.002 on Cranfield and gained nothing on CISI.
@@ -68,25 +67,3 @@ def rocchio(query: np.ndarray, feedback: np.ndarray) -> np.ndarray:
     """The query vector moved towards the feedback vectors' mean, unit length."""
     moved = np.asarray(query, dtype=np.float32) + ROCCHIO_BETA * np.asarray(feedback, dtype=np.float32).mean(axis=0)
     return (moved / (float(np.linalg.norm(moved)) or 1.0)).astype(np.float32)
-
-
-def expanded_lists(searcher: Searcher, text: str | None, query_vector: np.ndarray | None,
-                   lists: Mapping[str, Candidates], top_keys: Sequence[Any], top_scores: Sequence[float], pool: int,
-                   only: PassageFilter | None, notes: list[str]) -> tuple[dict[str, Candidates], list[str]]:
-    """The second pass's lists (each retriever of the first pass, expanded) and the terms added.
-
-    `top_keys` and `top_scores`: the first pass's best fused passages (the feedback) and their fused scores.
-    """
-    out, added = dict(lists), []
-    keys = list(top_keys)
-    if "sparse" in lists and text is not None:
-        expand_sparse = getattr(searcher, "sparse_expanded", None)
-        if expand_sparse is None:
-            notes.append("query expansion: this backend expands the dense list only")
-        else:
-            rows = searcher.passages(keys)
-            out["sparse"], added = expand_sparse(text, [(rows[k].text, w) for k, w in zip(keys, top_scores)],
-                                                 pool, only)
-    if "dense" in lists and query_vector is not None and keys:
-        out["dense"] = searcher.dense_candidates(rocchio(query_vector, searcher.vectors(keys)), pool, only)
-    return out, added

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any, ContextManager, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, ContextManager, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -18,7 +18,7 @@ from .config import Settings
 from .dataset import Dataset, validate_name
 from .embedders import no_embedder_error
 from .errors import KxError, Status, invalid
-from .expansion import FEEDBACK_PASSAGES, expanded_lists
+from .expansion import FEEDBACK_PASSAGES, rocchio
 from .filters import PassageFilter, parse_where
 from .fingerprint import Fingerprint, check_compatible, current_fingerprint
 from .fusion import fuse, mmr, round_like_python
@@ -238,7 +238,7 @@ def _search(settings: Settings, searcher: Searcher, text: str | None, query_vect
     if expand and len(fused.order):
         t = time.perf_counter()
         top = fused.order[:FEEDBACK_PASSAGES].tolist()
-        lists, added = expanded_lists(searcher, text, query_vector, lists, [keys[c] for c in top],
+        lists, added = _expanded_lists(searcher, text, query_vector, lists, [keys[c] for c in top],
                                       [float(fused.score[c]) for c in top], pool, only, notes)
         keys, refs, columns = _candidate_set(searcher, lists)
         fused = fuse(columns, _ref_order(refs), settings.rrf_k)
@@ -373,3 +373,25 @@ def _check_query_fingerprint(settings: Settings, name: str, stored: Fingerprint,
 
 def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000.0, 3)
+
+
+def _expanded_lists(searcher: Searcher, text: str | None, query_vector: np.ndarray | None,
+                   lists: Mapping[str, Candidates], top_keys: Sequence[Any], top_scores: Sequence[float], pool: int,
+                   only: PassageFilter | None, notes: list[str]) -> tuple[dict[str, Candidates], list[str]]:
+    """The second pass's lists (each retriever of the first pass, expanded) and the terms added.
+
+    `top_keys` and `top_scores`: the first pass's best fused passages (the feedback) and their fused scores.
+    """
+    out, added = dict(lists), []
+    keys = list(top_keys)
+    if "sparse" in lists and text is not None:
+        expand_sparse = getattr(searcher, "sparse_expanded", None)
+        if expand_sparse is None:
+            notes.append("query expansion: this backend expands the dense list only")
+        else:
+            rows = searcher.passages(keys)
+            out["sparse"], added = expand_sparse(text, [(rows[k].text, w) for k, w in zip(keys, top_scores)],
+                                                 pool, only)
+    if "dense" in lists and query_vector is not None and keys:
+        out["dense"] = searcher.dense_candidates(rocchio(query_vector, searcher.vectors(keys)), pool, only)
+    return out, added
