@@ -272,7 +272,54 @@ def _open_readonly(path: Path) -> sqlite3.Connection:
         return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, check_same_thread=False)
 
 
-class Catalogue:
+class LineageWrites:
+    """Moving lineages along their append-only event log: the same rules over both backends' catalogues.
+
+    A catalogue (engine/store.py's, engine/milvus/store.py's) gives the log's
+    current state, which refs it stores, and how it appends events.
+    """
+
+    def lineage_state(self) -> LineageState:
+        raise NotImplementedError
+
+    def known_refs(self, refs: Sequence[str]) -> set[str]:
+        raise NotImplementedError
+
+    def _append_events(self, events: Sequence[tuple[str, str | None] | tuple[str, str | None, str, str | None]]
+                       ) -> int:
+        raise NotImplementedError
+
+    def record_current(self, pairs: Sequence[tuple[str, str]]) -> int:
+        """Make each stored `ref` current for `lineage` where it is not (old bytes offered again, or stored
+        bytes offered under a new name: a renamed or copied file); how many moved."""
+        if not pairs:
+            return 0
+        state = self.lineage_state()
+        stored = self.known_refs([ref for _lineage, ref in pairs])
+        moved = [(lineage, ref) for lineage, ref in dict.fromkeys(pairs)
+                 if ref in stored and state.current.get(lineage) != ref]
+        return self._append_events(moved)
+
+    def retire(self, lineages: Sequence[str]) -> list[str]:
+        """Retire lineages whose source is gone (a file left its watched folder); those that were live."""
+        state = self.lineage_state()
+        live = [name for name in dict.fromkeys(lineages) if state.current.get(name) is not None]
+        self._append_events([(name, None) for name in live])
+        return live
+
+    def rename(self, moves: Sequence[tuple[str, str, str | None]]) -> list[str]:
+        """Carry live lineages to new names: (old name, new name, the file's new path or None), in order;
+        the old names that moved (a retired or unknown one has nothing to carry)."""
+        moved = []
+        for old, new, path in moves:
+            head = self.lineage_state().current.get(old) if old != new else None
+            if head is not None:
+                self._append_events([(new, head, old, path)])
+                moved.append(old)
+        return moved
+
+
+class Catalogue(LineageWrites):
     """A dataset's SQLite catalogue. Writers must hold the dataset's write lock."""
 
     def __init__(self, path: Path, *, readonly: bool = False) -> None:
@@ -409,35 +456,6 @@ class Catalogue:
             events = self._db.execute(self._select("lineage_events", ("lineage", "doc_ref", "moved_from",
                                                                       "source_path")) + " ORDER BY seq").fetchall()
         return LineageState.from_history(documents, events)
-
-    def record_current(self, pairs: Sequence[tuple[str, str]]) -> int:
-        """Make each stored `ref` current for `lineage` where it is not (old bytes offered again, or stored
-        bytes offered under a new name: a renamed or copied file); how many moved."""
-        if not pairs:
-            return 0
-        state = self.lineage_state()
-        stored = self.known_refs([ref for _lineage, ref in pairs])
-        moved = [(lineage, ref) for lineage, ref in dict.fromkeys(pairs)
-                 if ref in stored and state.current.get(lineage) != ref]
-        return self._append_events(moved)
-
-    def retire(self, lineages: Sequence[str]) -> list[str]:
-        """Retire lineages whose source is gone (a file left its watched folder); those that were live."""
-        state = self.lineage_state()
-        live = [name for name in dict.fromkeys(lineages) if state.current.get(name) is not None]
-        self._append_events([(name, None) for name in live])
-        return live
-
-    def rename(self, moves: Sequence[tuple[str, str, str | None]]) -> list[str]:
-        """Carry live lineages to new names: (old name, new name, the file's new path or None), in order;
-        the old names that moved (a retired or unknown one has nothing to carry)."""
-        moved = []
-        for old, new, path in moves:
-            head = self.lineage_state().current.get(old) if old != new else None
-            if head is not None:
-                self._append_events([(new, head, old, path)])
-                moved.append(old)
-        return moved
 
     def restore_ingested_at(self, times: dict[str, float]) -> int:
         """Give documents (by ref) the time they were first ingested elsewhere (a rebuild keeps its source's

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import KxError, Status, not_found
 from ..fingerprint import Fingerprint
-from ..store import DocumentRow, LineageState, NewDocument, PassageRow
+from ..store import DocumentRow, LineageState, LineageWrites, NewDocument, PassageRow
 from . import schema
 from .schema import (
     PLACEHOLDER,
@@ -228,7 +228,7 @@ def passage_row(row: dict, document_text: Callable[[str], str | None]) -> Passag
                       page_end=row.get("page_end"), section=row.get("section"))
 
 
-class MilvusCatalogue:
+class MilvusCatalogue(LineageWrites):
     """One dataset's catalogue in Milvus (see the module head for the write order)."""
 
     def __init__(self, store: MilvusStore, name: str) -> None:
@@ -339,33 +339,6 @@ class MilvusCatalogue:
                                                                              "moved_from", "source_path"]))
         return LineageState.from_history([(ref, name) for _t, ref, name, _p, _m in keys],
                                          [event[1:] for event in events])
-
-    def record_current(self, pairs: Sequence[tuple[str, str]]) -> int:
-        """Make each stored `ref` current for `lineage` where it is not (engine/store.py's contract)."""
-        if not pairs:
-            return 0
-        state = self.lineage_state()
-        stored = self.known_refs([ref for _lineage, ref in pairs])
-        moved = [(lineage, ref) for lineage, ref in dict.fromkeys(pairs)
-                 if ref in stored and state.current.get(lineage) != ref]
-        return self._append_events(moved)
-
-    def retire(self, lineages: Sequence[str]) -> list[str]:
-        """Retire lineages whose source is gone; those that were live."""
-        state = self.lineage_state()
-        live = [name for name in dict.fromkeys(lineages) if state.current.get(name) is not None]
-        self._append_events([(name, None) for name in live])
-        return live
-
-    def rename(self, moves: Sequence[tuple[str, str, str | None]]) -> list[str]:
-        """Carry live lineages to new names (engine/store.py's contract); the old names that moved."""
-        moved = []
-        for old, new, path in moves:
-            head = self.lineage_state().current.get(old) if old != new else None
-            if head is not None:
-                self._append_events([(new, head, old, path)])
-                moved.append(old)
-        return moved
 
     def _append_events(self, events: Sequence[tuple[str, str | None] | tuple[str, str | None, str, str | None]]
                        ) -> int:
