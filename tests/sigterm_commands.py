@@ -45,7 +45,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .sigterm_rounds import REPO, kx_env
+from .sigterm_rounds import REPO, check_indexes_at_top, kx_env
 
 SERVE_MOMENTS = ("startup", "backlog", "upload", "idle")
 INGEST_MOMENTS = ("startup", "stage1", "stage2", "random")
@@ -162,18 +162,7 @@ def check_whole(home: Path, model_cache: Path, problems: list[str], expected_doc
     if documents != expected_documents or embedded != passages:
         problems.append(f"after resuming: {documents} of {expected_documents} documents, "
                         f"{embedded} of {passages} passages embedded")
-    db = sqlite3.connect(f"file:{folder / 'catalog.sqlite'}?mode=ro", uri=True)
-    try:
-        top = db.execute("SELECT COALESCE(MAX(seq), 0) FROM passages").fetchone()[0]
-    finally:
-        db.close()
-    for sidecar in ("dense.json", "sparse.json"):
-        try:
-            watermark = json.loads((folder / sidecar).read_text()).get("watermark")
-        except (OSError, ValueError):
-            watermark = None
-        if watermark != top:
-            problems.append(f"{sidecar} watermark {watermark} != top passage {top} after resuming")
+    check_indexes_at_top(folder, problems, "after resuming")
 
 
 class _Output:

@@ -220,6 +220,22 @@ def run_round(work: Path, model_cache: Path, moment: str, rng: random.Random, *,
                        problems, pre_handler, guard)
 
 
+def check_indexes_at_top(folder: Path, problems: list[str], when: str) -> None:
+    """Both index sidecars of the dataset in `folder` are at the catalogue's top passage."""
+    db = sqlite3.connect(f"file:{folder / 'catalog.sqlite'}?mode=ro", uri=True)
+    try:
+        top = db.execute("SELECT COALESCE(MAX(seq), 0) FROM passages").fetchone()[0]
+    finally:
+        db.close()
+    for sidecar in ("dense.json", "sparse.json"):
+        try:
+            watermark = json.loads((folder / sidecar).read_text()).get("watermark")
+        except (OSError, ValueError):
+            watermark = None
+        if watermark != top:
+            problems.append(f"{sidecar} watermark {watermark} != top passage {top} {when}")
+
+
 def _committed(catalogue: Path, problems: list[str]) -> set[str]:
     if not catalogue.exists():
         return set()
@@ -263,16 +279,4 @@ def _restart(work: Path, model_cache: Path, args: list[str], env: dict[str, str]
     names = _committed(catalogue, problems)
     if names != set(texts):
         problems.append(f"after the restart the dataset holds {len(names)} of {len(texts)} files")
-    folder = catalogue.parent
-    db = sqlite3.connect(f"file:{catalogue}?mode=ro", uri=True)
-    try:
-        top = db.execute("SELECT COALESCE(MAX(seq), 0) FROM passages").fetchone()[0]
-    finally:
-        db.close()
-    for sidecar in ("dense.json", "sparse.json"):
-        try:
-            watermark = json.loads((folder / sidecar).read_text()).get("watermark")
-        except (OSError, ValueError):
-            watermark = None
-        if watermark != top:
-            problems.append(f"{sidecar} watermark {watermark} != top passage {top} after the restart")
+    check_indexes_at_top(catalogue.parent, problems, "after the restart")
