@@ -236,10 +236,11 @@ class BesideStage1:
                 return
             dense = self.dataset.dense(fingerprint.dimension, catalogue.dataset_id)
             chunks = _Chunks(self.engine, self.dataset, catalogue, embedder, self.emit, dense)
-            waiting = catalogue  # the backlog grows while stage 1 commits: progress counts towards its size now
+            # the backlog grows while stage 1 commits: progress counts towards its size at each chunk
+            goal = lambda: chunks.done + catalogue.backlog()  # noqa: E731
             while not self._interrupted():
                 self._wake.clear()
-                if chunks.next(lambda: chunks.done + waiting.backlog(), self._interrupted):
+                if chunks.next(goal, self._interrupted):
                     self.embedded = chunks.done
                     continue
                 if self._closing or self._interrupted():
