@@ -75,7 +75,7 @@ class CliResult:
 
 def run_cli(*args: str) -> CliResult:
     """Run the real CLI entry point in this process (the model stays warm between calls)."""
-    from kx_tui.cli.main import main
+    from kx_tui.cli.root import main
 
     out, err = io.StringIO(), io.StringIO()
     code = 0

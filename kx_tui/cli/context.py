@@ -1,8 +1,8 @@
 """What every `kx` command shares: click's context settings and the settings/backend behind a command.
 
-The root group (main.py) stores the global flags in `ctx.obj`; each command
-module imports these helpers from here and is registered by main.py, so no
-command module imports main.py or another command module.
+The root group (root.py) stores the global flags in `ctx.obj`; each command
+module imports these helpers from here and is registered by root.py, so no
+command module imports root.py or another command module.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from ..helpers import REPO
 
 _PROBE = """
 import json, sys
-from kx_tui.cli.main import main
+from kx_tui.cli.root import main
 try:
     main({args!r})
 except SystemExit:
@@ -24,7 +24,7 @@ print(json.dumps(sorted(sys.modules)), file=sys.stderr)
 # indexes, the extractors, asyncio (only the servers and the TUI run an event loop).
 _HEAVY = {"torch", "sentence_transformers", "transformers", "textual", "numpy", "onnxruntime", "tokenizers",
           "voyager", "whoosh", "pypdfium2", "trafilatura", "lxml", "yaml", "pymilvus", "milvus_lite", "ssl", "asyncio"}
-# The other commands' modules and renderers: a command imports its own, not every command's (kx_tui/cli/main.py's
+# The other commands' modules and renderers: a command imports its own, not every command's (kx_tui/cli/root.py's
 # lazy groups). rich.progress draws ingest and embed progress; uvicorn and mcp serve.
 _OTHER_COMMANDS = {"kx_tui.cli.watch", "kx_tui.cli.serve", "kx_tui.cli.mcp", "kx_tui.cli.embed",
                    "kx_tui.cli.agent", "kx_tui.cli.rebuild", "kx_tui.cli.models", "kx_tui.cli.completion",
@@ -75,7 +75,7 @@ def test_a_query_imports_its_own_command_only(tmp_path) -> None:
     """A one-off query loads the indexes (numpy, voyager, whoosh) but no other command's modules."""
     loaded = _top(_loaded_after(["datasets", "query", "notes", "dataset", "--mode", "sparse"], tmp_path,
                                 env={"KX_SERVE_EMBED_MODEL": "none"}))  # the dataset's test embedder is no model
-    assert {"kx_tui.cli.main", "kx_tui.render", "whoosh"} <= loaded  # the probe ran the query
+    assert {"kx_tui.cli.root", "kx_tui.render", "whoosh"} <= loaded  # the probe ran the query
     assert sorted(loaded & (_OTHER_COMMANDS | {"textual", "torch", "sentence_transformers", "onnxruntime"})) == []
 
 
@@ -94,7 +94,7 @@ def test_the_lazy_commands_list_their_own_help() -> None:
     each command's own docstring says."""
     import importlib
 
-    from kx_tui.cli.main import cli, datasets
+    from kx_tui.cli.root import cli, datasets
 
     for group in (cli, datasets):
         for name, (target, short_help) in group.lazy.items():

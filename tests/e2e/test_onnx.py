@@ -214,7 +214,7 @@ def test_models_prepare_reports_the_runtime(model_cache: Path, real_embedder) ->
 
 _COLD_QUERY = """
 import json, sys
-from kx_tui.cli.main import main
+from kx_tui.cli.root import main
 try:
     main(["datasets", "query", "handbook", "--text", "how many days of leave", "--json"])
 except SystemExit:
