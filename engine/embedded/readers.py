@@ -146,6 +146,8 @@ class DatasetSearcher:
             raise ValueError("empty dataset")
         self.fingerprint: Fingerprint = fingerprint
         self.dense = dataset.dense(fingerprint.dimension, self.catalogue.dataset_id)
+        if previous is not None:  # the graph it loaded, where it is still the one on disk (engine/dense.py)
+            self.dense.adopt(previous.dense)
         self.sparse = dataset.sparse(fingerprint.stopwords, self.catalogue.dataset_id)
         # The least that every part holds: opened between a writer's commit
         # and its index catch-up, this searcher must not count as current
@@ -158,7 +160,7 @@ class DatasetSearcher:
         self._signature = self._read_signature()
         self._state = self._read_state()
         self.top = min(self._state)
-        self.dense.load()
+        self.dense.load(self.catalogue)
         self.total_passages = self.catalogue.passages_upto(self._state[0])
         self.dense_passages = min(self.catalogue.passages_upto(min(self._state[1], self.dense.held)),
                                   self.total_passages)

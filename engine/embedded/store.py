@@ -569,7 +569,26 @@ class Catalogue(LineageWrites):
         # `+seq` keeps SQLite off the rowid range, which walks the table's leaf pages (a passage row with
         # its vector fills most of a page): it counts over the ref index instead, ~10 x fewer pages (reopen
         # at 1M passages: seconds -> a fraction)
-        return int(self._db.execute("SELECT COUNT(*) FROM passages WHERE +seq <= ?", (seq,)).fetchone()[0])
+        #
+        # Passages are never deleted and seqs only grow, so the count up to a committed seq never changes:
+        # the last one counted per catalogue is remembered, and a later count (a reader reopened after a
+        # small commit) adds the few rows between by their seq range instead of counting them all again.
+        key = (str(self.path), self.dataset_id)
+        known = _COUNTED.get(key) if key[1] and not self._db.in_transaction else None
+        if known is not None and 0 <= seq - known[0] <= _RANGE_COUNT:
+            count = known[1] + int(self._db.execute("SELECT COUNT(*) FROM passages WHERE seq > ? AND seq <= ?",
+                                                    (known[0], seq)).fetchone()[0])
+        elif known is not None and 0 < known[0] - seq <= _RANGE_COUNT:
+            count = known[1] - int(self._db.execute("SELECT COUNT(*) FROM passages WHERE seq > ? AND seq <= ?",
+                                                    (seq, known[0])).fetchone()[0])
+        else:
+            count = int(self._db.execute("SELECT COUNT(*) FROM passages WHERE +seq <= ?", (seq,)).fetchone()[0])
+        if key[1] and not self._db.in_transaction and seq <= self.max_passage_seq() \
+                and (known is None or seq >= known[0]):
+            if len(_COUNTED) > 256:
+                _COUNTED.clear()
+            _COUNTED[key] = (seq, count)
+        return count
 
     def unembedded(self, limit: int) -> list[tuple[int, str]]:
         """(seq, text) of the first `limit` passages of the backlog, ascending."""
@@ -846,6 +865,7 @@ class LineageState:
         home = dict(home)
         current = dict(current)
         current_home = dict(self._current_home)
+        shown, hidden = set(self._shown), set(self._hidden)
         strays = self._strays
         added_strays: list[str] = []
         touched: dict[str, None] = {}
@@ -885,9 +905,18 @@ class LineageState:
                 del current_home[before]
             if after is not None:
                 current_home[after] = lineage
+            # no ref here is in a second lineage (else rebuilt above): shown means current in this one
+            if before is not None:
+                shown.discard(before)
+                hidden.add(before)
+            hidden.update(ref for ref in versions[lineage][len(self.versions.get(lineage, ())):])
+            if after is not None:
+                shown.add(after)
+                hidden.discard(after)
         state = LineageState(versions, last, dict(self.paths), names)
         state.__dict__.update(_members=members, _by_name=self._by_name, _skipped=False, current=current,
                               _positions=positions, _home=home, _current_home=current_home, _shared=shared,
+                              _shown=shown, _hidden=frozenset(hidden),
                               _strays=strays | set(added_strays) if added_strays else strays)
         return state
 
@@ -905,7 +934,11 @@ class LineageState:
 
     def hidden(self) -> set[str]:
         """Refs of every stored version that is not current (superseded, or of a retired lineage)."""
-        return self._home.keys() - self._shown   # every stored version is in a lineage: _home holds them all
+        return set(self._hidden)
+
+    @cached_property
+    def _hidden(self) -> frozenset[str]:
+        return frozenset(self._home.keys() - self._shown)   # every stored version is in a lineage: in _home
 
     def live_count(self) -> int:
         """Documents shown by default: the distinct current versions (two names may share one's bytes)."""
@@ -935,6 +968,8 @@ class LineageState:
     @cached_property
     def _shared(self) -> frozenset[str]:
         """Refs stored in more than one lineage (bytes a copied or renamed file took on): rare."""
+        if sum(map(len, self.versions.values())) == len(self._home):
+            return frozenset()   # each ref in one lineage: the usual case, seen without a walk
         seen: set[str] = set()
         shared: set[str] = set()
         for refs in self.versions.values():
@@ -996,6 +1031,11 @@ def _shown_as(renamed: dict[str, tuple[str, str | None]], ref: str, name: str,
               path: str | None) -> tuple[str, str | None]:
     moved = renamed.get(ref)
     return (name, path) if moved is None else (moved[0], moved[1] or path)
+
+
+# (catalogue path, dataset id) -> (a committed seq, how many passages have a seq at or below it)
+_COUNTED: dict[tuple[str, str], tuple[int, int]] = {}
+_RANGE_COUNT = 50_000   # rows counted by their seq range at most; further apart, the index count is cheaper
 
 
 def _chunks(values: Sequence[Any], size: int = 500) -> Iterator[list[Any]]:
