@@ -146,7 +146,7 @@ class DatasetSearcher:
             raise ValueError("empty dataset")
         self.fingerprint: Fingerprint = fingerprint
         self.dense = dataset.dense(fingerprint.dimension, self.catalogue.dataset_id)
-        if previous is not None:  # the graph it loaded, where it is still the one on disk (engine/dense.py)
+        if previous is not None:  # the graph it loaded, where it is still the one on disk (engine/embedded/dense.py)
             self.dense.adopt(previous.dense)
         self.sparse = dataset.sparse(fingerprint.stopwords, self.catalogue.dataset_id)
         # The least that every part holds: opened between a writer's commit
