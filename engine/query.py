@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ContextManager, Mapping, Protocol, Sequen
 
 import numpy as np
 
-from .answer_span import best_sentence_scores, with_answer_spans, word_vectors
+from .answer_span import SentenceMemo, best_sentence_scores, with_answer_spans, word_vectors
 from .config import Settings
 from .dataset import Dataset, validate_name
 from .embedders import no_embedder_error
@@ -152,6 +152,7 @@ def run_query(
         t = time.perf_counter()
         query_vector = embedder.encode([text])[0]
         timings["embed"] = _ms(t)
+    sentences: SentenceMemo = {}   # this query's sentence scores (the sentence list's, then the answer spans')
     with engine.reading(name) as searcher:
         coverage = _dense_coverage(name, searcher, use_dense, notes)
         if use_dense and not use_sparse and searcher.total_passages and not searcher.dense_passages:
@@ -164,9 +165,9 @@ def run_query(
         if narrowing:
             timings["filter"] = _ms(t)
         hits, expanded_terms = _search(engine.settings, searcher, text, query_vector, use_dense, use_sparse, pool,
-                                       k_used, rerank, notes, timings, only, card, expand)
+                                       k_used, rerank, notes, timings, only, card, expand, sentences)
     t = time.perf_counter()
-    hits = with_answer_spans(hits, text, card)
+    hits = with_answer_spans(hits, text, card, sentences)
     timings["answer_span"] = _ms(t)
     timings["total"] = _ms(started)
     return QueryResult(name, text, chosen_mode, rerank, k_used, requested, hits, notes, timings, coverage,
@@ -203,7 +204,7 @@ def _dense_coverage(name: str, searcher: Searcher, use_dense: bool, notes: list[
 def _search(settings: Settings, searcher: Searcher, text: str | None, query_vector: np.ndarray | None,
             use_dense: bool, use_sparse: bool, pool: int, k_used: int, rerank: bool, notes: list[str],
             timings: dict[str, float], only: PassageFilter | None = None, card: ModelCard | None = None,
-            expand: bool = False) -> tuple[list[Hit], list[str] | None]:
+            expand: bool = False, sentences: SentenceMemo | None = None) -> tuple[list[Hit], list[str] | None]:
     """Candidate pools, fusion, MMR and the hits, under the searcher's lock.
 
     Passages travel as candidate numbers and arrays (engine/fusion.py `fuse`):
@@ -235,6 +236,7 @@ def _search(settings: Settings, searcher: Searcher, text: str | None, query_vect
     fused = fuse(columns, _ref_order(refs), settings.rrf_k)
     timings["fusion"] = _ms(t)
     added: list[str] | None = None
+    known_rows: dict[Any, Any] = {}
     if expand and len(fused.order):
         t = time.perf_counter()
         top = fused.order[:FEEDBACK_PASSAGES].tolist()
@@ -250,7 +252,8 @@ def _search(settings: Settings, searcher: Searcher, text: str | None, query_vect
         t = time.perf_counter()
         agreed = [c for c in fused.order[:SENTENCE_DEPTH].tolist() if all(fused.ranks[n][c] for n in lists)]
         rows = searcher.passages([keys[c] for c in agreed])
-        scores = best_sentence_scores([rows[keys[c]].text for c in agreed], text, word_vectors(card))
+        scores = best_sentence_scores([rows[keys[c]].text for c in agreed], text, word_vectors(card), sentences)
+        known_rows = rows  # the hits are mostly among them: not read again below
         columns[SENTENCE] = (np.asarray(agreed, dtype=np.int64), round_like_python(np.asarray(scores), 6))
         fused = fuse(columns, _ref_order(refs), settings.rrf_k)
         timings["sentence"] = _ms(t)
@@ -282,7 +285,8 @@ def _search(settings: Settings, searcher: Searcher, text: str | None, query_vect
         timings["mmr"] = _ms(t)
 
     chosen = [int(order[p]) for p in positions]
-    rows = searcher.passages([keys[c] for c in chosen])
+    rows = {key: known_rows[key] for key in (keys[c] for c in chosen) if key in known_rows}
+    rows.update(searcher.passages([key for key in (keys[c] for c in chosen) if key not in rows]))
     documents = searcher.documents([rows[keys[c]].doc_ref for c in chosen])
     lineage = searcher.versions(documents)
     ranks = dict(fused.ranks)  # dense, sparse and (hybrid) sentence
