@@ -96,8 +96,10 @@ def reopen_after_commit(home: Path, size: int, rounds: int = 3) -> dict:
     settings = load_settings({"home": str(home), "embed_model": "none"}, env={})
     reader = open_backend(settings, embedder=None)
     writer = open_backend(settings, embedder=None)
-    rng = np.random.default_rng(size + 7)
-    query = rng.standard_normal(DIM).astype(np.float32)
+    query = np.random.default_rng(size + 7).standard_normal(DIM).astype(np.float32)
+    # new passages every run: a second --reopen-only run offering the same documents would commit nothing
+    run = time.time_ns()
+    rng = np.random.default_rng(run)
 
     def ask() -> float:
         t = time.perf_counter()
@@ -112,7 +114,7 @@ def reopen_after_commit(home: Path, size: int, rounds: int = 3) -> dict:
         texts = _words(rng, 100)
         vectors = rng.standard_normal((100, DIM)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        docs = [from_text(t, f"extra-{round_}-{i}") for i, t in enumerate(texts)]
+        docs = [from_text(f"{t} run{run}", f"extra-{run}-{round_}-{i}") for i, t in enumerate(texts)]
         t = time.perf_counter()
         writer.ingest("synthetic", docs, vectors=vectors)
         commit.append(time.perf_counter() - t)

@@ -364,6 +364,7 @@ class Engine:
             searcher = self._searchers.get(name)
             if searcher is not None and searcher.current():
                 return searcher
+            previous = searcher
             if searcher is not None:
                 searcher.close()
                 del self._searchers[name]
@@ -379,7 +380,7 @@ class Engine:
                 # query catches them up once they can be written
                 stale = f"the indexes could not catch up with the newest documents ({exc.message})"
             try:
-                searcher = DatasetSearcher(dataset, self.settings.bm25_k1, self.settings.bm25_b)
+                searcher = DatasetSearcher(dataset, self.settings.bm25_k1, self.settings.bm25_b, previous)
             except ValueError:
                 raise KxError(Status.NOT_FOUND, f"dataset '{name}' holds no documents yet; ingest some first") \
                     from None

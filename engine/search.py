@@ -22,7 +22,7 @@ from .filters import PassageFilter, Where
 from .fingerprint import Fingerprint
 from .fusion import round_like_python
 from .sparse import Bm25Scorer
-from .store import Catalogue, DocumentRow, LineageState, PassageRow
+from .store import Catalogue, DocumentRow, LineageMarks, LineageState, PassageRow
 
 _SCORE_DECIMALS = 6
 # Sparse queries look up at most this many distinct indexed terms (the rarest):
@@ -132,7 +132,10 @@ class DatasetSearcher:
     """Open readers for one dataset. Callers use it under `lock` (whoosh and SQLite
     handles are not safe to share between threads mid-call) and check `closed`."""
 
-    def __init__(self, dataset: Dataset, bm25_k1: float, bm25_b: float) -> None:
+    def __init__(self, dataset: Dataset, bm25_k1: float, bm25_b: float,
+                 previous: DatasetSearcher | None = None) -> None:
+        """`previous`: the readers this one replaces (the dataset moved on); what they read that is still
+        true is carried over instead of read again (the lineage state, advanced by the new rows)."""
         self.lock = threading.RLock()
         self.closed = False
         self.dataset = dataset
@@ -143,6 +146,8 @@ class DatasetSearcher:
             raise ValueError("empty dataset")
         self.fingerprint: Fingerprint = fingerprint
         self.dense = dataset.dense(fingerprint.dimension, self.catalogue.dataset_id)
+        if previous is not None:  # the graph it loaded, where it is still the one on disk (engine/dense.py)
+            self.dense.adopt(previous.dense)
         self.sparse = dataset.sparse(fingerprint.stopwords, self.catalogue.dataset_id)
         # The least that every part holds: opened between a writer's commit
         # and its index catch-up, this searcher must not count as current
@@ -155,7 +160,7 @@ class DatasetSearcher:
         self._signature = self._read_signature()
         self._state = self._read_state()
         self.top = min(self._state)
-        self.dense.load()
+        self.dense.load(self.catalogue)
         self.total_passages = self.catalogue.passages_upto(self._state[0])
         self.dense_passages = min(self.catalogue.passages_upto(min(self._state[1], self.dense.held)),
                                   self.total_passages)
@@ -164,6 +169,10 @@ class DatasetSearcher:
             self.dense_passages = 0
         self._lineage_mark = self.catalogue.lineage_mark()
         self._lineage_state: LineageState | None = None
+        self._lineage_known: LineageMarks | None = None
+        self.dataset_id = self.catalogue.dataset_id
+        if previous is not None and previous.dataset_id == self.dataset_id:
+            self._lineage_known = previous._lineage_known  # advanced on first use: a reopen reads the new rows
         self._filters: dict[tuple[Where, str], PassageFilter | None] = {}
         self._exact: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(filter) -> (seqs, vectors)
         self._bm25 = (bm25_k1, bm25_b)
@@ -298,7 +307,8 @@ class DatasetSearcher:
 
     def _lineages(self) -> LineageState:
         if self._lineage_state is None:
-            self._lineage_state = self.catalogue.lineage_state()
+            self._lineage_known = self.catalogue.lineage_state_after(self._lineage_known)
+            self._lineage_state = self._lineage_known.state
         return self._lineage_state
 
     def versions(self, documents: dict[str, DocumentRow]) -> dict[str, tuple[int, str | None]]:

@@ -45,6 +45,7 @@ the first time a writer opens it; a reader copes with an un-migrated file
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sqlite3
@@ -450,12 +451,42 @@ class Catalogue(LineageWrites):
 
     def lineage_state(self) -> LineageState:
         """Every document's lineage, version number and whether it is current; retired and renamed lineages."""
-        documents = self._db.execute("SELECT ref, name FROM documents ORDER BY seq").fetchall()
-        events: list[tuple[str, str | None, str | None, str | None]] = []
+        return self.lineage_state_after(None).state
+
+    def lineage_state_after(self, known: LineageMarks | None) -> LineageMarks:
+        """The lineage state now, with the marks it was read up to: from `known` (an earlier state and its
+        marks) and the documents and events appended since, where that gives it exactly
+        (LineageState.advanced), else from the whole history. Read in one snapshot."""
+        began = not self._db.in_transaction
+        if began:
+            self._db.execute("BEGIN")
+        try:
+            after = (known.documents, known.events) if known is not None else (0, 0)
+            documents, events = self._lineage_rows(*after)
+            state = None
+            if known is not None:
+                state = known.state.advanced([(ref, name) for _seq, ref, name in documents],
+                                             [row[1:] for row in events])
+            if state is None:
+                if known is not None:
+                    documents, events = self._lineage_rows(0, 0)
+                state = LineageState.from_history([(ref, name) for _seq, ref, name in documents],
+                                                  [row[1:] for row in events])
+            return LineageMarks(state, documents[-1][0] if documents else after[0],
+                                events[-1][0] if events else after[1])
+        finally:
+            if began and self._db.in_transaction:
+                self._db.execute("COMMIT")
+
+    def _lineage_rows(self, documents_after: int, events_after: int) -> tuple[list[tuple], list[tuple]]:
+        documents = self._db.execute("SELECT seq, ref, name FROM documents WHERE seq > ? ORDER BY seq",
+                                     (documents_after,)).fetchall()
+        events: list[tuple] = []
         if "lineage_events" in self._tables:
-            events = self._db.execute(self._select("lineage_events", ("lineage", "doc_ref", "moved_from",
-                                                                      "source_path")) + " ORDER BY seq").fetchall()
-        return LineageState.from_history(documents, events)
+            events = self._db.execute(self._select("lineage_events", ("seq", "lineage", "doc_ref", "moved_from",
+                                                                      "source_path")) + " WHERE seq > ? ORDER BY seq",
+                                      (events_after,)).fetchall()
+        return documents, events
 
     def restore_ingested_at(self, times: dict[str, float]) -> int:
         """Give documents (by ref) the time they were first ingested elsewhere (a rebuild keeps its source's
@@ -538,7 +569,26 @@ class Catalogue(LineageWrites):
         # `+seq` keeps SQLite off the rowid range, which walks the table's leaf pages (a passage row with
         # its vector fills most of a page): it counts over the ref index instead, ~10 x fewer pages (reopen
         # at 1M passages: seconds -> a fraction)
-        return int(self._db.execute("SELECT COUNT(*) FROM passages WHERE +seq <= ?", (seq,)).fetchone()[0])
+        #
+        # Passages are never deleted and seqs only grow, so the count up to a committed seq never changes:
+        # the last one counted per catalogue is remembered, and a later count (a reader reopened after a
+        # small commit) adds the few rows between by their seq range instead of counting them all again.
+        key = (str(self.path), self.dataset_id)
+        known = _COUNTED.get(key) if key[1] and not self._db.in_transaction else None
+        if known is not None and 0 <= seq - known[0] <= _RANGE_COUNT:
+            count = known[1] + int(self._db.execute("SELECT COUNT(*) FROM passages WHERE seq > ? AND seq <= ?",
+                                                    (known[0], seq)).fetchone()[0])
+        elif known is not None and 0 < known[0] - seq <= _RANGE_COUNT:
+            count = known[1] - int(self._db.execute("SELECT COUNT(*) FROM passages WHERE seq > ? AND seq <= ?",
+                                                    (seq, known[0])).fetchone()[0])
+        else:
+            count = int(self._db.execute("SELECT COUNT(*) FROM passages WHERE +seq <= ?", (seq,)).fetchone()[0])
+        if key[1] and not self._db.in_transaction and seq <= self.max_passage_seq() \
+                and (known is None or seq >= known[0]):
+            if len(_COUNTED) > 256:
+                _COUNTED.clear()
+            _COUNTED[key] = (seq, count)
+        return count
 
     def unembedded(self, limit: int) -> list[tuple[int, str]]:
         """(seq, text) of the first `limit` passages of the backlog, ascending."""
@@ -714,6 +764,15 @@ class Catalogue(LineageWrites):
 
 
 @dataclass(frozen=True)
+class LineageMarks:
+    """A lineage state and the last document and event seqs it was read up to (for reading on from there)."""
+
+    state: LineageState
+    documents: int
+    events: int
+
+
+@dataclass(frozen=True)
 class LineageState:
     """Each lineage's stored versions (refs, oldest first) and its latest event (None: retired).
 
@@ -741,14 +800,18 @@ class LineageState:
         evented = {event[1] for event in events if event[1] is not None}
         versions: dict[str, list[str]] = {}
         members: dict[str, set[str]] = {}   # versions' refs as sets: a lineage edited often stays linear
+        by_name: set[str] = set()
         for doc_ref, name in documents:
             if doc_ref not in evented:
                 versions.setdefault(name, []).append(doc_ref)
                 members.setdefault(name, set()).add(doc_ref)
+                by_name.add(doc_ref)
         last: dict[str, str | None] = {}
         paths: dict[str, str] = {}
+        skipped = False
         for lineage, head, moved_from, path in events:
             if head is not None and head not in names:
+                skipped = True
                 continue
             if moved_from is not None:   # the old name's history continues under the new one, oldest first
                 history = versions.pop(moved_from, [])
@@ -763,7 +826,99 @@ class LineageState:
             if head is not None and head not in members.setdefault(lineage, set()):
                 versions.setdefault(lineage, []).append(head)
                 members[lineage].add(head)
-        return cls(versions, last, paths, names)
+        state = cls(versions, last, paths, names)
+        state.__dict__["_members"] = members
+        state.__dict__["_by_name"] = frozenset(by_name)
+        state.__dict__["_skipped"] = skipped
+        return state
+
+    def advanced(self, documents: Sequence[tuple[str, str]],
+                 events: Sequence[tuple[str, str | None, str | None, str | None]]) -> LineageState | None:
+        """The state of this history with `documents` and `events` appended (both newer than any this state
+        was built from), worked out from the new rows only; None where only `from_history` over the whole
+        history gives it exactly (a rename, stored bytes taking on a second name, a document without its
+        event, an event this state skipped): rare events, rebuilt in full.
+
+        A reader reopened after a small commit takes this path: at 100k documents the whole rebuild and the
+        maps derived from it cost a second, and they would grow with the corpus. The result is the state
+        `from_history` gives (tests/unit/test_lineage_incremental.py checks them equal on random histories);
+        this state is left as it was (a reader may still be answering from it).
+        """
+        if self._skipped or (not events and not documents):
+            return None if self._skipped else self
+        names_before = self.names
+        new_names = {ref: name for ref, name in documents}
+        if any(ref in names_before for ref in new_names):
+            return None
+        evented = {event[1] for event in events if event[1] is not None}
+        placed_by_name = [(ref, name) for ref, name in documents if ref not in evented]
+        if placed_by_name and (events or self.events):
+            return None  # ordered before every event in the full rebuild
+        home = self._home
+        current = self.current
+        shared = self._shared
+        versions = dict(self.versions)
+        members = dict(self._members)
+        last = dict(self.events)
+        names = {**names_before, **new_names}
+        positions = dict(self._positions)
+        home = dict(home)
+        current = dict(current)
+        current_home = dict(self._current_home)
+        shown, hidden = set(self._shown), set(self._hidden)
+        strays = self._strays
+        added_strays: list[str] = []
+        touched: dict[str, None] = {}
+
+        def append(lineage: str, ref: str) -> None:
+            refs = versions[lineage] = [*versions.get(lineage, []), ref]
+            members[lineage] = {*members.get(lineage, ()), ref}
+            positions[ref] = len(refs)
+            home[ref] = lineage
+            if names[ref] != lineage:
+                added_strays.append(ref)
+
+        for ref, name in placed_by_name:  # no events anywhere: each name's newest document is current
+            append(name, ref)
+            touched[name] = None
+        for lineage, head, moved_from, _path in events:
+            if moved_from is not None or (head is not None and head not in names) or head in self._by_name:
+                return None
+            if head is not None and head not in members.get(lineage, ()):
+                if head in home:
+                    return None  # bytes stored under another lineage too: which map entry wins is order's
+                append(lineage, head)
+            last[lineage] = head
+            touched[lineage] = None
+        # lineages new to `versions` were appended at its end, in the order current() lists them too
+        new = len(versions) - len(self.versions)
+        appended = list(itertools.islice(reversed(versions), new))[::-1]
+        for lineage in [*(t for t in touched if t in self.versions), *appended]:
+            before = self.current.get(lineage)
+            refs = versions[lineage]
+            head = last[lineage] if lineage in last else refs[-1]
+            after = head if head is None or head in members[lineage] else refs[-1]
+            if before in shared or after in shared:
+                return None
+            current[lineage] = after
+            if before is not None and current_home.get(before) == lineage:
+                del current_home[before]
+            if after is not None:
+                current_home[after] = lineage
+            # no ref here is in a second lineage (else rebuilt above): shown means current in this one
+            if before is not None:
+                shown.discard(before)
+                hidden.add(before)
+            hidden.update(ref for ref in versions[lineage][len(self.versions.get(lineage, ())):])
+            if after is not None:
+                shown.add(after)
+                hidden.discard(after)
+        state = LineageState(versions, last, dict(self.paths), names)
+        state.__dict__.update(_members=members, _by_name=self._by_name, _skipped=False, current=current,
+                              _positions=positions, _home=home, _current_home=current_home, _shared=shared,
+                              _shown=shown, _hidden=frozenset(hidden),
+                              _strays=strays | set(added_strays) if added_strays else strays)
+        return state
 
     @cached_property  # computed once: callers ask it per document (an O(n) walk each time would be O(n^2))
     def current(self) -> dict[str, str | None]:
@@ -779,7 +934,11 @@ class LineageState:
 
     def hidden(self) -> set[str]:
         """Refs of every stored version that is not current (superseded, or of a retired lineage)."""
-        return {ref for refs in self.versions.values() for ref in refs if ref not in self._shown}
+        return set(self._hidden)
+
+    @cached_property
+    def _hidden(self) -> frozenset[str]:
+        return frozenset(self._home.keys() - self._shown)   # every stored version is in a lineage: in _home
 
     def live_count(self) -> int:
         """Documents shown by default: the distinct current versions (two names may share one's bytes)."""
@@ -796,6 +955,33 @@ class LineageState:
     @cached_property
     def _members(self) -> dict[str, set[str]]:
         return {lineage: set(refs) for lineage, refs in self.versions.items()}
+
+    @cached_property
+    def _by_name(self) -> frozenset[str]:
+        """Documents placed in a lineage by their name (stored before lineage events): none in a new catalogue."""
+        return frozenset()
+
+    @cached_property
+    def _skipped(self) -> bool:
+        return False
+
+    @cached_property
+    def _shared(self) -> frozenset[str]:
+        """Refs stored in more than one lineage (bytes a copied or renamed file took on): rare."""
+        if sum(map(len, self.versions.values())) == len(self._home):
+            return frozenset()   # each ref in one lineage: the usual case, seen without a walk
+        seen: set[str] = set()
+        shared: set[str] = set()
+        for refs in self.versions.values():
+            for ref in refs:
+                (shared if ref in seen else seen).add(ref)
+        return frozenset(shared)
+
+    @cached_property
+    def _strays(self) -> frozenset[str]:
+        """Refs in a lineage other than the name they were stored under: only these can be shown renamed."""
+        names = self.names
+        return frozenset(ref for lineage, refs in self.versions.items() for ref in refs if names.get(ref) != lineage)
 
     @cached_property
     def _home(self) -> dict[str, str]:
@@ -815,8 +1001,13 @@ class LineageState:
     @cached_property
     def renamed(self) -> dict[str, tuple[str, str | None]]:
         """Documents whose lineage was renamed: ref -> (the name, and where known the path, shown now)."""
+        # A document in its own name's lineage is shown under another only when it is current there (a
+        # stray: a copy's bytes); one in another lineage is a stray too. So only strays need looking at.
         out: dict[str, tuple[str, str | None]] = {}
-        for ref, name in self.names.items():
+        for ref in sorted(self._strays):
+            name = self.names.get(ref)
+            if name is None:
+                continue
             lineage = self.lineage_of(ref, name)
             if lineage != name:
                 out[ref] = (lineage, self.paths.get(lineage))
@@ -840,6 +1031,11 @@ def _shown_as(renamed: dict[str, tuple[str, str | None]], ref: str, name: str,
               path: str | None) -> tuple[str, str | None]:
     moved = renamed.get(ref)
     return (name, path) if moved is None else (moved[0], moved[1] or path)
+
+
+# (catalogue path, dataset id) -> (a committed seq, how many passages have a seq at or below it)
+_COUNTED: dict[tuple[str, str], tuple[int, int]] = {}
+_RANGE_COUNT = 50_000   # rows counted by their seq range at most; further apart, the index count is cheaper
 
 
 def _chunks(values: Sequence[Any], size: int = 500) -> Iterator[list[Any]]:
