@@ -58,7 +58,7 @@ def _vectors(collection: str, ids: list[str], texts: list[str], cache: Path, emb
 
 def _engine(collection: str, cache: Path):
     from engine import Engine, load_settings
-    from engine.documents import DocumentInput
+    from engine.text.inputs import DocumentInput
 
     # max_k 100: the single query must be able to spend the agent's whole passage budget
     engine = Engine(load_settings({"home": str(cache / "home"), "max_k": 100}, env={}))

@@ -40,7 +40,7 @@ def main() -> None:
     args = parser.parse_args()
     from engine import Engine, load_settings
     from engine.agent import run_agent_on
-    from engine.documents import from_file
+    from engine.text.inputs import from_file
 
     engine = Engine(load_settings({"home": str(args.home)}, env={}))
     if "handbook" not in {s.name for s in engine.list_datasets()}:

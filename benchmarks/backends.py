@@ -28,8 +28,8 @@ SETTLE_S = 15
 
 
 def _corpus(limit: int | None):
-    from engine.documents import from_jsonl
     from engine.evaluation import read_qrels, read_queries
+    from engine.text.inputs import from_jsonl
 
     folder = DATA / "scifact"
     docs = list(from_jsonl(folder / "corpus.jsonl", 50 * 2**20))
@@ -48,7 +48,7 @@ def _corpus(limit: int | None):
 
 def _backend(kind: str, embedder, uri: str | None):
     from engine import load_settings
-    from engine.backends import open_backend
+    from engine.open_backend import open_backend
 
     folder = BENCH_DIR / "backends" / kind
     if kind == "milvus-lite" and folder.exists():
@@ -105,9 +105,9 @@ def main() -> None:
     from vector_cache import CachedEmbedder
 
     from engine import load_settings
-    from engine.chunking import chunk_text
-    from engine.embedders import load_embedder
-    from engine.models import model_card_for
+    from engine.embedding.cards import model_card_for
+    from engine.embedding.embedders import load_embedder
+    from engine.text.chunking import chunk_text
 
     docs, queries, qrels = _corpus(args.docs)
     settings = load_settings(SETTINGS, env={})
@@ -125,7 +125,7 @@ def main() -> None:
 
 
 def _text(doc) -> str:
-    from engine.store import text_of_bytes
+    from engine.embedded.store import text_of_bytes
 
     return text_of_bytes(doc.data, doc.media_type) or ""
 

@@ -26,9 +26,9 @@ def ensure_dataset(collection: str, home: Path = HOME, **settings):
     from vector_cache import CachedEmbedder
 
     from engine import Engine, load_settings
-    from engine.documents import from_jsonl
-    from engine.embedders import load_embedder
+    from engine.embedding.embedders import load_embedder
     from engine.errors import KxError, Status
+    from engine.text.inputs import from_jsonl
 
     engine = Engine(load_settings({"home": str(home), **settings}))
     engine = Engine(engine.settings, CachedEmbedder(load_embedder(engine.model_card()), collection))

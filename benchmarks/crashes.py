@@ -756,8 +756,8 @@ def main() -> None:
     args = parser.parse_args()
     if not (DATA / "scifact" / "corpus.jsonl").exists():
         raise SystemExit(f"SciFact is not at {DATA / 'scifact'}; nothing to run on")
-    from engine.embedders import load_embedder
-    from engine.models import model_card_for
+    from engine.embedding.cards import model_card_for
+    from engine.embedding.embedders import load_embedder
 
     embedder = load_embedder(model_card_for("default"))
     rng = random.Random(args.seed)

@@ -46,9 +46,9 @@ def _median_time(fn, rounds: int) -> float:
 
 
 def per_format(files: list[Path], rounds: int) -> dict:
-    from engine.documents import from_file
     from engine.errors import KxError
     from engine.extract import extract
+    from engine.text.inputs import from_file
 
     rows: dict[str, dict] = {}
     for path in files:
@@ -119,10 +119,10 @@ def pdf_libraries(pdfs: list[Path], rounds: int) -> dict:
 
 def ingest_share(files: list[Path], rounds: int) -> dict:
     from engine import Engine, load_settings
-    from engine.documents import from_file
-    from engine.embedders import load_embedder
+    from engine.embedding.cards import model_card_for
+    from engine.embedding.embedders import load_embedder
     from engine.extract import extract_many
-    from engine.models import model_card_for
+    from engine.text.inputs import from_file
 
     embedder = load_embedder(model_card_for("default"))
     embedder.encode(["warm up the model"] * 8)

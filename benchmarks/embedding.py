@@ -50,9 +50,9 @@ OUT = REPO / "benchmarks" / "out"
 def _embedders(threads: int = 0):
     """torch, ONNX fp32 and ONNX int8 embedders of the bundled model, all loaded."""
     from engine import load_settings
-    from engine.embedders import SentenceTransformerEmbedder
-    from engine.models import model_card_for
-    from engine.onnx_export import open_onnx
+    from engine.embedding.cards import model_card_for
+    from engine.embedding.embedders import SentenceTransformerEmbedder
+    from engine.embedding.onnx_export import open_onnx
 
     settings = load_settings({"home": str(HOME), "embed_threads": threads}, env={})
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
@@ -68,7 +68,7 @@ def _queries(limit: int) -> list[str]:
 
 
 def _passages(limit: int) -> list[str]:
-    from engine.chunking import chunk_text
+    from engine.text.chunking import chunk_text
 
     texts: list[str] = []
     with (DATA / "scifact" / "corpus.jsonl").open(encoding="utf-8") as fh:
@@ -122,7 +122,7 @@ def _two_threads(embedder, texts: list[str], batch: int) -> None:
 def throughput(passages: list[str], rounds: int) -> dict:
     from sentence_transformers import SentenceTransformer
 
-    from engine.models import bundled_model_path
+    from engine.embedding.cards import bundled_model_path
 
     cores = os.cpu_count() or 1
     layouts = {f"{cores} threads": _embedders(0), "1 thread": _embedders(1)}
@@ -171,7 +171,7 @@ def cold(rounds: int, baseline: Path | None = None, torch: bool = True, pyc: boo
     checkout where bytecode is off; the libraries keep theirs.
     """
     from engine import Engine, load_settings
-    from engine.documents import from_text
+    from engine.text.inputs import from_text
 
     engine = Engine(load_settings({"home": str(HOME)}, env={}))
     if "handbook" not in {s.name for s in engine.list_datasets()}:

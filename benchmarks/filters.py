@@ -53,9 +53,9 @@ def milvus_dataset():
     from vector_cache import CachedEmbedder
 
     from engine import Engine, load_settings
-    from engine.documents import from_jsonl
-    from engine.embedders import load_embedder
+    from engine.embedding.embedders import load_embedder
     from engine.milvus.backend import MilvusBackend
+    from engine.text.inputs import from_jsonl
 
     folder = BENCH_DIR / "filters-milvus"
     folder.mkdir(parents=True, exist_ok=True)
@@ -72,7 +72,7 @@ def milvus_dataset():
 
 
 def rebuild_rate(engine, rebuild_first: bool = False) -> dict:
-    from engine.documents import from_jsonl
+    from engine.text.inputs import from_jsonl
 
     for name in ("scifact-rebuilt", "scifact-fresh"):
         folder = engine.settings.datasets_dir / name

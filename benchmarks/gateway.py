@@ -84,7 +84,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from engine import Engine, KxClient, KxError, load_settings
-    from engine.documents import from_jsonl
+    from engine.text.inputs import from_jsonl
 
     # The corpus is built once and copied for each run: the load adds to it.
     base = OUT / f"gateway-base-{args.corpus_docs}"

@@ -5,7 +5,7 @@
 1. Build time: SciFact's stored passage vectors (11,776 x 384; `--passages N`
    repeats them with a little noise up to N) inserted into a fresh voyager
    graph with kx's settings (M 12, ef_construction 200) in kx's 2,048-row
-   batches, on one thread and on every core (engine/dense.py
+   batches, on one thread and on every core (engine/embedded/dense.py
    `_BUILD_THREADS`), alternating, `--rounds` times each: the median seconds
    and the ratio one thread / every core.
 2. Answers: the SciFact dataset copied twice; in each copy kx drops the graph
@@ -35,7 +35,7 @@ from common import BENCH_DIR, DATA, ensure_dataset
 
 
 def _vectors(engine, passages: int | None) -> np.ndarray:
-    from engine.dataset import Dataset
+    from engine.embedded.dataset import Dataset
 
     catalogue = Dataset(engine.settings, "scifact").reading()
     try:
@@ -52,18 +52,18 @@ def _vectors(engine, passages: int | None) -> np.ndarray:
 
 
 def build_seconds(matrix: np.ndarray, threads: int) -> float:
-    from engine import dense
+    from engine.embedded import dense
 
     index = dense.DenseIndex(Path(tempfile.gettempdir()), matrix.shape[1])._new()
     start = time.perf_counter()
-    for at in range(0, len(matrix), 2048):  # kx's catch-up batches (engine/store.py iter_passages_after)
+    for at in range(0, len(matrix), 2048):  # kx's catch-up batches (engine/embedded/store.py iter_passages_after)
         rows = matrix[at:at + 2048]
         index.add_items(rows, ids=list(range(at + 1, at + 1 + len(rows))), num_threads=threads)
     return time.perf_counter() - start
 
 
 def build_times(matrix: np.ndarray, rounds: int) -> dict:
-    from engine.dense import _BUILD_THREADS
+    from engine.embedded.dense import _BUILD_THREADS
 
     times: dict[int, list[float]] = {1: [], _BUILD_THREADS: []}
     for _ in range(rounds):

@@ -42,10 +42,10 @@ def main() -> None:
     from sentence_transformers import SentenceTransformer
 
     from engine import Engine, load_settings
-    from engine.chunking import chunk_text
-    from engine.dataset import Dataset
-    from engine.documents import extract_text, from_jsonl
-    from engine.models import bundled_model_path
+    from engine.embedded.dataset import Dataset
+    from engine.embedding.cards import bundled_model_path
+    from engine.text.chunking import chunk_text
+    from engine.text.inputs import extract_text, from_jsonl
 
     with tempfile.TemporaryDirectory() as home:
         cache = str(HOME / "models")  # the benchmarks' exported graphs: exported once, not per run

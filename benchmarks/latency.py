@@ -58,8 +58,8 @@ def stage_latency(engine, queries: list[str]) -> dict:
 
 
 def pool_recall(engine, queries: list[str]) -> dict:
-    from engine.dataset import Dataset
-    from engine.search import dense_ef
+    from engine.embedded.dataset import Dataset
+    from engine.embedded.readers import dense_ef
 
     dataset = Dataset(engine.settings, "scifact")
     catalogue = dataset.reading()

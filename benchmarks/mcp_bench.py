@@ -48,7 +48,7 @@ def _cpu() -> str:
 
 def _build(home: Path) -> None:
     from engine import Engine, load_settings
-    from engine.documents import from_file
+    from engine.text.inputs import from_file
 
     engine = Engine(load_settings({"home": str(home)}, env={}))
     engine.ingest("handbook", [from_file(p, 10**7) for p in sorted((REPO / "samples" / "handbook").glob("*.md"))])

@@ -46,9 +46,9 @@ class Collection:
 
 def load_collection(name: str, embedder) -> Collection:
     """Documents as kx reads them (title + text), embedded whole (the model truncates at its limit)."""
-    from engine.documents import extract_text, from_jsonl
     from engine.errors import KxError
     from engine.evaluation import read_qrels, read_queries
+    from engine.text.inputs import extract_text, from_jsonl
 
     ids, texts = [], []
     for doc in from_jsonl(DATA / name / "corpus.jsonl", 2**31):

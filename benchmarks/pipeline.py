@@ -86,8 +86,8 @@ def build_pile(folder: Path, copies: int) -> list[Path]:
 
 def run_model(model: str, files: list[Path], work: Path, cache: Path) -> dict:
     from engine import Engine, load_settings
-    from engine.documents import from_file
     from engine.records import Progress
+    from engine.text.inputs import from_file
 
     home = work / f"home-{model}"
     # the poller runs under the dataset's own model setting, as a user's second `kx` would
@@ -130,7 +130,7 @@ def run_model(model: str, files: list[Path], work: Path, cache: Path) -> dict:
 
     from sentence_transformers import SentenceTransformer
 
-    from engine.models import resolve_model_path
+    from engine.embedding.cards import resolve_model_path
 
     raw_model = SentenceTransformer(str(resolve_model_path("default")), device="cpu")
     raw_model.encode(texts[:32], batch_size=32)  # warm

@@ -121,7 +121,7 @@ def build_epub(path: Path, title: str, books: tuple[str, ...]) -> bool:
 
 def corpus(max_bytes: int) -> tuple[list, list[str]]:
     """The documents to ingest and a line for each source that is missing here."""
-    from engine.documents import from_file
+    from engine.text.inputs import from_file
 
     missing = []
     inputs = [from_file(p, max_bytes) for kind in ("pdf", "docx", "html") for p in sorted((DOCS / kind).glob("*"))]
@@ -157,7 +157,7 @@ def ensure_qa_dataset(home: Path = HOME, **settings):
     from vector_cache import CachedEmbedder
 
     from engine import Engine, load_settings
-    from engine.embedders import load_embedder
+    from engine.embedding.embedders import load_embedder
     from engine.errors import KxError, Status
 
     engine = Engine(load_settings({"home": str(home), **settings}))

@@ -60,7 +60,7 @@ started = time.perf_counter()
 sys.path.insert(0, {repo!r})
 import numpy as np
 from engine import load_settings
-from engine.backends import open_backend
+from engine.open_backend import open_backend
 backend = open_backend(load_settings({{"home": {home!r}, "embed_model": "none"}}, env={{}}), embedder=None)
 rng = np.random.default_rng(1)
 vector = rng.standard_normal(384).astype(np.float32)
@@ -90,8 +90,8 @@ def reopen_after_commit(home: Path, size: int, rounds: int = 3) -> dict:
     import numpy as np
 
     from engine import load_settings
-    from engine.backends import open_backend
-    from engine.documents import from_text
+    from engine.open_backend import open_backend
+    from engine.text.inputs import from_text
 
     settings = load_settings({"home": str(home), "embed_model": "none"}, env={})
     reader = open_backend(settings, embedder=None)
@@ -129,8 +129,8 @@ def measure(kind: str, size: int, queries: int) -> dict:
     import numpy as np
 
     from engine import load_settings
-    from engine.backends import open_backend
-    from engine.documents import from_text
+    from engine.open_backend import open_backend
+    from engine.text.inputs import from_text
 
     rng = np.random.default_rng(size)
     folder = BENCH_DIR / "scaling" / f"{kind}-{size}"

@@ -2,7 +2,7 @@
 
     python benchmarks/schemathesis_gateway.py [--examples 100] [--seed 0]
 
-The real gateway app (engine/gateway.py) over a real engine with the tiny
+The real gateway app (engine/server/gateway.py) over a real engine with the tiny
 deterministic embedder, in-process through ASGI; tests/schema_campaign.py
 holds the campaign and says what each count means. Exit 1 when any server
 error, schema-valid request rejected for its shape, nonconforming answer or

@@ -63,9 +63,9 @@ class NumpyBm25:
 def main() -> None:
     from peers import Reference, load_collection
 
-    from engine.chunking import chunk_text
+    from engine.embedded.sparse import ENGLISH_STOPWORDS
     from engine.evaluation import evaluate
-    from engine.sparse import ENGLISH_STOPWORDS
+    from engine.text.chunking import chunk_text
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--collections", nargs="+", default=["scifact", "cranfield", "cisi"])

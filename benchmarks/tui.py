@@ -47,14 +47,14 @@ HANDBOOK_QUERIES = [
 
 def _app(home: Path):
     from engine import Engine, load_settings
-    from kx_tui.app import KxApp
+    from kx_tui.tui.app import KxApp
 
     engine = Engine(load_settings({"home": str(home)}))
     return KxApp(engine, settings=engine.settings, samples=None)
 
 
 async def _sidebar_filled(app, pilot) -> None:
-    from kx_tui.widgets.datasets import DatasetList
+    from kx_tui.tui.widgets.datasets import DatasetList
 
     while not app.query_one(DatasetList).summaries:
         await pilot.pause(0.005)
@@ -82,7 +82,7 @@ async def first_paint(home: Path, starts: int) -> list[float]:
 async def keystroke_to_results(home: Path, collection: str, queries: list[str]) -> list[float]:
     from textual.widgets import Input
 
-    from kx_tui.widgets.datasets import DatasetList
+    from kx_tui.tui.widgets.datasets import DatasetList
 
     app = _app(home)
     times = []
@@ -111,7 +111,7 @@ async def first_query(home: Path, collection: str, text: str) -> dict[str, float
     """From creating the app to the answer of a query typed at once, against the model's own load time."""
     from textual.widgets import Input
 
-    from kx_tui.widgets.datasets import DatasetList
+    from kx_tui.tui.widgets.datasets import DatasetList
 
     started = time.perf_counter()
     app = _app(home)
@@ -205,7 +205,7 @@ def handbook_home() -> Path:
     import tempfile
 
     from engine import Engine, load_settings
-    from engine.documents import from_file
+    from engine.text.inputs import from_file
 
     home = Path(tempfile.mkdtemp(prefix="kx-tui-handbook-"))
     engine = Engine(load_settings({"home": str(home)}))

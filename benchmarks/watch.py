@@ -46,7 +46,7 @@ class _Arrivals:
         self._cond = threading.Condition()
 
     def __call__(self, event) -> None:
-        from engine.watch import BatchDone, Ingested, Refused, Unchanged, WatchError
+        from engine.watch.watcher import BatchDone, Ingested, Refused, Unchanged, WatchError
 
         with self._cond:
             if isinstance(event, Ingested):
@@ -95,8 +95,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from engine import Engine, load_settings
-    from engine.documents import from_file
-    from engine.watch import DEFAULT_SETTLE_SECONDS, FolderWatcher
+    from engine.text.inputs import from_file
+    from engine.watch.watcher import DEFAULT_SETTLE_SECONDS, FolderWatcher
 
     settle = DEFAULT_SETTLE_SECONDS if args.settle is None else args.settle
     texts = _texts(args.data / "corpus.jsonl", args.files + args.drops)

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 _WHERE = {
     "Backend": "backend",
-    "KxClient": "client",
+    "KxClient": "server.client",
     "RetrievalMode": "records",
     "DocumentStatus": "records",
     "Settings": "config",
     "load_settings": "config",
-    "Engine": "core",
+    "Engine": "embedded.engine",
     "KxError": "errors",
     "Status": "errors",
     "__version__": "version",  # importlib.metadata costs ~10 ms: read when asked for
@@ -28,11 +28,11 @@ __all__ = ["Backend", "DocumentStatus", "Engine", "KxClient", "KxError", "Retrie
 
 if TYPE_CHECKING:
     from .backend import Backend
-    from .client import KxClient
     from .config import Settings, load_settings
-    from .core import Engine
+    from .embedded.engine import Engine
     from .errors import KxError, Status
     from .records import DocumentStatus, RetrievalMode
+    from .server.client import KxClient
     from .version import __version__
 
 

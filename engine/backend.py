@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
 
-from .documents import DocumentInput
 from .errors import invalid
 from .records import DatasetSummary, DocumentSummary, EmbedReport, IngestReport, PassageSpan, QueryResult
+from .text.inputs import DocumentInput
 
 EventFn = Callable[[object], None]
 MAX_DOCUMENTS_PAGE = 1000  # documents per list_documents call; page with `offset` for more

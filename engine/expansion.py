@@ -19,7 +19,7 @@ Off by default: on Cranfield's short queries it adds +0.018 nDCG@10 to
 hybrid, on CISI's paragraph-long ones the moved vector drifts and hybrid
 loses 0.025 (BENCHMARKS.md, "Query expansion").
 
-This module is the arithmetic only (a leaf: engine/search.py weighs terms
+This module is the arithmetic only (a leaf: engine/embedded/readers.py weighs terms
 with it); the second pass over a searcher is `query._expanded_lists`.
 """
 

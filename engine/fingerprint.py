@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
-from .analysis import MILVUS_ANALYZER_VERSION, TOKENIZER_VERSION
-from .chunking import CHUNKER_VERSION
 from .config import BackendKind, Settings
+from .embedding.cards import ModelCard
 from .errors import precondition
-from .models import ModelCard
+from .text.analysis import MILVUS_ANALYZER_VERSION, TOKENIZER_VERSION
+from .text.chunking import CHUNKER_VERSION
 
 PRECOMPUTED_MODEL = "precomputed"
 

@@ -7,7 +7,7 @@ of documents (the durable point), each group indexed for keyword search as
 soon as it lands. A group closes at `ingest_commit_passages` passages or
 after COMMIT_SECONDS, so the first documents answer within seconds.
 
-Stage 2 (engine/backlog.py): the passages committed without vectors (the
+Stage 2 (engine/embedded/backlog.py): the passages committed without vectors (the
 dataset's embedding backlog, durable in the catalogue) are embedded in
 chunks, and the dense graph follows. A stop anywhere loses nothing
 committed; the next writer finishes the backlog.
@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence
 
 import numpy as np
 
-from .backlog import BesideStage1, StopFn, embed_backlog, prepare_embedder
-from .chunking import chunk_text
 from .config import Settings
-from .dataset import Dataset, validate_name
-from .documents import DocumentInput
-from .embedders import no_embedder_error
+from .embedded.backlog import BesideStage1, StopFn, embed_backlog, prepare_embedder
+from .embedded.dataset import Dataset, validate_name
+from .embedded.storage_errors import storage_errors
+from .embedded.store import NewDocument, NewPassage
+from .embedding.cards import ModelCard
+from .embedding.embedders import no_embedder_error
 from .errors import KxError, Status, invalid
 from .extract import Extracted, extract_many, page_span, section_path
 from .fingerprint import Fingerprint, check_compatible, current_fingerprint
-from .models import ModelCard
 from .records import (
     DocumentResult,
     DocumentStatus,
@@ -43,12 +43,12 @@ from .records import (
     Notice,
     Progress,
 )
-from .storage_errors import storage_errors
-from .store import NewDocument, NewPassage
+from .text.chunking import chunk_text
+from .text.inputs import DocumentInput
 from .vectors import checked_vectors
 
 if TYPE_CHECKING:
-    from .embedders import Embedder
+    from .embedding.embedders import Embedder
 
 EventFn = Callable[[object], None]
 
@@ -347,7 +347,7 @@ class _Committer:
             group, self.group, size, self.size = self.group, [], self.size, 0
             own = group[0].vector is not None
             if self.defers and not own:
-                vectors = None  # stage 2 embeds them (engine/backlog.py)
+                vectors = None  # stage 2 embeds them (engine/embedded/backlog.py)
             else:
                 vectors = _vectors_for(self.engine, group, self.embedded, self.embedded + size, self.emit)
                 self.embedded += size

@@ -13,22 +13,22 @@ from typing import TYPE_CHECKING, Any, ContextManager, Mapping, Protocol, Sequen
 
 import numpy as np
 
-from .answer_span import best_sentence_scores, with_answer_spans, word_vectors
 from .config import Settings
-from .dataset import Dataset, validate_name
-from .embedders import no_embedder_error
+from .embedded.dataset import Dataset, validate_name
+from .embedded.readers import MAX_QUERY_TERMS, Candidates, Searcher
+from .embedding.cards import ModelCard
+from .embedding.embedders import no_embedder_error
 from .errors import KxError, Status, invalid
 from .expansion import FEEDBACK_PASSAGES, rocchio
 from .filters import PassageFilter, parse_where
 from .fingerprint import Fingerprint, check_compatible, current_fingerprint
 from .fusion import fuse, mmr, round_like_python
-from .models import ModelCard
 from .records import Hit, QueryResult, RetrievalMode, VersionView
-from .search import MAX_QUERY_TERMS, Candidates, Searcher
+from .text.answer_span import best_sentence_scores, with_answer_spans, word_vectors
 from .vectors import checked_vectors
 
 if TYPE_CHECKING:
-    from .embedders import Embedder
+    from .embedding.embedders import Embedder
 
 # Hybrid fuses a third list: of the best SENTENCE_DEPTH fused passages, those both retrievers found, ranked
 # again by their best sentence (answer_span's scorer: word-piece cosine to the query plus the share of its

@@ -200,7 +200,7 @@ class Hit:
     document_title: str | None = None  # the document's own title (PDF metadata, front matter, <title>)
     source_path: str | None = None     # the file the document was read from, when it came from one
     # the sentence or two of the passage that best answer the query: [start, end) in the document's text
-    # (engine/answer_span.py); None without query text
+    # (engine/text/answer_span.py); None without query text
     answer_span: tuple[int, int] | None = None
     version: int | None = None         # which version of its lineage (1 = first ingested); None: not tracked
     superseded_by: str | None = None   # the ref of the lineage's current version, when this is an older one

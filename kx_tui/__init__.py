@@ -15,7 +15,7 @@ def _started_as_kx() -> bool:
 
 if _started_as_kx():
     # Before anything heavy is imported (click, numpy, the engine: a second or more on a loaded machine), so a
-    # SIGTERM in that window is counted instead of killing the process with -15 (kx_tui/stopping.py).
-    from .stopping import install_early
+    # SIGTERM in that window is counted instead of killing the process with -15 (kx_tui/cli/stopping.py).
+    from .cli.stopping import install_early
 
     install_early()

@@ -33,7 +33,7 @@ async def _settle(app, pilot) -> None:
 
 async def make(use_hash: bool, out: Path, size: tuple[int, int] = SIZE) -> list[Path]:
     from engine import Engine, load_settings
-    from kx_tui.app import KxApp
+    from kx_tui.tui.app import KxApp
 
     embedder = None
     if use_hash:

@@ -105,7 +105,7 @@ def backend_kind(request: pytest.FixtureRequest) -> str:
 def backend_factory(backend_kind: str, kx_home: Path, tmp_path: Path,
                     request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
     """make(embedder=HashEmbedder(), **settings): a backend of the test's kind over the test's one store."""
-    from engine.backends import open_backend
+    from engine.open_backend import open_backend
 
     store = {} if backend_kind == "embedded" else milvus_settings(backend_kind, tmp_path, request)
     made: list[Any] = []

@@ -48,8 +48,8 @@ def hash_engine(kx_home: Path) -> Engine:
 @pytest.fixture(scope="session")
 def real_embedder(model_cache: Path, tmp_path_factory: pytest.TempPathFactory):
     """The bundled all-MiniLM-L6-v2 on the default runtime (ONNX), loaded once per test session."""
-    from engine.embedders import load_embedder
-    from engine.models import model_card_for
+    from engine.embedding.cards import model_card_for
+    from engine.embedding.embedders import load_embedder
 
     settings = load_settings(env={"KX_HOME": str(tmp_path_factory.mktemp("home")), "KX_MODEL_CACHE": str(model_cache)})
     return load_embedder(model_card_for("default"), settings)
@@ -58,7 +58,7 @@ def real_embedder(model_cache: Path, tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(scope="session")
 def handbook_home(tmp_path_factory: pytest.TempPathFactory, real_embedder) -> Path:
     """A KX_HOME holding the shipped handbook as dataset 'handbook', built once with the real model."""
-    from engine.documents import from_file
+    from engine.text.inputs import from_file
 
     from .helpers import REPO
 

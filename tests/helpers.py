@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 import pytest
 
-from engine.models import ModelCard
+from engine.embedding.cards import ModelCard
 
 REPO = Path(__file__).resolve().parent.parent
 # The real documents and BEIR collections, beside the clone (not in it: they are large and not ours to ship)
@@ -75,7 +75,7 @@ class CliResult:
 
 def run_cli(*args: str) -> CliResult:
     """Run the real CLI entry point in this process (the model stays warm between calls)."""
-    from kx_tui.cli import main
+    from kx_tui.cli.root import main
 
     out, err = io.StringIO(), io.StringIO()
     code = 0

@@ -1,7 +1,7 @@
 """Schemathesis against the gateway: every operation, schema-valid requests, the checks that matter here.
 
 Shared by tests/e2e/test_gateway.py (a slice) and benchmarks/schemathesis_gateway.py
-(>= 100 examples per operation). The app is the real gateway (engine/gateway.py)
+(>= 100 examples per operation). The app is the real gateway (engine/server/gateway.py)
 over a real engine with the tiny deterministic embedder, called in-process
 through ASGI. Two datasets exist ("fuzz": text, "vecs": two-dimensional
 vectors); a generated dataset name is replaced by one of them some of the
@@ -53,8 +53,8 @@ class CampaignResult:
 
 def build_app(home_settings: dict[str, Any] | None = None):
     from engine import Engine, load_settings
-    from engine.documents import from_text
-    from engine.gateway import create_app
+    from engine.server.gateway import create_app
+    from engine.text.inputs import from_text
 
     from .helpers import HashEmbedder
 

@@ -95,7 +95,7 @@ def write_notes(folder: Path, count: int, seed: int, paragraphs: int = 1) -> lis
 def make_backlog_template(template: Path, model_cache: Path, files: int = 100, paragraphs: int = 8) -> int:
     """A KX_HOME whose dataset DATASET holds `files` documents committed with no vector yet; its passages."""
     code = ("import sys; from pathlib import Path; from engine import Engine, load_settings; "
-            "from engine.documents import from_file; "
+            "from engine.text.inputs import from_file; "
             "paths = sorted(Path(sys.argv[1]).glob('*.md')); "
             "e = Engine(load_settings({})); "
             f"e.ingest({DATASET!r}, [from_file(p, 2**20) for p in paths], should_stop=lambda: True); "

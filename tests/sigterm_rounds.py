@@ -204,7 +204,7 @@ def run_round(work: Path, model_cache: Path, moment: str, rng: random.Random, *,
     if code not in (0, None) and not pre_handler:
         problems.append(f"exit code {code}; stderr: {lines.stderr[-600:]}")
     stopped = lines.of("stopped")
-    # The last resort (kx_tui/stopping.py's guard) leaves with exit 0 and one line on stderr, no 'stopped' line.
+    # The last resort (kx_tui/cli/stopping.py's guard) leaves with exit 0 and one line on stderr, no 'stopped' line.
     guard = code == 0 and not stopped and "did not stop in time; leaving now" in lines.stderr
     if code == 0 and not stopped and not guard:
         problems.append(f"exit 0 without a 'stopped' line; stderr: {lines.stderr[-300:]}")

@@ -134,12 +134,12 @@ def feedback_terms(best: Sequence[str], others: Iterable[str], exclude: Iterable
 def sentences(text: str) -> list[tuple[int, str]]:
     """(offset in `text`, sentence) for each sentence worth quoting, in order.
 
-    Cut by engine/answer_span.py's sentence_ranges, so a sentence wrapped over
+    Cut by engine/text/answer_span.py's sentence_ranges, so a sentence wrapped over
     several lines (a PDF's layout) stays whole instead of becoming a line
     fragment; headings, table rows and code fences are not sentences; list
     markers and emphasis are stripped, whitespace folded.
     """
-    from ..answer_span import sentence_ranges
+    from ..text.answer_span import sentence_ranges
 
     out: list[tuple[int, str]] = []
     for start, end in sentence_ranges(text):

@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from ..documents import DocumentInput, extract_text
 from ..errors import KxError
+from ..text.inputs import DocumentInput, extract_text
 from .base import Extracted, Limits, Section, page_span, section_path
 from .detect import DOCX, EPUB, HTML, MARKDOWN, PDF, detect_format
 

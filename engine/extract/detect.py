@@ -18,8 +18,8 @@ import io
 import re
 import zipfile
 
-from ..documents import RECORD_MEDIA_TYPE, DocumentInput
 from ..errors import invalid
+from ..text.inputs import RECORD_MEDIA_TYPE, DocumentInput
 
 PDF, DOCX, EPUB, HTML, MARKDOWN, TEXT, RECORD = "pdf", "docx", "epub", "html", "markdown", "text", "record"
 

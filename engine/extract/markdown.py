@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-from ..documents import DocumentInput, extract_text
 from ..errors import invalid
+from ..text.inputs import DocumentInput, extract_text
 from .base import Extracted, Section
 
 EXTRACTOR_ID = "markdown/1"

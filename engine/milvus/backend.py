@@ -22,11 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..backend import check_page
 from ..config import BackendKind, Settings, load_settings
-from ..core import Engine
-from ..dataset import validate_name
-from ..documents import DocumentInput
+from ..embedded.dataset import validate_name
+from ..embedded.engine import Engine
+from ..embedding.cards import ModelCard
 from ..errors import KxError, Status, invalid, not_found
-from ..models import ModelCard
 from ..records import (
     DatasetSummary,
     DocumentSummary,
@@ -36,14 +35,15 @@ from ..records import (
     QueryResult,
     VersionView,
 )
+from ..text.inputs import DocumentInput
 from .errors import MilvusConnection, is_local, redacted
 from .schema import ANALYZER, collections_of
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..embedders import Embedder
-    from ..store import LineageState
+    from ..embedded.store import LineageState
+    from ..embedding.embedders import Embedder
     from .search import MilvusSearcher
     from .store import MilvusCatalogue, MilvusStore
 

@@ -6,7 +6,7 @@ One dataset is three collections, never a shared one with a dataset field:
     kxd_<name>   documents: the catalogue row of each document (the commit point of an ingest)
     kxt_<name>   document texts, in pieces (what passages' character ranges index into)
     kxl_<name>   lineage events, append-only: which stored version of a lineage is current, or that it was
-                 retired (engine/store.py's `lineage_events`, made when a dataset first records one)
+                 retired (engine/embedded/store.py's `lineage_events`, made when a dataset first records one)
 
 plus one registry `kx_datasets` (a row per dataset: its fingerprint and creation time).
 
@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..analysis import MILVUS_ANALYZER as ANALYZER
+from ..text.analysis import MILVUS_ANALYZER as ANALYZER
 
 REGISTRY = "kx_datasets"
 SCHEMA_VERSION = 1

@@ -20,7 +20,7 @@ over the documents' rows and the lineage events (reread only when the
 events collection's count moved: one count query a query), and reach Milvus
 as a filter expression inside both searches, so a filtered search still
 fills its pool from the matching passages. Hits show a renamed lineage's
-documents under its current name (engine/store.py, renames).
+documents under its current name (engine/embedded/store.py, renames).
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
+from ..embedded.readers import MAX_QUERY_TERMS, Candidates, dense_ef, shown_documents
+from ..embedded.store import DocumentRow, LineageState, PassageRow
 from ..filters import PassageFilter, Where
 from ..fingerprint import Fingerprint
-from ..search import MAX_QUERY_TERMS, Candidates, dense_ef, shown_documents
-from ..store import DocumentRow, LineageState, PassageRow
 from .store import PASSAGE_FIELDS, MilvusCatalogue, passage_row, quoted
 
 _DOC_CACHE_LIMIT = 100_000   # committed document rows kept (they never change: the store is append-only)

@@ -19,7 +19,7 @@ There is no write lock across processes: two writers adding the same bytes
 upsert identical rows; a lock within this process keeps one ingest per
 dataset at a time, as the embedded engine's file lock does.
 
-Lineages (engine/store.py's schema 4) live in a fourth, append-only
+Lineages (engine/embedded/store.py's schema 4) live in a fourth, append-only
 collection of events (`kxl_<name>`): each committed document appends "this
 ref is its lineage's current version", a retirement appends a NULL. Events
 are written after the document rows, so a crash in between leaves the new
@@ -38,9 +38,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..embedded.store import DocumentRow, LineageState, LineageWrites, NewDocument, PassageRow
 from ..errors import KxError, Status, not_found
 from ..fingerprint import Fingerprint
-from ..store import DocumentRow, LineageState, LineageWrites, NewDocument, PassageRow
 from . import schema
 from .schema import (
     PLACEHOLDER,

@@ -16,7 +16,7 @@ from engine import Engine, KxError, Status, load_settings
 from engine.agent import citation_label, run_agent_on
 from engine.agent.records import AgentRun
 from engine.agent.text import feedback_terms, normalised, sentences, sub_queries
-from engine.documents import from_file
+from engine.text.inputs import from_file
 
 from ..helpers import REPO, HashEmbedder, run_cli
 

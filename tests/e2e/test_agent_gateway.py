@@ -17,7 +17,7 @@ import pytest
 
 from engine import Engine, KxClient, KxError, Status, load_settings
 from engine.agent import run_agent
-from engine.gateway import create_app
+from engine.server.gateway import create_app
 
 from ..chat_script import ScriptedChat, first_seen_id, search
 from ..helpers import run_cli

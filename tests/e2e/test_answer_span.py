@@ -1,4 +1,4 @@
-"""answer_span: the sentence or two of each hit that answer the query (engine/answer_span.py).
+"""answer_span: the sentence or two of each hit that answer the query (engine/text/answer_span.py).
 
 Sentence cutting and scoring are checked on hand-made passages, with the bundled model's real
 word-piece table (memory-mapped, no model run); one slow test asks the real engine over the
@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 
 from engine import Engine, load_settings
-from engine.answer_span import (
+from engine.embedding.cards import model_card_for
+from engine.records import Hit
+from engine.text.answer_span import (
     MAX_SENTENCE,
     WordVectors,
     answer_spans,
@@ -23,8 +25,6 @@ from engine.answer_span import (
     with_answer_spans,
     word_vectors,
 )
-from engine.models import model_card_for
-from engine.records import Hit
 
 
 def pieces(text: str) -> list[str]:
@@ -118,7 +118,7 @@ def test_with_answer_spans_gives_document_coordinates_and_leaves_queries_without
 
 @pytest.mark.slow
 def test_every_hit_of_a_real_query_carries_its_answering_sentence(handbook_home: Path, real_embedder) -> None:
-    from engine.client import _query_result
+    from engine.server.client import _query_result
 
     engine = Engine(load_settings({"home": str(handbook_home)}, env={}), embedder=real_embedder)
     result = engine.query("handbook", "how many days do card refunds take to appear", k=5)

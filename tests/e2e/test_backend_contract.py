@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from engine import KxError, Status
-from engine.documents import DocumentInput, from_bytes, from_text
 from engine.extract import Extracted, Section
+from engine.text.inputs import DocumentInput, from_bytes, from_text
 
 from ..helpers import HashEmbedder, inject_extraction
 

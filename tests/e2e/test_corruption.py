@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from engine import Engine, KxError, Status, load_settings
-from engine.checksums import matches
-from engine.documents import from_file
+from engine.embedded.checksums import matches
+from engine.text.inputs import from_file
 
 from ..helpers import REPO, assert_dataset_consistent, run_cli
 

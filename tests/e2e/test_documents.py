@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from engine import load_settings
-from engine.documents import DocumentInput, from_bytes, from_file, from_text
 from engine.errors import KxError, Status
 from engine.extract import EXTRACTORS, extract, extract_many, page_span, section_path
 from engine.extract.detect import detect_format
 from engine.extract.pdf import _clean_pages
+from engine.text.inputs import DocumentInput, from_bytes, from_file, from_text
 
 from ..helpers import SHARED_DOCS, needs_shared
 

@@ -20,9 +20,9 @@ import httpx
 import pytest
 
 from engine import Engine, KxClient, KxError, Status, load_settings
-from engine.documents import from_file, from_text
 from engine.records import Hit, QueryResult
-from kx_tui.app import SAMPLES
+from engine.text.inputs import from_file, from_text
+from kx_tui.tui.app import SAMPLES
 
 from ..helpers import HashEmbedder, run_cli
 
@@ -32,7 +32,7 @@ def serving(engine: Engine) -> Iterator[tuple[str, str]]:
     """(url, token) of a gateway over `engine`, until the block ends."""
     import uvicorn
 
-    from engine.gateway import create_app
+    from engine.server.gateway import create_app
 
     token = secrets.token_urlsafe(32)
     sock = socket.socket()

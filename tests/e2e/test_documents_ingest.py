@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from engine import Status
-from engine.documents import from_file
 from engine.extract import EXTRACTORS, extract, page_span
+from engine.text.inputs import from_file
 
 from ..helpers import assert_dataset_consistent, run_cli
 from .test_documents import DOCS, _blank_pdf, needs_docs

@@ -17,7 +17,7 @@ import pytest
 
 from engine import Engine, KxError, Status, load_settings
 from engine.backend import MAX_OFFSET
-from engine.documents import from_jsonl, from_text
+from engine.text.inputs import from_jsonl, from_text
 
 from ..helpers import HashEmbedder, run_cli
 
@@ -209,7 +209,7 @@ def test_a_page_nested_200000_deep_is_extracted_with_a_flat_pass() -> None:
 
 
 def test_a_deep_page_goes_in_through_the_engine_and_is_found(engine: Engine) -> None:
-    from engine.documents import from_bytes
+    from engine.text.inputs import from_bytes
 
     report = engine.ingest("hb", [from_bytes(_deep_page(20_000), "deep", media_type="text/html")])
     assert [r.status for r in report.results] == ["added"]
@@ -235,7 +235,7 @@ def test_a_symlink_loop_is_called_a_loop(tmp_path: Path) -> None:
 
 
 def from_file_error(path: Path) -> str:
-    from engine.documents import from_file
+    from engine.text.inputs import from_file
 
     doc = from_file(path, 1 << 20)
     assert doc.error is not None

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-import engine.search as search_module
+import engine.embedded.readers as search_module
 from engine import Engine, KxError, Status
-from engine.documents import DocumentInput, from_text
 from engine.filters import parse_where
 from engine.records import DocumentStatus
+from engine.text.inputs import DocumentInput, from_text
 
 TOPICS = ["invoices are paid within thirty days of receipt by the finance team",
           "the finance team pays invoices after approval by a manager",
@@ -194,7 +194,7 @@ def test_cli_versions_and_where_through_the_real_model(tmp_path: Path) -> None:
 def test_where_and_versions_over_http(hash_engine: Engine) -> None:
     from fastapi.testclient import TestClient
 
-    from engine.gateway import create_app
+    from engine.server.gateway import create_app
 
     _corpus(hash_engine)
     _versions(hash_engine)
@@ -216,7 +216,7 @@ def test_where_and_versions_over_http(hash_engine: Engine) -> None:
 
 
 def test_a_lineage_state_follows_renames_and_a_name_used_again() -> None:
-    from engine.store import LineageState
+    from engine.embedded.store import LineageState
 
     documents = [("r1", "a"), ("r2", "a"), ("r3", "a"), ("r4", "old")]   # r4: written before lineages
     events = [("a", "r1", None, None), ("a", "r2", None, None),

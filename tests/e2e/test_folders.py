@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from engine import Engine
-from engine.folders import document_name, folder_documents, is_ignored
 from engine.records import DocumentStatus
+from engine.text.folders import document_name, folder_documents, is_ignored
 
 from ..helpers import run_cli
 
@@ -33,7 +33,7 @@ def _tree(root: Path) -> Path:
 
 
 def test_the_watcher_and_folder_ingest_share_one_rule_set() -> None:
-    import engine.watch as watch
+    import engine.watch.watcher as watch
 
     assert watch.is_ignored is is_ignored and watch.document_name is document_name
     assert document_name("guide/index.md") == "guide/index"

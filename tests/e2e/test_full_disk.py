@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from engine import Engine, KxError, Status, load_settings
-from engine.documents import from_text
+from engine.text.inputs import from_text
 
 from ..helpers import HashEmbedder, assert_dataset_consistent, catalogue_counts
 

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from engine import Engine, Status, load_settings
-from engine.documents import from_file, from_jsonl, from_text
+from engine.text.inputs import from_file, from_jsonl, from_text
 
 from ..helpers import REPO, SHARED_DOCS, HashEmbedder, needs_shared, run_cli
 
@@ -66,17 +66,17 @@ _COMMANDS = [["info"], ["datasets", "list"], ["datasets", "ingest"], ["datasets"
 
 @pytest.fixture
 def quiet_cli(monkeypatch: pytest.MonkeyPatch, kx_home: Path):
-    import engine.embedders
-    import engine.watch
-    import kx_tui.app
-    import kx_tui.serve_cmd
+    import engine.embedding.embedders
+    import engine.watch.watcher
+    import kx_tui.cli.serve
+    import kx_tui.tui.app
 
     # the engine imports load_embedder when it first needs a model: patch it where it lives
-    monkeypatch.setattr(engine.embedders, "load_embedder",
+    monkeypatch.setattr(engine.embedding.embedders, "load_embedder",
                         lambda card, *args, **kwargs: HashEmbedder(card.dimension) if card else None)
-    monkeypatch.setattr(kx_tui.serve_cmd, "_run", lambda *args, **kwargs: None)
-    monkeypatch.setattr(engine.watch.FolderWatcher, "wait", lambda self, timeout=None: True)
-    monkeypatch.setattr(kx_tui.app.KxApp, "run", lambda self, *a, **k: None)
+    monkeypatch.setattr(kx_tui.cli.serve, "_run", lambda *args, **kwargs: None)
+    monkeypatch.setattr(engine.watch.watcher.FolderWatcher, "wait", lambda self, timeout=None: True)
+    monkeypatch.setattr(kx_tui.tui.app.KxApp, "run", lambda self, *a, **k: None)
     monkeypatch.chdir(REPO)
     _engine().ingest("notes", [from_text("The parking garage opens at seven."), from_text("Refunds take 30 days.")])
 
@@ -212,7 +212,7 @@ _BODIES = st.one_of(
 def test_gateway_raw_bodies_and_headers_never_500(kx_home: Path, budget) -> None:
     from fastapi.testclient import TestClient
 
-    from engine.gateway import create_app
+    from engine.server.gateway import create_app
 
     engine = _engine()
     engine.ingest("notes", [from_text("The parking garage opens at seven.")])

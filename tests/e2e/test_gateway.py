@@ -24,8 +24,8 @@ import httpx
 import pytest
 
 from engine import Engine, KxClient, KxError, RetrievalMode, Status, load_settings
-from engine.documents import from_text
 from engine.records import Hit, IngestReport, QueryResult
+from engine.text.inputs import from_text
 
 from ..helpers import REPO, run_cli, run_kx
 

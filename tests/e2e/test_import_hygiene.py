@@ -13,7 +13,7 @@ from ..helpers import REPO
 
 _PROBE = """
 import json, sys
-from kx_tui.cli import main
+from kx_tui.cli.root import main
 try:
     main({args!r})
 except SystemExit:
@@ -24,11 +24,11 @@ print(json.dumps(sorted(sys.modules)), file=sys.stderr)
 # indexes, the extractors, asyncio (only the servers and the TUI run an event loop).
 _HEAVY = {"torch", "sentence_transformers", "transformers", "textual", "numpy", "onnxruntime", "tokenizers",
           "voyager", "whoosh", "pypdfium2", "trafilatura", "lxml", "yaml", "pymilvus", "milvus_lite", "ssl", "asyncio"}
-# The other commands' modules and renderers: a command imports its own, not every command's (kx_tui/cli.py's
+# The other commands' modules and renderers: a command imports its own, not every command's (kx_tui/cli/root.py's
 # lazy groups). rich.progress draws ingest and embed progress; uvicorn and mcp serve.
-_OTHER_COMMANDS = {"kx_tui.watch_cmd", "kx_tui.serve_cmd", "kx_tui.mcp_cmd", "kx_tui.embed_cmd",
-                   "kx_tui.agent_cmd", "kx_tui.rebuild_cmd", "kx_tui.models_cmd", "kx_tui.completion_cmd",
-                   "kx_tui.progress", "kx_tui.app", "rich.progress", "uvicorn", "mcp", "httpx"}
+_OTHER_COMMANDS = {"kx_tui.cli.watch", "kx_tui.cli.serve", "kx_tui.cli.mcp", "kx_tui.cli.embed",
+                   "kx_tui.cli.agent", "kx_tui.cli.rebuild", "kx_tui.cli.models", "kx_tui.cli.completion",
+                   "kx_tui.cli.progress", "kx_tui.tui.app", "rich.progress", "uvicorn", "mcp", "httpx"}
 
 
 def _loaded_after(args: list[str], tmp_path, env: dict[str, str] | None = None) -> set[str]:
@@ -37,7 +37,7 @@ def _loaded_after(args: list[str], tmp_path, env: dict[str, str] | None = None) 
     # list and info over a real dataset, not an empty home
     if env["KX_HOME"] == str(tmp_path / "home") and not (tmp_path / "home").exists():
         from engine import Engine, load_settings
-        from engine.documents import from_text
+        from engine.text.inputs import from_text
 
         from ..helpers import HashEmbedder
 
@@ -75,7 +75,7 @@ def test_a_query_imports_its_own_command_only(tmp_path) -> None:
     """A one-off query loads the indexes (numpy, voyager, whoosh) but no other command's modules."""
     loaded = _top(_loaded_after(["datasets", "query", "notes", "dataset", "--mode", "sparse"], tmp_path,
                                 env={"KX_SERVE_EMBED_MODEL": "none"}))  # the dataset's test embedder is no model
-    assert {"kx_tui.cli", "kx_tui.render", "whoosh"} <= loaded  # the probe ran the query
+    assert {"kx_tui.cli.root", "kx_tui.render", "whoosh"} <= loaded  # the probe ran the query
     assert sorted(loaded & (_OTHER_COMMANDS | {"textual", "torch", "sentence_transformers", "onnxruntime"})) == []
 
 
@@ -94,7 +94,7 @@ def test_the_lazy_commands_list_their_own_help() -> None:
     each command's own docstring says."""
     import importlib
 
-    from kx_tui.cli import cli, datasets
+    from kx_tui.cli.root import cli, datasets
 
     for group in (cli, datasets):
         for name, (target, short_help) in group.lazy.items():

@@ -18,8 +18,8 @@ import pytest
 
 from engine import Engine, load_settings
 from engine import ingest as ingest_module
-from engine.documents import from_jsonl
 from engine.records import DocumentStatus, Progress
+from engine.text.inputs import from_jsonl
 
 from ..helpers import HashEmbedder
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from engine import load_settings
-from engine.backends import open_backend
-from engine.folders import folder_documents
+from engine.open_backend import open_backend
 from engine.records import DocumentStatus
-from engine.watch import FolderWatcher, Ingested, Renamed, Retired, Unchanged
+from engine.text.folders import folder_documents
+from engine.watch.watcher import FolderWatcher, Ingested, Renamed, Retired, Unchanged
 
 from ..helpers import SHARED_DOCS, needs_shared
 from .test_watch import EventLog

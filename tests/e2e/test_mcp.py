@@ -28,10 +28,10 @@ from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult
 
 from engine import Engine, load_settings
-from engine.documents import from_bytes, from_text
 from engine.errors import KxError
-from engine.mcp_policy import Policy
-from engine.mcp_server import build_server, citation
+from engine.server.mcp_policy import Policy
+from engine.server.mcp_server import build_server, citation
+from engine.text.inputs import from_bytes, from_text
 
 from ..helpers import REPO, HashEmbedder, inject_extraction
 from .test_provenance import PAPER_BYTES, _paper_extractor

@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 
 from engine import KxError, Status, load_settings
-from engine.documents import from_file, from_text
 from engine.milvus.backend import MilvusBackend
+from engine.text.inputs import from_file, from_text
 
 from ..backends import free_port, milvus_settings
 from ..helpers import REPO, HashEmbedder, run_cli
@@ -95,7 +95,7 @@ def test_rejected_credentials_are_unauthenticated_with_the_uri() -> None:
 _HOLDER = """
 import sys, time
 from engine import load_settings
-from engine.documents import from_text
+from engine.text.inputs import from_text
 from engine.milvus.backend import MilvusBackend
 from tests.helpers import HashEmbedder
 b = MilvusBackend(load_settings({{"backend": "milvus", "milvus_uri": {uri!r}}}, env={{}}), embedder=HashEmbedder())
@@ -293,8 +293,8 @@ def test_the_cli_with_the_real_model_over_milvus_lite(kx_home: Path, monkeypatch
 async def test_the_tui_over_milvus(tmp_path: Path, kx_home: Path) -> None:
     from textual.widgets import Input
 
-    from kx_tui.app import SAMPLES, KxApp
-    from kx_tui.screens.detail import PassageDetailScreen
+    from kx_tui.tui.app import SAMPLES, KxApp
+    from kx_tui.tui.screens.hit_detail import PassageDetailScreen
 
     backend = _milvus(str(tmp_path / "tui.db"), chunk_size=1000, chunk_overlap=200)
     backend.ingest("handbook", [from_file(f, 10**7) for f in sorted(SAMPLES.glob("*.md"))])
@@ -331,7 +331,7 @@ def test_the_gateway_fronts_milvus_over_http(tmp_path: Path, request: pytest.Fix
     import uvicorn
 
     from engine import KxClient
-    from engine.gateway import create_app
+    from engine.server.gateway import create_app
 
     from ..backends import _drop_database
 

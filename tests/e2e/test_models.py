@@ -2,7 +2,7 @@
 
 Everything here is real: a tiny GPT-2 causal LM with random weights is built
 in a temporary folder (no network, no downloads), described by
-`engine.models`, loaded by the real sentence-transformers embedder and driven
+`engine.embedding.cards`, loaded by the real sentence-transformers embedder and driven
 through the real `kx` CLI.
 """
 
@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from engine import Engine, KxError, Status, load_settings
-from engine.documents import from_text
-from engine.models import describe_model, model_card_for, resolve_model_path
+from engine.embedding.cards import describe_model, model_card_for, resolve_model_path
 from engine.records import Notice
+from engine.text.inputs import from_text
 
 from ..helpers import REPO, CliResult, run_cli
 
@@ -202,7 +202,7 @@ def test_the_engine_reports_the_advisory(tiny_chat_model: Path, monkeypatch) -> 
 _CACHE_CHECK = """
 import json
 from engine import Engine, load_settings
-from engine.models import model_card_for, resolve_model_path
+from engine.embedding.cards import model_card_for, resolve_model_path
 card = model_card_for("acme/tiny-chat")
 print(json.dumps({
     "path": str(resolve_model_path("acme/tiny-chat")),

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from engine import Engine, load_settings
-from engine.documents import from_file, from_jsonl
 from engine.errors import KxError, Status
-from engine.reading import read_regular_file
-from engine.watch import FolderWatcher, Ingested, Refused, Unchanged, WatchError
+from engine.text.inputs import from_file, from_jsonl
+from engine.text.safe_read import read_regular_file
+from engine.watch.watcher import FolderWatcher, Ingested, Refused, Unchanged, WatchError
 
 from ..helpers import HashEmbedder, run_kx
 from .test_watch import EventLog

@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 from engine import Engine, KxError, Status, load_settings
-from engine.documents import from_text
-from engine.embedders import SentenceTransformerEmbedder
-from engine.models import model_card_for
-from engine.onnx_cache import GRAPH, model_folder, plan_runtime
+from engine.embedding.cards import model_card_for
+from engine.embedding.embedders import SentenceTransformerEmbedder
+from engine.embedding.onnx_cache import GRAPH, model_folder, plan_runtime
 from engine.records import Notice
+from engine.text.inputs import from_text
 
 from ..helpers import REPO, run_cli
 
@@ -37,7 +37,7 @@ QUERIES = ["how much leave do new employees get", "can I expense a taxi to the a
 
 def _real_passages(limit: int = 48) -> list[str]:
     """SciFact passages as the chunker cuts them (some past 256 tokens), else the handbook's."""
-    from engine.chunking import chunk_text
+    from engine.text.chunking import chunk_text
 
     texts: list[str] = []
     if SCIFACT.exists():
@@ -214,7 +214,7 @@ def test_models_prepare_reports_the_runtime(model_cache: Path, real_embedder) ->
 
 _COLD_QUERY = """
 import json, sys
-from kx_tui.cli import main
+from kx_tui.cli.root import main
 try:
     main(["datasets", "query", "handbook", "--text", "how many days of leave", "--json"])
 except SystemExit:
@@ -236,7 +236,7 @@ def test_a_cold_query_never_imports_torch_once_the_cache_exists(kx_home: Path, m
 
 
 def test_thread_count_comes_from_the_setting() -> None:
-    from engine.embed_onnx import session_options
+    from engine.embedding.onnx_runtime import session_options
 
     assert session_options(3).intra_op_num_threads == 3
     assert session_options(0).intra_op_num_threads == (os.cpu_count() or 1)

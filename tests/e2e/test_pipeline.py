@@ -19,10 +19,10 @@ import pytest
 from rich.console import Console
 
 from engine import Engine, KxError, Status, load_settings
-from engine.dataset import Dataset
-from engine.documents import from_jsonl, from_text
+from engine.embedded.dataset import Dataset
 from engine.records import Progress
-from kx_tui.progress import PipelineProgress
+from engine.text.inputs import from_jsonl, from_text
+from kx_tui.cli.progress import PipelineProgress
 
 from ..helpers import SHARED_DATA, HashEmbedder, kx_process, needs_shared, run_cli
 
@@ -305,7 +305,7 @@ def test_searchable_while_embedding_killed_then_resumed_by_two_racing_embeds(
 
 
 def test_the_device_setting_picks_cuda_only_where_onnxruntime_has_it() -> None:
-    from engine.devices import CPU_PROVIDER, CUDA_PROVIDER, choose_providers
+    from engine.embedding.devices import CPU_PROVIDER, CUDA_PROVIDER, choose_providers
 
     assert choose_providers("cpu", [CUDA_PROVIDER, CPU_PROVIDER]) == ([CPU_PROVIDER], "CPU (KX_EMBED_DEVICE=cpu)")
     for device in ("auto", "cuda"):
@@ -317,7 +317,7 @@ def test_the_device_setting_picks_cuda_only_where_onnxruntime_has_it() -> None:
 
 def test_a_cuda_request_on_this_machine_falls_back_to_cpu_and_says_why(real_embedder, model_cache: Path,
                                                                          kx_home: Path) -> None:
-    from engine.embed_onnx import OnnxEmbedder
+    from engine.embedding.onnx_runtime import OnnxEmbedder
 
     inner = real_embedder.prepare()
     gpu_asked = OnnxEmbedder(inner.card, inner.graph, 2, "cuda")
@@ -336,7 +336,7 @@ def test_a_cuda_request_on_this_machine_falls_back_to_cpu_and_says_why(real_embe
 
 def test_the_watcher_finishes_a_backlog_at_start_even_with_an_empty_folder(hash_engine: Engine,
                                                                           tmp_path: Path) -> None:
-    from engine.watch import FolderWatcher
+    from engine.watch.watcher import FolderWatcher
 
     _stopped_ingest(hash_engine, "hb", HANDBOOK)
     folder = tmp_path / "inbox"
@@ -353,8 +353,8 @@ def test_the_watcher_finishes_a_backlog_at_start_even_with_an_empty_folder(hash_
 @pytest.mark.slow
 def test_kx_serve_finishes_backlogs_at_start(tmp_path: Path, kx_home: Path) -> None:
     # stage 1 only, with the real model's fingerprint, stopped before embedding
-    from engine.embedders import load_embedder
-    from engine.models import model_card_for
+    from engine.embedding.cards import model_card_for
+    from engine.embedding.embedders import load_embedder
 
     real = Engine(load_settings(), embedder=load_embedder(model_card_for("default"), load_settings()))
     real.ingest("hb", [from_text(t) for t in HANDBOOK], should_stop=lambda: True)
@@ -373,8 +373,8 @@ def test_kx_serve_finishes_backlogs_at_start(tmp_path: Path, kx_home: Path) -> N
 def test_the_backlog_and_coverage_come_through_the_gateway_and_the_sdk(hash_engine: Engine) -> None:
     from fastapi.testclient import TestClient
 
-    from engine.client import _query_result
-    from engine.gateway import create_app
+    from engine.server.client import _query_result
+    from engine.server.gateway import create_app
 
     _stopped_ingest(hash_engine, "hb", HANDBOOK)
     auth = {"Authorization": "Bearer t"}
@@ -395,7 +395,7 @@ def test_the_backlog_and_coverage_come_through_the_gateway_and_the_sdk(hash_engi
 
 
 def test_batches_shrink_on_a_slow_cpu_so_progress_keeps_moving() -> None:
-    from engine.backlog import paced_batch
+    from engine.embedded.backlog import paced_batch
 
     assert paced_batch(32, 256, 8.0) == 32      # 32 passages/s: a batch of 32 takes a second
     assert paced_batch(32, 256, 100.0) == 4     # 2.6 passages/s (a loaded machine): small batches, not tiny

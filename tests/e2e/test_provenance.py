@@ -15,11 +15,11 @@ import pytest
 from rich.console import Console
 
 from engine import Engine, KxError, Status, load_settings
-from engine.dataset import Dataset
-from engine.documents import from_bytes, from_file, from_jsonl, from_text
+from engine.embedded.dataset import Dataset
+from engine.embedded.store import SCHEMA_VERSION
 from engine.extract import Extracted, Section, page_span, section_path
 from engine.records import Hit, QueryResult
-from engine.store import SCHEMA_VERSION
+from engine.text.inputs import from_bytes, from_file, from_jsonl, from_text
 
 from ..helpers import HashEmbedder, inject_extraction, run_cli
 
@@ -211,7 +211,7 @@ def test_the_cli_shows_pages_and_section_through_the_real_model(tmp_path: Path, 
 
 # -- a round-1 catalogue, migrated in place -------------------------------------------------------
 
-# The schema of round 1 (engine/store.py at 7c2d6c9), as catalogues on users' disks hold it.
+# The schema of round 1 (engine/embedded/store.py at 7c2d6c9), as catalogues on users' disks hold it.
 ROUND1_SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE blobs (ref TEXT PRIMARY KEY, data BLOB NOT NULL);
@@ -270,8 +270,8 @@ def test_a_round1_catalogue_stays_queryable_and_is_migrated_by_the_next_writer(
     note = tmp_path / "returns.md"
     note.write_text(FRONT_MATTER_NOTE)
     # round 1 cut Markdown from its raw text, front matter included: ingest it that way here
+    from engine.embedded.store import text_of_bytes
     from engine.extract import Extracted
-    from engine.store import text_of_bytes
     inject_extraction(monkeypatch, lambda doc: Extracted(text_of_bytes(doc.data, doc.media_type), doc.media_type)
                       if doc.name == "returns" else None)
     first = Engine(settings, embedder=HashEmbedder())
@@ -333,7 +333,7 @@ def served(hash_engine: Engine):
     import uvicorn
 
     from engine import KxClient
-    from engine.gateway import create_app
+    from engine.server.gateway import create_app
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -467,8 +467,8 @@ def test_mode_and_rerank_defaults_come_from_settings(corpus: Corpus, monkeypatch
 def test_hybrid_third_list_ranks_the_agreed_head_by_best_sentence(corpus: Corpus) -> None:
     """engine/query.py SENTENCE_DEPTH: of the fused top 10, the passages both lists found, ranked by their
     best sentence (answer_span's scorer), are RRF's third list; nothing else gets a sentence rank."""
-    from engine.answer_span import best_sentence_scores, word_vectors
-    from engine.models import model_card_for
+    from engine.embedding.cards import model_card_for
+    from engine.text.answer_span import best_sentence_scores, word_vectors
 
     question = "mileage rate for driving my own car"
     answer = ask(corpus, question, "--rerank", "off", "--k", "20")

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-import engine.rebuild as rebuild_module
+import engine.embedded.rebuild as rebuild_module
 from engine import Engine, KxError, Status, load_settings
-from engine.documents import from_text
 from engine.records import DocumentStatus, Progress
+from engine.text.inputs import from_text
 
 from ..helpers import HashEmbedder, assert_dataset_consistent, catalogue_counts, run_cli
 

@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from engine import Engine
-from engine.gateway import create_app
-from engine.request_log import RequestLog
+from engine.server.gateway import create_app
+from engine.server.request_log import RequestLog
 
 from .test_gateway import _start, _stop
 

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow  # starts a fresh process
 
 _PROBE = """
 import ctypes, ctypes.util, json, threading
-from kx_tui.serve_cmd import limit_malloc_arenas
+from kx_tui.cli.serve import limit_malloc_arenas
 set_now = limit_malloc_arenas()
 # threads that allocate side by side after the cap: the process keeps working
 threads = [threading.Thread(target=lambda: [bytearray(4096) for _ in range(1000)]) for _ in range(8)]

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from engine import Engine, load_settings
-from kx_tui.stopping import Interrupted, StopSignals
+from kx_tui.cli.stopping import Interrupted, StopSignals
 
 from ..helpers import HashEmbedder, kx_process
 from ..sigterm_commands import (
@@ -165,7 +165,7 @@ def test_sigterm_once_serving_drains_and_exits_0(kx_home: Path) -> None:
 
 
 async def test_the_tui_leaves_on_sigterm(kx_home: Path) -> None:
-    from kx_tui.app import KxApp
+    from kx_tui.tui.app import KxApp
 
     app = KxApp(Engine(load_settings({}), embedder=HashEmbedder()), samples=None)
     async with app.run_test(size=(100, 30)) as pilot:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from engine import Engine, KxError, Status, load_settings
-from engine.dataset import Dataset
-from engine.documents import extract_text, from_bytes, from_file, from_jsonl, from_text
-from engine.store import Catalogue
+from engine.embedded.dataset import Dataset
+from engine.embedded.store import Catalogue
+from engine.text.inputs import extract_text, from_bytes, from_file, from_jsonl, from_text
 
 from ..helpers import HashEmbedder
 
@@ -158,8 +158,8 @@ def test_precomputed_vectors_need_no_model_and_must_match_the_dimension(kx_home:
 
 
 def test_sparse_follows_each_commit_group_and_dense_updates_once(hash_engine: Engine, monkeypatch) -> None:
-    from engine.dense import DenseIndex
-    from engine.sparse import SparseIndex
+    from engine.embedded.dense import DenseIndex
+    from engine.embedded.sparse import SparseIndex
 
     calls = {"dense": 0, "sparse": 0}
     commits = []

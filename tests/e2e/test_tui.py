@@ -11,16 +11,16 @@ from rich.console import Console
 from textual.widgets import DataTable, Input, Static
 
 from engine import Engine, load_settings
-from engine.documents import from_file, from_text
-from kx_tui.app import SAMPLES, KxApp
-from kx_tui.screens.compare import CompareScreen
-from kx_tui.screens.detail import PassageDetailScreen
-from kx_tui.screens.help import HelpScreen
-from kx_tui.screens.main import MainScreen
-from kx_tui.widgets.activity import ActivityLog
-from kx_tui.widgets.datasets import DatasetDetails, DatasetList
-from kx_tui.widgets.results import ResultsList
-from kx_tui.widgets.watch import WatchPanel
+from engine.text.inputs import from_file, from_text
+from kx_tui.tui.app import SAMPLES, KxApp
+from kx_tui.tui.screens.compare import CompareScreen
+from kx_tui.tui.screens.help import HelpScreen
+from kx_tui.tui.screens.hit_detail import PassageDetailScreen
+from kx_tui.tui.screens.main import MainScreen
+from kx_tui.tui.widgets.activity import ActivityLog
+from kx_tui.tui.widgets.datasets import DatasetDetails, DatasetList
+from kx_tui.tui.widgets.results import ResultsList
+from kx_tui.tui.widgets.watch import WatchPanel
 
 from ..helpers import HashEmbedder
 
@@ -149,7 +149,7 @@ async def test_a_stale_answer_is_dropped(handbook_engine: Engine) -> None:
         await _ask(app, pilot, "refund")
         before = main(app).result
         answered = handbook_engine.query("handbook", "travel", k=3)
-        from kx_tui.messages import QueryAnswered
+        from kx_tui.tui.messages import QueryAnswered
 
         main(app).post_message(QueryAnswered("travel", answered, {}))  # the box still says "refund"
         await pilot.pause()
@@ -184,7 +184,7 @@ async def test_opening_a_hit_shows_its_range_in_the_document(handbook_engine: En
 
 @pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_hits_and_the_passage_view_show_pages_section_and_title(kx_home: Path, monkeypatch) -> None:
-    from engine.documents import from_bytes
+    from engine.text.inputs import from_bytes
 
     from ..helpers import inject_extraction
     from .test_provenance import PAPER_BYTES, PAPER_TEXT, _expected_section, _paper_extractor
@@ -336,7 +336,7 @@ async def test_watching_the_inbox_shows_activity(handbook_engine: Engine) -> Non
 @pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_engine_advisories_are_shown_as_notifications(kx_home, monkeypatch) -> None:
     from engine import Engine, load_settings
-    from kx_tui.app import KxApp
+    from kx_tui.tui.app import KxApp
 
     monkeypatch.setenv("KX_SERVE_EMBED_MODEL", "none")
     engine = Engine(load_settings({}))

@@ -8,9 +8,9 @@ import pytest
 from textual.widgets import Input, OptionList, Static
 
 from engine import Engine, load_settings
-from kx_tui.app import KxApp
-from kx_tui.screens.agent import AgentScreen
-from kx_tui.screens.detail import PassageDetailScreen
+from kx_tui.tui.app import KxApp
+from kx_tui.tui.screens.agent import AgentScreen
+from kx_tui.tui.screens.hit_detail import PassageDetailScreen
 
 pytestmark = pytest.mark.slow
 SIZE = (140, 45)

@@ -15,15 +15,15 @@ from rich.console import Console
 from textual.widgets import Input
 
 from engine import Engine, load_settings
-from engine.documents import from_file
-from kx_tui.app import SAMPLES, KxApp
+from engine.text.inputs import from_file
 from kx_tui.render import citation
-from kx_tui.screens.compare import CompareScreen
-from kx_tui.screens.detail import PassageDetailScreen
-from kx_tui.screens.document import DocumentScreen
-from kx_tui.screens.documents import DocumentsScreen
-from kx_tui.screens.help import HelpScreen
-from kx_tui.screens.main import MainScreen
+from kx_tui.tui.app import SAMPLES, KxApp
+from kx_tui.tui.screens.compare import CompareScreen
+from kx_tui.tui.screens.document_table import DocumentsScreen
+from kx_tui.tui.screens.document_text import DocumentScreen
+from kx_tui.tui.screens.help import HelpScreen
+from kx_tui.tui.screens.hit_detail import PassageDetailScreen
+from kx_tui.tui.screens.main import MainScreen
 
 from ..helpers import HashEmbedder
 
@@ -224,7 +224,7 @@ def test_the_footer_drops_the_least_important_keys_first() -> None:
     """The footer's fitting drops the least important keys first and never Help or Quit."""
     from textual.binding import Binding
 
-    from kx_tui.widgets.footer import fit, key_width
+    from kx_tui.tui.widgets.footer import fit, key_width
 
     items = [(Binding(k, a, d), k) for k, a, d in (("m", "mode", "Mode"), ("c", "compare", "Compare"),
                                                   ("?", "show_keys", "Help"), ("q", "app.quit", "Quit"))]

@@ -11,13 +11,13 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Input, OptionList, Static
 
 from engine import Engine, load_settings
-from engine.documents import from_text
-from kx_tui.app import KxApp
-from kx_tui.screens.agent import AgentScreen
-from kx_tui.screens.compare import CompareScreen
-from kx_tui.screens.documents import DocumentsScreen
-from kx_tui.widgets.footer import KeysFooter
-from kx_tui.widgets.results import ResultsList
+from engine.text.inputs import from_text
+from kx_tui.tui.app import KxApp
+from kx_tui.tui.screens.agent import AgentScreen
+from kx_tui.tui.screens.compare import CompareScreen
+from kx_tui.tui.screens.document_table import DocumentsScreen
+from kx_tui.tui.widgets.footer import KeysFooter
+from kx_tui.tui.widgets.results import ResultsList
 
 from .test_tui_workbench import BlockingEmbedder, _until
 
@@ -144,7 +144,7 @@ async def test_agent_steps_wrap_and_focus_stays_where_the_user_left_it(kx_home: 
 @pytest.mark.parametrize("width", [80, 200])
 def test_a_hit_header_never_cuts_a_field(width: int) -> None:
     from engine.records import Hit
-    from kx_tui.widgets.results import hit_header
+    from kx_tui.tui.widgets.results import hit_header
 
     hit = Hit(rank=3, score=0.0317, text="x", passage_ref="p", document_ref="d", document_name="reports/payments",
               chunk_index=0, chunk_count=12, char_start=0, char_end=1, dense_rank=3, dense_score=0.5,

@@ -24,14 +24,14 @@ from pathlib import Path
 import pytest
 
 from engine import Engine, load_settings
-from engine.documents import from_bytes, from_text
 from engine.extract import Extracted, Section
-from kx_tui.app import KxApp
-from kx_tui.screens import document as document_module
-from kx_tui.screens import documents as documents_module
-from kx_tui.screens.main import MainScreen
-from kx_tui.warmup import ModelWarmup
-from kx_tui.widgets import datasets as datasets_module
+from engine.text.inputs import from_bytes, from_text
+from kx_tui.tui.app import KxApp
+from kx_tui.tui.screens import document_table as documents_module
+from kx_tui.tui.screens import document_text as document_module
+from kx_tui.tui.screens.main import MainScreen
+from kx_tui.tui.warmup import ModelWarmup
+from kx_tui.tui.widgets import datasets as datasets_module
 
 from ..helpers import HashEmbedder, inject_extraction
 

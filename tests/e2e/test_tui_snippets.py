@@ -11,12 +11,12 @@ from rich.text import Text
 from textual.widgets import Input, Static
 
 from engine import Engine, load_settings
-from engine.documents import from_file
 from engine.records import Hit, QueryResult
-from kx_tui.app import SAMPLES, KxApp
+from engine.text.inputs import from_file
 from kx_tui.render import ANSWER_STYLE, WORD_STYLE, looks_like_markdown, passage_preview, styled_text
-from kx_tui.screens.detail import PassageDetailScreen
-from kx_tui.widgets.results import ResultsList
+from kx_tui.tui.app import SAMPLES, KxApp
+from kx_tui.tui.screens.hit_detail import PassageDetailScreen
+from kx_tui.tui.widgets.results import ResultsList
 
 from ..helpers import HashEmbedder
 

@@ -18,14 +18,14 @@ from rich.console import Console
 from textual.widgets import DataTable, Input, Static
 
 from engine import Engine, load_settings
-from engine.documents import from_file, from_text
-from kx_tui.app import SAMPLES, KxApp
-from kx_tui.screens.compare import CompareScreen
-from kx_tui.screens.document import DocumentScreen, blocks, shared_starts
-from kx_tui.screens.documents import DocumentsScreen
-from kx_tui.screens.help import HelpScreen
-from kx_tui.screens.main import MainScreen
-from kx_tui.widgets.results import ResultsList
+from engine.text.inputs import from_file, from_text
+from kx_tui.tui.app import SAMPLES, KxApp
+from kx_tui.tui.screens.compare import CompareScreen
+from kx_tui.tui.screens.document_table import DocumentsScreen
+from kx_tui.tui.screens.document_text import DocumentScreen, blocks, shared_starts
+from kx_tui.tui.screens.help import HelpScreen
+from kx_tui.tui.screens.main import MainScreen
+from kx_tui.tui.widgets.results import ResultsList
 
 from ..helpers import HashEmbedder
 
@@ -166,7 +166,7 @@ async def test_a_query_typed_during_the_first_run_is_kept_and_answered_once_the_
 
 
 def test_the_first_runs_progress_line_gives_an_eta_only_from_something_measured() -> None:
-    from kx_tui.warmup import BuildProgress
+    from kx_tui.tui.warmup import BuildProgress
 
     now = [100.0]
     build = BuildProgress("handbook", 6, clock=lambda: now[0])
@@ -455,7 +455,7 @@ async def test_slash_types_into_the_query_box_and_focuses_it_from_the_results(ha
 async def test_a_long_model_id_is_cut_with_an_ellipsis_and_the_status_line_is_never_cut(kx_home) -> None:
     import dataclasses
 
-    from kx_tui.widgets.datasets import DatasetList
+    from kx_tui.tui.widgets.datasets import DatasetList
 
     embedder = HashEmbedder()
     embedder._card = dataclasses.replace(embedder.card, model_id="sentence-transformers/all-MiniLM-L6-v2@4a3e3ef67f6b")
@@ -483,8 +483,8 @@ async def test_a_long_model_id_is_cut_with_an_ellipsis_and_the_status_line_is_ne
 
 
 def test_a_newer_queued_message_replaces_an_older_one_and_nothing_else_does() -> None:
-    from engine.watch import Ingested
-    from kx_tui.messages import WatchFileDone, WatchQueued
+    from engine.watch.watcher import Ingested
+    from kx_tui.tui.messages import WatchFileDone, WatchQueued
 
     older, newer = WatchQueued("/in/a.md", 1), WatchQueued("/in/b.md", 2)
     assert older.can_replace(newer)           # the newer count says everything the older one did
@@ -494,9 +494,9 @@ def test_a_newer_queued_message_replaces_an_older_one_and_nothing_else_does() ->
 
 @pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_a_burst_of_files_is_reported_file_by_file_and_counted_once(handbook_home) -> None:
-    from kx_tui.widgets.activity import ActivityLog
-    from kx_tui.widgets.datasets import DatasetList
-    from kx_tui.widgets.watch import WatchPanel
+    from kx_tui.tui.widgets.activity import ActivityLog
+    from kx_tui.tui.widgets.datasets import DatasetList
+    from kx_tui.tui.widgets.watch import WatchPanel
 
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     app = KxApp(engine, settings=engine.settings, samples=None, watch_settle_seconds=0.0)
@@ -525,7 +525,7 @@ async def test_a_burst_of_files_is_reported_file_by_file_and_counted_once(handbo
 async def test_the_status_line_says_when_dense_search_covers_only_part_of_the_dataset(handbook_home) -> None:
     import dataclasses
 
-    from kx_tui.messages import QueryAnswered
+    from kx_tui.tui.messages import QueryAnswered
 
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     app = KxApp(engine, settings=engine.settings, samples=None)

@@ -22,9 +22,9 @@ from typing import Callable, Iterator
 import pytest
 
 from engine import Engine, KxError, Status, load_settings
-from engine.dataset import Dataset
-from engine.documents import from_file
-from engine.watch import (
+from engine.embedded.dataset import Dataset
+from engine.text.inputs import from_file
+from engine.watch.watcher import (
     BatchDone,
     FolderWatcher,
     Ingested,

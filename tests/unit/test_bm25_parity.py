@@ -8,14 +8,14 @@ import random
 import pytest
 
 from engine import Engine, load_settings
-from engine.dataset import Dataset
-from engine.documents import from_text
+from engine.embedded.dataset import Dataset
+from engine.text.inputs import from_text
 
 from ..helpers import HashEmbedder
 
 
 def sparse_hits(engine: Engine, name: str, text: str, k: int) -> dict[int, float]:
-    """Seq -> BM25 score as a query's sparse list holds them (the searcher's own path: engine/search.py
+    """Seq -> BM25 score as a query's sparse list holds them (the searcher's own path: engine/embedded/readers.py
     `sparse_candidates`, scores rounded to 6 decimals there, so the checks below compare to 1e-6)."""
     with engine.reading(name) as searcher:
         found = searcher.sparse_candidates(text, k)
@@ -117,7 +117,7 @@ def test_postings_read_a_block_at_a_time_equal_whoosh_iterating_them(hash_engine
     """Several segments (one per ingest) and words in more postings than one block holds (whoosh: 128)."""
     from whoosh import index
 
-    from engine.sparse import read_blocks
+    from engine.embedded.sparse import read_blocks
 
     rng = random.Random(5)
     for batch in range(3):
@@ -142,7 +142,7 @@ def test_a_matcher_with_an_unknown_part_is_left_unread_for_whoosh_to_iterate(has
     from whoosh import index
     from whoosh.matching.wrappers import MultiMatcher, WrappingMatcher
 
-    from engine.sparse import read_blocks
+    from engine.embedded.sparse import read_blocks
 
     for batch in range(2):  # two ingests, two segments
         hash_engine.ingest("mixed", [from_text(f"common word n{batch}x{i}") for i in range(5)])
@@ -163,7 +163,7 @@ def test_field_lengths_read_from_the_columns_are_whooshs_own(hash_engine: Engine
     over several segments, deletions and a passage of stopwords only (whoosh gives None: no length byte)."""
     from whoosh import index
 
-    from engine.sparse import field_lengths
+    from engine.embedded.sparse import field_lengths
 
     rng = random.Random(5)
     for batch in range(4):  # one commit each: several segments

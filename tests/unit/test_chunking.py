@@ -1,4 +1,4 @@
-"""Tests for engine.chunking: the guarantees in its module docstring."""
+"""Tests for engine.text.chunking: the guarantees in its module docstring."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.chunking import CHUNKER_VERSION, Chunk, chunk_text
 from engine.errors import KxError, Status
+from engine.text.chunking import CHUNKER_VERSION, Chunk, chunk_text
 
 # --- helpers ---------------------------------------------------------------
 

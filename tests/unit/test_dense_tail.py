@@ -1,4 +1,4 @@
-"""A large graph takes small commits as an exactly searched tail (engine/dense.py): the graph file stays
+"""A large graph takes small commits as an exactly searched tail (engine/embedded/dense.py): the graph file stays
 as it was, a reader reopening keeps the graph it loaded, and what dense returns is the graph's answer with
 the tail's exact best merged in by similarity."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import dense as dense_module
-from engine.dense import DenseIndex
+from engine.embedded import dense as dense_module
+from engine.embedded.dense import DenseIndex
+from engine.embedded.store import Catalogue, NewDocument, NewPassage
 from engine.fingerprint import Fingerprint
-from engine.store import Catalogue, NewDocument, NewPassage
 
 DIM = 8
 
@@ -158,7 +158,7 @@ def test_best_first_is_a_stable_sort_of_the_whole_array() -> None:
 
 
 def test_passage_counts_read_on_from_the_last_count_are_the_full_counts(tmp_path) -> None:
-    from engine import store
+    from engine.embedded import store
 
     corpus = _Corpus(tmp_path)
     catalogue = corpus.catalogue

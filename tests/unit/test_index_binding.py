@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from engine import Engine, KxError, Status
-from engine.dataset import Dataset
-from engine.documents import from_text
+from engine.embedded.dataset import Dataset
+from engine.text.inputs import from_text
 
 from ..helpers import HashEmbedder
 

@@ -19,8 +19,7 @@ import numpy as np
 import pytest
 
 from engine import Engine, load_settings
-from engine.answer_span import best_sentence_scores, word_vectors
-from engine.documents import from_text
+from engine.embedded.readers import dense_ef
 from engine.fusion import (
     Ranked,
     fuse,
@@ -31,7 +30,8 @@ from engine.fusion import (
     strengths,
 )
 from engine.query import LEAD, LEAD_RATIO, SENTENCE, SENTENCE_DEPTH
-from engine.search import dense_ef
+from engine.text.answer_span import best_sentence_scores, word_vectors
+from engine.text.inputs import from_text
 from engine.vectors import checked_vectors
 
 from ..helpers import HashEmbedder

@@ -1,0 +1,419 @@
+"""The embedded engine: the in-process implementation of the Backend.
+
+`Engine` is the one object the CLI, the TUI and the gateway talk to. It owns
+the settings, the (lazily loaded) embedding model and the open query readers;
+ingest and query live in engine/ingest.py and engine/query.py, imported when
+first used so that listing datasets and `kx info` never import numpy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+
+from ..backend import check_page
+from ..config import Settings, load_settings
+from ..embedding.cards import ModelCard, model_card_for
+from ..embedding.onnx_cache import runtime_status
+from ..errors import KxError, Status, invalid, not_found
+from ..records import (
+    DatasetSummary,
+    DocumentSummary,
+    EmbedReport,
+    IngestReport,
+    PassageSpan,
+    QueryResult,
+    VersionView,
+)
+from ..text.inputs import DocumentInput
+from .dataset import Dataset, list_dataset_names, validate_name
+from .storage_errors import check_catalogue_kept, check_home_writable, reads_still_work, storage_errors
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..embedding.embedders import Embedder
+    from .readers import DatasetSearcher
+    from .store import Catalogue
+
+EventFn = Callable[[object], None]
+NotifyFn = Callable[[str], None]
+
+_UNSET: Any = object()
+
+
+class Engine:
+    """Datasets on this machine, ingested and queried in-process."""
+
+    def __init__(self, settings: Settings | None = None, embedder: Embedder | None = _UNSET,
+                 on_notice: NotifyFn | None = None) -> None:
+        self.settings = settings or load_settings()
+        self._embedder = embedder
+        self.on_notice = on_notice  # one line for a person when the model is first prepared (an export)
+        self._card: Any = _UNSET if embedder is _UNSET else (embedder.card if embedder else None)  # ModelCard | None
+        self._searchers: dict[str, DatasetSearcher] = {}
+        self._searchers_lock = threading.Lock()
+        self._model_lock = threading.Lock()
+        # Set (a plain assignment, so a signal handler may do it) when the process is stopping, e.g. `kx serve`
+        # after SIGTERM: ingests and embeddings in flight leave at their next progress event (a safe point:
+        # what was committed stays, the rest is the next writer's backlog) instead of holding the stop up.
+        self.stop_requested = False
+
+    # -- the model ----------------------------------------------------------------
+
+    def model_card(self) -> ModelCard | None:
+        """The configured model, described from its files (no torch). None for 'none'."""
+        if self._card is _UNSET:
+            self._card = model_card_for(self.settings.embed_model)
+        return self._card
+
+    def embedder(self) -> Embedder | None:
+        if self._embedder is _UNSET:
+            # one load even when a server's warm-up and its first request ask at once (two would share 2 cores)
+            with self._model_lock:
+                if self._embedder is _UNSET:
+                    from ..embedding.embedders import load_embedder
+
+                    self._embedder = load_embedder(self.model_card(), self.settings,
+                                                   lambda line: self._notice(line))
+        return self._embedder
+
+    def load_model_in_background(self) -> threading.Thread | None:
+        """Start loading the model on a thread (engine/query.py: while a cold query opens the indexes);
+        None when it is loaded already or none is configured. A failed load is left for the next
+        `embedder()` call to raise, on the caller's thread."""
+        if self._embedder is not _UNSET:
+            return None
+        try:
+            if self.model_card() is None:
+                return None
+        except KxError:  # a model that cannot be described: the query says so where it always did
+            return None
+
+        def load() -> None:
+            try:
+                prepare = getattr(self.embedder(), "prepare", None)  # the runtime embedder loads lazily
+                if prepare is not None:
+                    prepare()
+            except BaseException:  # the query's own embedder() or encode raises it again, on its thread
+                pass
+
+        thread = threading.Thread(target=load, name="kx-model-load")
+        thread.start()
+        return thread
+
+    def _notice(self, line: str) -> None:
+        if self.on_notice is not None:
+            self.on_notice(line)
+
+    def prepare_model(self, notify: NotifyFn | None = None) -> dict[str, Any] | None:
+        """Load the model now, exporting its ONNX graph if this is its first use; the runtime status.
+
+        None when no model is configured. The TUI's warm-up and `kx models prepare` call this.
+        """
+        embedder = self.embedder()
+        prepare = getattr(embedder, "prepare", None)
+        if callable(prepare):
+            prepare(notify)
+        return runtime_status(embedder, self.settings, self.model_card())
+
+    def warm_up(self, dataset: str | None = None, notify: NotifyFn | None = None) -> bool:
+        if dataset is not None:
+            self.searcher(dataset)  # opened and cached: the first query finds them ready
+            return True
+        if self.model_card() is None:
+            return False
+        self.prepare_model(notify)  # exports the ONNX graph on first use, saying so through `notify`
+        embedder = self.embedder()
+        if embedder is None:
+            return False
+        embedder.encode(["warm up"])  # loads the weights and pays the first call's one-off costs
+        return True
+
+    # -- reads --------------------------------------------------------------------
+
+    def list_datasets(self) -> list[DatasetSummary]:
+        return [self.dataset_summary(name) for name in list_dataset_names(self.settings)]
+
+    @contextlib.contextmanager
+    def _catalogue(self, name: str) -> Iterator[Catalogue]:
+        """Dataset `name`'s catalogue opened for reading (NOT_FOUND if there is none), storage errors translated."""
+        dataset = Dataset(self.settings, name)
+        dataset.require(self.settings)
+        with storage_errors(dataset.folder):
+            catalogue = dataset.reading()
+            try:
+                yield catalogue
+            finally:
+                catalogue.close()
+
+    def dataset_summary(self, name: str) -> DatasetSummary:
+        with self._catalogue(name) as catalogue:
+            docs, passages = catalogue.counts()
+            fingerprint = catalogue.fingerprint()
+            created = catalogue.created_at
+            folder = catalogue.path.parent
+            backlog = catalogue.backlog()
+            state = catalogue.lineage_state()
+        return DatasetSummary(
+            name=name,
+            documents=state.live_count(),
+            versions=docs,
+            retired=sum(1 for head in state.current.values() if head is None),
+            passages=passages,
+            embed_model=fingerprint.embed_model if fingerprint else None,
+            created_at=created,
+            fingerprint=fingerprint.to_dict() if fingerprint else None,
+            path=str(folder),
+            backlog=backlog,
+        )
+
+    def info(self) -> dict[str, Any]:
+        model: dict[str, Any] | None
+        advisories: list[str] = []
+        try:
+            card = self.model_card()
+            model = None
+            if card is not None:
+                embedder = None if self._embedder is _UNSET else self._embedder
+                model = {**card.to_dict(), "runtime": runtime_status(embedder, self.settings, card)}
+            if card is None:
+                advisories.append("no embedding model (KX_SERVE_EMBED_MODEL=none): text ingest and dense search "
+                                  "are off; pre-computed vectors and sparse search still work")
+            elif card.causal_lm:
+                from ..ingest import chat_model_advisory
+
+                advisories.append(chat_model_advisory(card))
+        except KxError as exc:  # shown as the model's state, not repeated as an advisory
+            model = {"error": exc.to_dict()}
+        from ..version import __version__  # importlib.metadata: only `kx info` pays for it
+
+        return {
+            "version": __version__,
+            "home": str(self.settings.home),
+            "config_file": str(self.settings.config_path),
+            "config_file_exists": self.settings.config_path.exists(),
+            "datasets": len(list_dataset_names(self.settings)),
+            "backend": {"kind": "embedded", "path": str(self.settings.datasets_dir)},
+            "embed_model": model,
+            "advisories": advisories,
+            "settings": self.settings.describe(),
+        }
+
+    def document_text(self, name: str, doc_ref: str) -> str:
+        """The text of one document of dataset `name`, as passages' character ranges refer to it."""
+        with self._catalogue(name) as catalogue:
+            text = catalogue.document_text(doc_ref)  # the stored text, never a fresh extraction
+        if text is None:
+            raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
+        return text
+
+    def list_documents(self, name: str, offset: int = 0, limit: int = 100,
+                       versions: str | None = None) -> list[DocumentSummary]:
+        """Documents of dataset `name` in ingest order, `limit` (1..1000) from `offset`; the current version
+        of each lineage, or every stored version with `versions="all"`."""
+        check_page(offset, limit)
+        view = _version_view(versions)
+        with self._catalogue(name) as catalogue:
+            state = catalogue.lineage_state()
+            hidden = state.hidden() if view is VersionView.LATEST else set()
+            if hidden:  # page over what is shown, not over what is stored
+                rows = [row for row in catalogue.documents() if row.ref not in hidden][offset:offset + limit]
+            else:
+                rows = catalogue.documents(offset, limit)
+            waiting = catalogue.backlog_by_document([row.ref for row in rows])
+            out = []
+            for row in rows:
+                version, superseded_by, retired = state.describe(row.ref, row.name)
+                name, source_path = state.shown(row.ref, row.name, row.source_path)   # a renamed file's
+                out.append(dataclasses.replace(row.summary(backlog=waiting.get(row.ref, 0)), version=version,
+                                               superseded_by=superseded_by, retired=retired, name=name,
+                                               source_path=source_path))
+            return out
+
+    def document_passages(self, name: str, doc_ref: str) -> list[PassageSpan]:
+        """Where each passage of one document lies in its text, in chunk order."""
+        with self._catalogue(name) as catalogue:
+            if catalogue.document(doc_ref) is None:
+                raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
+            return [row.span() for row in catalogue.passages_of(doc_ref)]
+
+    def rebuild(self, name: str, new: str, on_event: EventFn | None = None,
+                should_stop: Callable[[], bool] | None = None) -> IngestReport:
+        """Build dataset `new` from `name`'s stored originals under this engine's settings (engine/embedded/rebuild.py);
+        `name` is only read."""
+        from .rebuild import run_rebuild
+
+        check_home_writable(self.settings.home, self.settings.datasets_dir)
+        with storage_errors(self.settings.datasets_dir / validate_name(new)):
+            return run_rebuild(self, name, new, on_event, should_stop)
+
+    def retire(self, name: str, lineages: Sequence[str]) -> list[str]:
+        """Retire lineages (documents by name) whose source is gone: no version of them answers by default
+        any more; a later ingest of the same name brings the lineage back. Returns those that were live."""
+        dataset = Dataset(self.settings, name)
+        dataset.require(self.settings)
+        with storage_errors(dataset.folder):
+            with dataset.writing() as catalogue:
+                return catalogue.retire(list(lineages))
+
+    def rename(self, name: str, moves: Sequence[tuple[str, str, str | None]]) -> list[str]:
+        """Carry lineages to new names: (old name, new name, the file's new path or None), as a file renamed
+        inside a watched folder does; every version goes along. Returns the old names that moved."""
+        dataset = Dataset(self.settings, name)
+        dataset.require(self.settings)
+        with storage_errors(dataset.folder):
+            with dataset.writing() as catalogue:
+                return catalogue.rename(list(moves))
+
+    # -- ingest -------------------------------------------------------------------
+
+    def ingest(
+        self,
+        name: str,
+        documents: Iterable[DocumentInput],
+        vectors: Sequence[Sequence[float]] | np.ndarray | None = None,
+        on_event: EventFn | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> IngestReport:
+        """engine.ingest.run_ingest on this engine, its storage failures turned into KxErrors."""
+        from ..ingest import run_ingest
+
+        folder = self.settings.datasets_dir / validate_name(name)  # a bad name touches no file
+        check_home_writable(self.settings.home, self.settings.datasets_dir)
+        check_catalogue_kept(folder)
+        with storage_errors(self.settings.datasets_dir / name):
+            return run_ingest(self, name, documents, vectors, self._unless_stopping(on_event), should_stop=should_stop)
+
+    def embed(self, name: str, on_event: EventFn | None = None,
+              should_stop: Callable[[], bool] | None = None) -> EmbedReport:
+        """Finish dataset `name`'s embedding backlog (stage 2 of its ingests), holding its write lock.
+
+        A second writer waits for the lock (and then finds nothing left to do),
+        so no passage is ever embedded twice. Says how many this call embedded.
+        """
+        from ..records import Notice
+        from .backlog import embed_backlog
+
+        emit = self._unless_stopping(on_event)
+        dataset = Dataset(self.settings, name)
+        dataset.require(self.settings)
+        check_home_writable(self.settings.home, self.settings.datasets_dir)
+        check_catalogue_kept(dataset.folder)
+        with storage_errors(dataset.folder):
+            with dataset.writing(on_wait=lambda message: emit(Notice("waiting", message))) as catalogue:
+                if catalogue.backlog():
+                    self._check_model_for(name, catalogue)
+                embedded = embed_backlog(self, dataset, catalogue, emit, should_stop)
+                dataset.sync_sparse(catalogue)
+        return EmbedReport(self.dataset_summary(name), embedded)
+
+    def _unless_stopping(self, on_event: EventFn | None) -> EventFn:
+        """`on_event`, raising UNAVAILABLE at the first progress event once `stop_requested` is set."""
+        from ..records import Progress
+
+        def emit(event: object) -> None:
+            if self.stop_requested and isinstance(event, Progress) and event.done < event.total:  # not at the end
+                raise KxError(Status.UNAVAILABLE, "kx is stopping: this work was left at a safe point; what was "
+                                                  "committed stays and the rest (its embedding backlog, or the "
+                                                  "documents not yet added) is done by the next command on "
+                                                  "this dataset")
+            if on_event is not None:
+                on_event(event)
+
+        return emit
+
+    def _check_model_for(self, name: str, catalogue: Catalogue) -> None:
+        """Refuse to embed a backlog with a model other than the one the dataset was built with."""
+        from ..fingerprint import check_compatible, current_fingerprint
+
+        stored = catalogue.fingerprint()
+        if stored is not None:
+            check_compatible(name, stored, current_fingerprint(self.settings, self.model_card(), stored.dimension))
+
+    # -- query --------------------------------------------------------------------
+
+    def query(
+        self,
+        name: str,
+        text: str | None = None,
+        *,
+        vector: Sequence[float] | np.ndarray | None = None,
+        k: int | None = None,
+        mode: str | None = None,
+        rerank: bool | None = None,
+        where: Sequence[str] | None = None,
+        versions: str | None = None,
+        expand: bool | None = None,
+    ) -> QueryResult:
+        """engine.query.run_query on this engine, its storage failures turned into KxErrors."""
+        from ..query import run_query
+
+        with storage_errors(self.settings.datasets_dir / name):
+            return run_query(self, name, text, vector=vector, k=k, mode=mode, rerank=rerank, where=where,
+                             versions=versions, expand=expand)
+
+    def searcher(self, name: str) -> DatasetSearcher:
+        """The dataset's cached readers, reopened when the catalogue has grown since."""
+        from .readers import DatasetSearcher
+
+        dataset = Dataset(self.settings, name)
+        with self._searchers_lock:
+            searcher = self._searchers.get(name)
+            if searcher is not None and searcher.current():
+                return searcher
+            previous = searcher
+            if searcher is not None:
+                searcher.close()
+                del self._searchers[name]
+            dataset.require(self.settings)
+            stale = None
+            try:
+                with storage_errors(dataset.folder):
+                    dataset.heal_if_behind()
+            except KxError as exc:
+                if exc.status is not Status.RESOURCE_EXHAUSTED and not reads_still_work(exc):
+                    raise
+                # a full disk or a read-only home: answer from what the indexes hold, say so; a later
+                # query catches them up once they can be written
+                stale = f"the indexes could not catch up with the newest documents ({exc.message})"
+            try:
+                searcher = DatasetSearcher(dataset, self.settings.bm25_k1, self.settings.bm25_b, previous)
+            except ValueError:
+                raise KxError(Status.NOT_FOUND, f"dataset '{name}' holds no documents yet; ingest some first") \
+                    from None
+            if stale:
+                searcher.notes.append(stale)
+            self._searchers[name] = searcher
+            return searcher
+
+    @contextlib.contextmanager
+    def reading(self, name: str) -> Iterator[DatasetSearcher]:
+        """The dataset's open readers, held for this thread until the block ends.
+
+        A searcher replaced by a newer one (the catalogue grew) is closed only
+        once its lock is free; a caller that lost that race takes the new one.
+        """
+        while True:
+            searcher = self.searcher(name)
+            with searcher.lock:
+                if searcher.closed:
+                    continue
+                yield searcher
+                return
+
+    def close(self) -> None:
+        with self._searchers_lock:
+            for searcher in self._searchers.values():
+                searcher.close()
+            self._searchers.clear()
+
+
+
+def _version_view(versions: str | None) -> VersionView:
+    try:
+        return VersionView.parse(versions or VersionView.LATEST)
+    except ValueError as exc:
+        raise invalid(str(exc)) from None

@@ -1,0 +1,374 @@
+"""Query-time readers for one dataset: the catalogue, the dense graph and the BM25 index.
+
+Opening them costs milliseconds to seconds (loading the graph, opening whoosh
+segments), so the engine keeps one `DatasetSearcher` per dataset and reopens it
+only when the catalogue has grown. Scores are rounded to 6 decimals before
+ranking: float noise between CPUs must not reorder passages, the ref decides.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..atomic import read_json
+from ..filters import PassageFilter, Where
+from ..fingerprint import Fingerprint
+from ..fusion import round_like_python
+from .dataset import Dataset
+from .sparse import Bm25Scorer
+from .store import Catalogue, DocumentRow, LineageMarks, LineageState, PassageRow
+
+_SCORE_DECIMALS = 6
+# Sparse queries look up at most this many distinct indexed terms (the rarest):
+# a pasted 100,000-character query must not turn into an OR of 20,000 postings.
+MAX_QUERY_TERMS = 512
+# seq -> passage ref entries kept in memory per open dataset (~100 bytes each)
+_REF_CACHE_LIMIT = 500_000
+# A filtered dense search scores at most this many allowed passages exactly (their stored vectors, cached
+# per filter); a larger allowed set searches the graph widened until the pool is full of allowed passages.
+EXACT_FILTER_LIMIT = 4096
+
+
+_NO_PAIRS = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+
+
+def _identity(path: os.PathLike) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def dense_ef(pool: int) -> int:
+    """HNSW search breadth for a candidate pool.
+
+    Measured on SciFact (11,776 passages, pool 100, benchmarks/latency.py):
+    ef 256 recalls 0.992 of the exact top 100, ef 400 0.998, for 0.14 ms more.
+    """
+    return max(4 * pool, 256)
+
+
+@dataclass
+class Candidates:
+    """One retriever's list: passage keys with their raw scores (rounded to 6 decimals), best first.
+
+    Keys are what the backend reads passages by (seqs here, refs in Milvus);
+    equal scores are not yet in ref order: fusion (engine/fusion.py `fuse`)
+    orders them, reading refs through `Searcher.refs`.
+    """
+
+    keys: list[Any]
+    scores: np.ndarray       # float64, one per key
+    dropped_terms: int = 0   # query terms left out to keep a huge query fast
+    kept_terms: str = "rarest"  # which MAX_QUERY_TERMS terms a huge query kept (said in the query's notes)
+
+    @classmethod
+    def of(cls, keys: list[Any], scores: np.ndarray | list[float]) -> Candidates:
+        """A list from raw scores, rounded as every retriever's are before ranking."""
+        return cls(list(keys), round_like_python(np.asarray(scores, dtype=np.float64), _SCORE_DECIMALS))
+
+    @classmethod
+    def empty(cls) -> Candidates:
+        return cls([], np.zeros(0, dtype=np.float64))
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+class Searcher(Protocol):
+    """What engine/query.py reads a dataset through: the embedded `DatasetSearcher` below, or another
+    backend's (engine/milvus/search.py). Passage keys (`Candidates.keys`) are whatever the backend numbers
+    passages by: commit-order integers here, refs in Milvus."""
+
+    fingerprint: Fingerprint
+    notes: list[str]
+    dense_passages: int   # passages the dense index holds (embedded so far)
+    total_passages: int   # passages committed (all of them keyword-searchable)
+
+    def dense_candidates(self, vector: np.ndarray, pool: int, only: PassageFilter | None = None) -> Candidates: ...
+
+    def sparse_candidates(self, text: str, pool: int, only: PassageFilter | None = None) -> Candidates: ...
+
+    def passage_filter(self, where: Where, versions: str) -> PassageFilter | None:
+        """The passages a query may answer with: `where`'s, of the current versions only unless
+        `versions` is "all"; None when that is every passage."""
+        ...
+
+    def versions(self, documents: dict[str, DocumentRow]) -> dict[str, tuple[int, str | None]]:
+        """For documents (by ref): (version number from 1, the ref of the version superseding it or None)."""
+        ...
+
+    def refs(self, keys: list[Any]) -> list[str | None]:
+        """Each key's passage ref (None for a key the catalogue no longer holds), in order."""
+        ...
+
+    def passages(self, seqs: list[Any]) -> dict[Any, PassageRow]: ...
+
+    def vectors(self, seqs: list[Any]) -> np.ndarray: ...
+
+    def documents(self, refs: list[str]) -> dict[str, DocumentRow]: ...
+
+
+def shown_documents(rows: dict[str, DocumentRow], state: LineageState) -> dict[str, DocumentRow]:
+    """`rows` with a renamed lineage's documents under the name (and path) the lineage has now."""
+    if not state.renamed:
+        return rows
+    out = {}
+    for ref, row in rows.items():
+        name, path = state.shown(ref, row.name, row.source_path)
+        out[ref] = row if (name, path) == (row.name, row.source_path) else \
+            dataclasses.replace(row, name=name, source_path=path)
+    return out
+
+
+class DatasetSearcher:
+    """Open readers for one dataset. Callers use it under `lock` (whoosh and SQLite
+    handles are not safe to share between threads mid-call) and check `closed`."""
+
+    def __init__(self, dataset: Dataset, bm25_k1: float, bm25_b: float,
+                 previous: DatasetSearcher | None = None) -> None:
+        """`previous`: the readers this one replaces (the dataset moved on); what they read that is still
+        true is carried over instead of read again (the lineage state, advanced by the new rows)."""
+        self.lock = threading.RLock()
+        self.closed = False
+        self.dataset = dataset
+        self.catalogue: Catalogue = dataset.reading()
+        fingerprint = self.catalogue.fingerprint()
+        if fingerprint is None:  # a dataset whose first ingest never committed
+            self.catalogue.close()
+            raise ValueError("empty dataset")
+        self.fingerprint: Fingerprint = fingerprint
+        self.dense = dataset.dense(fingerprint.dimension, self.catalogue.dataset_id)
+        if previous is not None:  # the graph it loaded, where it is still the one on disk (engine/embedded/dense.py)
+            self.dense.adopt(previous.dense)
+        self.sparse = dataset.sparse(fingerprint.stopwords, self.catalogue.dataset_id)
+        # The least that every part holds: opened between a writer's commit
+        # and its index catch-up, this searcher must not count as current
+        # once the indexes have caught up (a long-lived gateway would keep
+        # answering without the new passages). Watermarks read before loading.
+        # While an ingest's embedding stage works through the backlog, the
+        # dense index holds fewer passages than the catalogue: these readers
+        # say how many, and count as current until the catalogue or either
+        # index moves on.
+        self._signature = self._read_signature()
+        self._state = self._read_state()
+        self.top = min(self._state)
+        self.dense.load(self.catalogue)
+        self.total_passages = self.catalogue.passages_upto(self._state[0])
+        self.dense_passages = min(self.catalogue.passages_upto(min(self._state[1], self.dense.held)),
+                                  self.total_passages)
+        self._dense_trusted = self.dense.consistent_with(self.catalogue)
+        if not self._dense_trusted:  # edited or foreign files a writer could not rebuild yet: never their answers
+            self.dense_passages = 0
+        self._lineage_mark = self.catalogue.lineage_mark()
+        self._lineage_state: LineageState | None = None
+        self._lineage_known: LineageMarks | None = None
+        self.dataset_id = self.catalogue.dataset_id
+        if previous is not None and previous.dataset_id == self.dataset_id:
+            self._lineage_known = previous._lineage_known  # advanced on first use: a reopen reads the new rows
+        self._filters: dict[tuple[Where, str], PassageFilter | None] = {}
+        self._exact: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(filter) -> (seqs, vectors)
+        self._bm25 = (bm25_k1, bm25_b)
+        self._bm25_scorer: Bm25Scorer | None = None
+        self._ref_of: dict[int, str] = {}
+        self.notes: list[str] = []  # said with every answer from these readers (e.g. indexes behind)
+        if not self._dense_trusted:
+            self.notes.append("the dense index does not match this dataset's catalogue (edited or copied files); "
+                              "it is left out until the next writer rebuilds it from the catalogue")
+
+    def _read_state(self) -> tuple[int, int, int]:
+        return self.catalogue.max_passage_seq(), self.dense.watermark, self.sparse.watermark
+
+    def _read_signature(self) -> tuple[int, tuple]:
+        """What the state depends on, read without reading it: the catalogue's commit counter and the
+        identity (inode, size, mtime) of the sidecars and of the index files they vouch for. Files are
+        replaced, never rewritten in place, and a damaged one changes size or mtime. Remembers the files."""
+        files = [self.dense.sidecar, self.sparse.sidecar, self.dense.path]
+        meta = read_json(self.sparse.sidecar)
+        if isinstance(meta, dict) and isinstance(meta.get("files"), dict):
+            files += [self.sparse.folder / name for name in sorted(meta["files"])]
+        self._signature_files = files
+        return self.catalogue.data_version(), tuple(_identity(path) for path in files)
+
+    def current(self) -> bool:
+        """Still a faithful view: nothing was committed, embedded or indexed since it was opened.
+
+        Each query asks this: one catalogue pragma and a few stats answer while nothing moved; the
+        sidecars, checksums and catalogue are read again only when something did (the state may still be
+        the same: then the new signature is kept).
+        """
+        with self.lock:
+            if self.closed:
+                return False
+            if (self.catalogue.data_version(), tuple(_identity(p) for p in self._signature_files)) == self._signature:
+                return True
+            signature = self._read_signature()  # before the state: a change in between is seen next time
+            if self._read_state() != self._state or self.catalogue.lineage_mark() != self._lineage_mark:
+                return False  # a retirement moves no index, only the lineage mark
+            self._signature = signature
+            return True
+
+    def close(self) -> None:
+        with self.lock:  # waits for a query in flight on these readers
+            if self.closed:
+                return
+            self.closed = True
+            if self._bm25_scorer is not None:
+                self._bm25_scorer.close()
+            self.catalogue.close()
+
+    def refs(self, keys: list[int]) -> list[str | None]:
+        """Each seq's passage ref, read from the catalogue once per reader (the ties' tie-breaker)."""
+        ref_of = self._ref_of
+        missing = [seq for seq in keys if seq not in ref_of]
+        if missing:
+            if len(ref_of) > _REF_CACHE_LIMIT:
+                ref_of.clear()
+            ref_of.update(self.catalogue.refs_by_seq(missing))
+        return [ref_of.get(seq) for seq in keys]
+
+    def dense_candidates(self, vector: np.ndarray, pool: int, only: PassageFilter | None = None) -> Candidates:
+        if not self._dense_trusted:
+            return Candidates.empty()
+        if only is not None:
+            seqs, sims = self._dense_filtered(vector, pool, only)
+        else:
+            seqs, sims = self.dense.search_arrays(vector, pool, dense_ef(pool))
+        return Candidates.of(seqs.tolist(), sims)
+
+    def _dense_filtered(self, vector: np.ndarray, pool: int, only: PassageFilter) -> tuple[np.ndarray, np.ndarray]:
+        """The pool's nearest allowed passages: an exact pass over a small allowed set, else the graph
+        searched ever wider (an excluded set of E passages: pool + E deep, enough at once)."""
+        top = min(self._state[1], self.dense.held)  # what the graph holds
+        if only.allowed is not None and int(np.searchsorted(only.allowed, top, side="right")) <= EXACT_FILTER_LIMIT:
+            return self._exact_pass(vector, pool, only, top)
+        held = len(self.dense)
+        if held == 0:
+            return _NO_PAIRS
+        hidden = only.hidden(held)
+        if only.allowed is None and hidden <= 4 * pool:
+            k = min(held, pool + hidden)  # enough at once: at most `hidden` of them are dropped
+        else:
+            allowed = int(np.searchsorted(only.allowed, top, side="right")) if only.allowed is not None \
+                else held - hidden
+            k = min(held, max(2 * pool, int(2 * pool * held / max(allowed, 1))))
+        while True:
+            try:
+                seqs, sims = self.dense.search_arrays(vector, k, dense_ef(k))
+            except Exception:  # voyager's RecallError on a deep search of a small graph: count exactly
+                return self._exact_pass(vector, pool, only, top)
+            keep = only.admits(seqs)
+            if int(keep.sum()) >= pool or k >= held:
+                return seqs[keep][:pool], sims[keep][:pool]
+            k = min(held, k * 4)
+
+    def _exact_pass(self, vector: np.ndarray, pool: int, only: PassageFilter,
+                    top: int) -> tuple[np.ndarray, np.ndarray]:
+        cached = self._exact.get(id(only))
+        if cached is None:  # this searcher's `top` never moves: a newer one is opened
+            if only.allowed is not None:
+                seqs = only.allowed[only.allowed <= top]
+            else:
+                every = np.array([s for rows in self.catalogue.iter_passages_after(0, top) for s, _t, _v in rows],
+                                 dtype=np.int64)
+                seqs = every[only.admits(every)]
+            cached = (seqs, self.catalogue.vectors_by_seq(seqs.tolist(), self.fingerprint.dimension))
+            self._exact[id(only)] = cached
+        seqs, vectors = cached
+        if seqs.size == 0:
+            return _NO_PAIRS
+        query = np.asarray(vector, dtype=np.float32)
+        query = query / (float(np.linalg.norm(query)) or 1.0)
+        sims = vectors @ query
+        order = np.argsort(-sims, kind="stable")[:pool]
+        return seqs[order].astype(np.int64), sims[order].astype(np.float64)
+
+    def passage_filter(self, where: Where, versions: str) -> PassageFilter | None:
+        key = (where, versions)
+        if key not in self._filters:
+            if len(self._filters) >= 16:
+                self._filters.clear()
+                self._exact.clear()
+            hidden = self._lineages().hidden() if versions == "latest" else set()
+            found: PassageFilter | None = None
+            if where:
+                found = PassageFilter(allowed=self.catalogue.allowed_seqs(where, hidden, self._lineages().renamed))
+            elif hidden:
+                found = PassageFilter(excluded=self.catalogue.seqs_of_documents(sorted(hidden)))
+            self._filters[key] = found
+        return self._filters[key]
+
+    def _lineages(self) -> LineageState:
+        if self._lineage_state is None:
+            self._lineage_known = self.catalogue.lineage_state_after(self._lineage_known)
+            self._lineage_state = self._lineage_known.state
+        return self._lineage_state
+
+    def versions(self, documents: dict[str, DocumentRow]) -> dict[str, tuple[int, str | None]]:
+        state = self._lineages()
+        return {ref: state.describe(ref, row.name)[:2] for ref, row in documents.items()}
+
+    def sparse_candidates(self, text: str, pool: int, only: PassageFilter | None = None,
+                          term_weights: dict[str, float] | None = None) -> Candidates:
+        # `term_weights`: each term's BM25 weight instead of its count in `text` (an expanded query)
+        counts: dict[str, float] = dict(self.sparse.term_counts(text)) if term_weights is None else term_weights
+        if not counts or not self.sparse.folder.exists():
+            return Candidates.empty()
+        scorer = self._scorer()
+        known = [(scorer.document_frequency(t), t) for t in counts]
+        known = [(df, t) for df, t in known if df > 0]
+        dropped = 0
+        if len(known) > MAX_QUERY_TERMS:
+            # the rarest terms carry the most BM25 weight; keep those
+            known.sort()
+            dropped = len(known) - MAX_QUERY_TERMS
+            known = known[:MAX_QUERY_TERMS]
+        if not known:
+            return Candidates.empty()
+        terms, weights = [t for _df, t in known], [counts[t] for _df, t in known]
+        if only is None:
+            seqs, scores = scorer.top_arrays(terms, pool, weights)
+        elif only.allowed is not None:  # score only the allowed passages' postings
+            seqs, scores = scorer.top_arrays(terms, pool, weights, mask=only.admits(scorer.docnum_seqs()))
+        else:  # E passages kept out: pool + E deep holds the pool's best allowed ones
+            seqs, scores = scorer.top_arrays(terms, pool + only.hidden(0), weights)
+            keep = only.admits(seqs)
+            seqs, scores = seqs[keep][:pool], scores[keep][:pool]
+        found = Candidates.of(seqs.tolist(), scores)
+        found.dropped_terms = dropped
+        return found
+
+    def sparse_expanded(self, text: str, feedback: list[tuple[str, float]], pool: int,
+                        only: PassageFilter | None = None) -> tuple[Candidates, list[str]]:
+        """The sparse list for `text` expanded with RM3 terms from `feedback` (passage text, weight)
+        (engine/expansion.py), and the terms added."""
+        from ..expansion import rm3_weights
+
+        scorer = self._scorer()
+        weights, added = rm3_weights(self.sparse.term_counts(text),
+                                     [(self.sparse.term_counts(body), w) for body, w in feedback],
+                                     scorer.document_frequency)
+        return self.sparse_candidates(text, pool, only, term_weights=weights), added
+
+    def _scorer(self) -> Bm25Scorer:
+        if self._bm25_scorer is None:
+            self._bm25_scorer = self.sparse.open_scorer(*self._bm25)
+        return self._bm25_scorer
+
+    def passages(self, seqs: list[int]) -> dict[int, PassageRow]:
+        return self.catalogue.passages_by_seq(seqs)
+
+    def vectors(self, seqs: list[int]) -> np.ndarray:
+        return self.catalogue.vectors_by_seq(seqs, self.fingerprint.dimension)
+
+    def documents(self, refs: list[str]) -> dict[str, DocumentRow]:
+        """The hits' documents (name, title, source path), one catalogue read for all of them; a renamed
+        file's under the name and path it has now."""
+        return shown_documents(self.catalogue.documents_by_ref(refs), self._lineages())

@@ -1,0 +1,398 @@
+"""The sparse index: whoosh BM25 over passage text.
+
+Derived from the catalogue like the dense index: documents are keyed by passage
+seq, and a sidecar records the highest seq committed. Whoosh's own commit is
+atomic (it renames a new table of contents into place); we fsync the new
+segment files before recording the watermark, so the sidecar never claims
+more than the disk holds. The sidecar also records each file's size and
+CRC-32: a damaged or missing segment makes the watermark 0, and the next
+open rebuilds the index from the catalogue instead of scoring garbage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from ..atomic import fsync, read_json, write_json_atomic
+from ..errors import precondition
+from ..text.analysis import TOKENIZER_VERSION, build_analyzer
+from .checksums import file_crc32, matches
+
+if TYPE_CHECKING:
+    from .store import Catalogue
+
+def _schema(stopwords: bool):
+    from whoosh.fields import NUMERIC, TEXT, Schema
+
+    return Schema(
+        seq=NUMERIC(int, bits=64, signed=False, stored=True, unique=True),
+        body=TEXT(analyzer=build_analyzer(stopwords), phrase=False, stored=False),
+    )
+
+
+class SparseIndex:
+    def __init__(self, folder: Path, stopwords: bool, dataset_id: str = "") -> None:
+        self.folder = folder / "sparse"
+        self.sidecar = folder / "sparse.json"
+        self.stopwords = stopwords
+        self.dataset_id = dataset_id  # "" (an old catalogue, a highlighter): not checked
+        self._analyzer: Any = None  # whoosh's, built on first use (whoosh loads only when needed)
+
+    @property
+    def watermark(self) -> int:
+        meta = read_json(self.sidecar)
+        if not isinstance(meta, dict) or meta.get("stopwords") != self.stopwords:
+            return 0
+        if meta.get("tokenizer") != TOKENIZER_VERSION or not self.folder.exists():
+            return 0
+        files = meta.get("files")
+        if isinstance(files, dict) and not all(matches(self.folder / name, rec) for name, rec in files.items()):
+            return 0  # a damaged or missing segment: rebuild, never trust
+        if self.dataset_id and meta.get("dataset_id", self.dataset_id) != self.dataset_id:
+            return 0  # another dataset's index, copied in
+        return int(meta.get("watermark", 0))
+
+    def _open_for_write(self, start: int):
+        """The index to extend from `start`, and the seq it really holds up to."""
+        from whoosh import index
+
+        if start > 0:
+            try:
+                return index.open_dir(str(self.folder)), start
+            except Exception:  # missing or damaged derived index: rebuild from the catalogue
+                pass
+        if self.folder.exists() and not self.folder.is_dir():
+            raise precondition(f"{self.folder} is a file where kx keeps the sparse index's folder; move that "
+                               "file away and the index is rebuilt from the catalogue")
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.folder.mkdir(parents=True)
+        return index.create_in(str(self.folder), _schema(self.stopwords)), 0
+
+    def catch_up(self, catalogue: Catalogue, upto: int,
+                 on_progress: Callable[[int, int], None] | None = None) -> int:
+        """Index the catalogue's passages above the watermark in one commit.
+
+        `on_progress(done, total)`, if given, is called every few dozen
+        passages added and as whoosh writes the commit's postings (total is
+        twice the passages: adding, then committing), so indexing one huge
+        document shows progress. It may raise to abandon the commit: the
+        index and its sidecar stay as they were.
+        """
+        from whoosh.query import NumericRange
+
+        ix, start = self._open_for_write(self.watermark)
+        # Postings are sorted in runs of this size (spilled to a temporary file beyond it): small runs keep
+        # each silent sort short and memory low; the merge of the runs at commit reports progress.
+        writer = ix.writer(limitmb=_POOL_MB)
+        added = 0
+        total = catalogue.passages_upto(upto) - catalogue.passages_upto(start) if on_progress else 0
+        if on_progress is not None:
+            _count_postings(writer, lambda share: on_progress(total + int(share * total), 2 * total))
+        try:
+            # A crash after whoosh committed but before the sidecar was written
+            # leaves these seqs indexed already; drop them so none is doubled.
+            writer.delete_by_query(NumericRange("seq", start + 1, None))
+            for rows in catalogue.iter_passages_after(start, upto):
+                for seq, text, _vec in rows:
+                    writer.add_document(seq=seq, body=text)
+                    added += 1
+                    if on_progress is not None and added % _PROGRESS_PASSAGES == 0:
+                        on_progress(added, 2 * total)
+        except BaseException:
+            writer.cancel()
+            raise
+        try:
+            writer.commit()
+        except BaseException:
+            # a commit that failed half-way (a full disk) still holds whoosh's write lock:
+            # let go of it, or every later writer in this process waits on it forever
+            with contextlib.suppress(Exception):
+                writer.cancel()
+            with contextlib.suppress(Exception):
+                if writer.writelock is not None:
+                    writer.writelock.release()
+            shutil.rmtree(self.folder / "MAIN.tmp", ignore_errors=True)  # whoosh's sort pool, half-written
+            raise
+        finally:
+            ix.close()
+        files = {}
+        for name in os.listdir(self.folder):
+            fsync(self.folder / name)
+            if not name.endswith("WRITELOCK"):  # the lock is the next writer's, not the index's
+                files[name] = list(file_crc32(self.folder / name))
+        fsync(self.folder)
+        write_json_atomic(self.sidecar, {"watermark": upto, "stopwords": self.stopwords,
+                                         "tokenizer": TOKENIZER_VERSION, "files": files,
+                                         "dataset_id": self.dataset_id})
+        return added
+
+    def terms(self, text: str) -> list[str]:
+        """The query terms this index would look up for `text`, in order, without repeats."""
+        return list(self.term_counts(text))
+
+    def term_counts(self, text: str) -> dict[str, int]:
+        """Each query term of `text` and how often it occurs, in order of first occurrence.
+
+        A term the user wrote three times weighs three times (as in Lucene and
+        bm25s): long natural-language queries repeat what they are about
+        ("retrieval ... retrieval systems ... retrieving"). Counting each term
+        once cost 6.9 points of nDCG@10 on CISI's paragraph-long queries
+        (0.323 -> 0.392) and nothing on SciFact or Cranfield (BENCHMARKS.md).
+        """
+        if self._analyzer is None:
+            self._analyzer = build_analyzer(self.stopwords)
+        counts: dict[str, int] = {}
+        for token in self._analyzer(text):
+            counts[token.text] = counts.get(token.text, 0) + 1
+        return counts
+
+    def matching_spans(self, text: str, query: str) -> list[tuple[int, int]]:
+        """Character ranges of the words in `text` that match a term of `query` (for highlighting)."""
+        wanted = set(self.terms(query))
+        if not wanted:
+            return []
+        return [(t.startchar, t.endchar) for t in self._analyzer(text, chars=True) if t.text in wanted]
+
+    def open_scorer(self, k1: float, b: float) -> Bm25Scorer:
+        from whoosh import index
+
+        if self.folder.exists() and not self.folder.is_dir():
+            raise precondition(f"{self.folder} is a file where kx keeps the sparse index's folder; move that "
+                               "file away and the index is rebuilt from the catalogue")
+
+        # A writer's commit in another thread or process deletes the previous
+        # generation's TOC and merged segments; an open that lands in between
+        # finds a file gone. The next attempt sees the new generation.
+        for attempt in range(5):
+            try:
+                return Bm25Scorer(index.open_dir(str(self.folder)).reader(), k1, b)
+            except FileNotFoundError:
+                if attempt == 4:
+                    raise
+                time.sleep(0.02 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+
+_POOL_MB = 16                # whoosh's in-memory sort run, in its own (over-)estimate of MB
+# Progress calls are cheap and the caller reports on a clock (engine/ingest.py, PART_SECONDS), so they come
+# often: a fixed count of work between reports would be seconds apart on a loaded machine.
+_PROGRESS_PASSAGES = 64      # passages added between two progress calls
+_PROGRESS_POSTINGS = 2_000   # postings written between two progress calls during a commit
+
+
+def _count_postings(writer: Any, on_share: Callable[[float], None]) -> None:
+    """Call `on_share(fraction)` as whoosh's commit writes the postings it pooled (a SegmentWriter's pool).
+
+    whoosh has no progress hook; its commit reads every posting through
+    `pool.iter_postings()`, so that iterator is wrapped to count. The total is
+    what the pool sorted to disk plus what it still holds. A writer without
+    such a pool (another whoosh writer class) is left alone: no progress, same
+    index.
+    """
+    pool = getattr(writer, "pool", None)
+    if pool is None or not callable(getattr(pool, "iter_postings", None)) or not hasattr(pool, "save"):
+        return
+    saved = [0]
+    save, iter_postings = pool.save, pool.iter_postings
+
+    def counting_save() -> None:
+        saved[0] += len(pool.current)
+        save()
+
+    def counted() -> Iterator[Any]:
+        total = max(saved[0] + len(pool.current), 1)
+        for number, posting in enumerate(iter_postings(), start=1):
+            if number % _PROGRESS_POSTINGS == 0:
+                on_share(min(number / total, 1.0))
+            yield posting
+
+    pool.save, pool.iter_postings = counting_save, counted
+
+
+class Bm25Scorer:
+    """BM25 over whoosh's postings, scored with numpy instead of whoosh's matcher tree.
+
+    whoosh stores the index and its statistics; walking its pure-Python
+    matchers cost 25-85 ms a query on 12k passages, while reading the few
+    postings lists a query needs and scoring them as arrays costs a few ms.
+    Scores are BM25 with the Robertson/Lucene IDF, ln(1 + (N - n + 0.5) / (n + 0.5)),
+    over whoosh's own (quantised) field lengths; tests check parity against
+    whoosh's own search with the same formula.
+    """
+
+    _CACHE_TERMS = 4096
+
+    def __init__(self, reader, k1: float, b: float) -> None:
+        self._reader = reader
+        self.k1, self.b = k1, b
+        self.total = reader.doc_count_all()
+        # as whoosh computes it: total field length over all documents, deleted ones included
+        self.avgfl = (reader.field_length("body") / (self.total or 1)) or 1.0
+        lengths = field_lengths(reader, "body", self.total)
+        if lengths is None:  # a reader shape field_lengths does not know: whoosh's own per-document walk
+            lengths = np.fromiter((reader.doc_field_length(i, "body", 0) or 0 for i in range(self.total)),
+                                  dtype=np.float64, count=self.total)
+        self._norm = k1 * ((1.0 - b) + b * lengths / self.avgfl)
+        self._live = None
+        if reader.has_deletions():
+            self._live = np.fromiter((not reader.is_deleted(i) for i in range(self.total)), dtype=bool,
+                                     count=self.total)
+        # term -> (doc numbers, term frequencies, document frequency); None when no document has it.
+        # The reader is a snapshot, so entries stay true until the searcher reopens on a newer index.
+        self._postings: dict[str, tuple[np.ndarray, np.ndarray, int] | None] = {}
+        self._seq: dict[int, int] = {}
+        self._all_seqs: np.ndarray | None = None
+
+    def close(self) -> None:
+        self._reader.close()
+
+    def document_frequency(self, term: str) -> int:
+        postings = self._postings_of(term)
+        return 0 if postings is None else postings[2]
+
+    def _postings_of(self, term: str) -> tuple[np.ndarray, np.ndarray, int] | None:
+        if term not in self._postings:
+            if len(self._postings) >= self._CACHE_TERMS:
+                self._postings.pop(next(iter(self._postings)))
+            having = self._reader.doc_frequency("body", term)
+            if having == 0:
+                self._postings[term] = None
+            else:
+                matcher = self._reader.postings("body", term)
+                block = read_blocks(matcher)
+                if block is None:  # a matcher shape read_blocks does not know: whoosh's own iteration
+                    pairs = list(matcher.items_as("weight"))
+                    block = (np.fromiter((i for i, _w in pairs), dtype=np.int64, count=len(pairs)),
+                             np.fromiter((w for _i, w in pairs), dtype=np.float64, count=len(pairs)))
+                self._postings[term] = (block[0], block[1], having)
+        return self._postings[term]
+
+    def top_arrays(self, terms: list[str], k: int, counts: Sequence[float] | None = None,
+                   mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The k best seqs (int64) and their scores (float64) for the OR of `terms`, best first; ties at
+        the cut-off all kept.
+
+        `counts[i]` is how often `terms[i]` occurs in the query (default 1):
+        each term's BM25 contribution is multiplied by it. `mask` (over
+        document numbers, see `docnum_seqs`) restricts the scored postings.
+        """
+        scores = np.zeros(self.total, dtype=np.float64)
+        matched = np.zeros(self.total, dtype=bool)
+        for i, term in enumerate(terms):
+            postings = self._postings_of(term)
+            if postings is None:
+                continue
+            ids, tfs, having = postings
+            idf = math.log(1.0 + (self.total - having + 0.5) / (having + 0.5))
+            weight = idf * (counts[i] if counts is not None else 1)
+            scores[ids] += weight * tfs * (self.k1 + 1.0) / (tfs + self._norm[ids])
+            matched[ids] = True
+        if self._live is not None:
+            matched &= self._live
+        if mask is not None:
+            matched &= mask
+        candidates = np.flatnonzero(matched)
+        if candidates.size == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        if candidates.size > k:
+            cut = np.partition(scores[candidates], candidates.size - k)[candidates.size - k]
+            candidates = candidates[scores[candidates] >= cut]  # keep every tie at the cut-off
+        order = candidates[np.argsort(-scores[candidates], kind="stable")]
+        seq_of = self._seq_of
+        seqs = np.fromiter((seq_of(doc) for doc in order.tolist()), dtype=np.int64, count=order.size)
+        return seqs, scores[order]
+
+    def docnum_seqs(self) -> np.ndarray:
+        """Each document number's passage seq (read once per scorer: a filter masks by it)."""
+        if self._all_seqs is None:
+            self._all_seqs = np.fromiter((self._seq_of(i) for i in range(self.total)), dtype=np.int64,
+                                         count=self.total)
+        return self._all_seqs
+
+    def _seq_of(self, docnum: int) -> int:
+        seq = self._seq.get(docnum)
+        if seq is None:
+            seq = self._seq[docnum] = int(self._reader.stored_fields(docnum)["seq"])
+        return seq
+
+
+def field_lengths(reader, field: str, total: int) -> np.ndarray | None:
+    """Every document's (quantised) length of `field`, as whoosh's `doc_field_length` gives it, read a
+    segment's stored length column at a time; None for a reader shape not known here.
+
+    whoosh keeps one length byte per document in each segment's column file; asking for them one document
+    at a time is a Python call each (seconds at a million passages, on every reopen). This reads each
+    segment's bytes in one go and maps them through whoosh's own byte-to-length table (a zero byte, a
+    document without the field, counts 0). tests/unit/test_bm25_parity.py checks it against the walk.
+    """
+    from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3PerDocReader, _lenfield
+    from whoosh.columns import NumericColumn
+    from whoosh.reading import MultiReader, SegmentReader
+    from whoosh.util.numeric import byte_to_length
+
+    parts = list(reader.readers) if isinstance(reader, MultiReader) else [reader]
+    if any(type(part) is not SegmentReader or type(part._perdoc) is not W3PerDocReader for part in parts):
+        return None
+    table = np.array([byte_to_length(b) for b in range(256)], dtype=np.float64)
+    table[0] = 0.0
+    pieces = []
+    for part in parts:
+        count = part.doc_count_all()
+        column = part._perdoc._cached_reader(_lenfield(field), LENGTHS_COLUMN)
+        if column is None:
+            pieces.append(np.zeros(count, dtype=np.float64))
+            continue
+        if type(column) is not NumericColumn.Reader or column._typecode != "B":
+            return None
+        stored = min(column._count, count)  # documents past the column's end have the default, 0
+        raw = np.zeros(count, dtype=np.uint8)
+        if stored:
+            raw[:stored] = np.frombuffer(bytes(column._dbfile.get(column._basepos, stored)), dtype=np.uint8)
+        pieces.append(table[raw])
+    lengths = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float64)
+    return lengths if len(lengths) == total else None
+
+
+def read_blocks(matcher) -> tuple[np.ndarray, np.ndarray] | None:
+    """A term's (doc numbers, weights), read a posting block at a time from whoosh's on-disk matchers.
+
+    whoosh's public iteration costs a handful of Python calls per posting;
+    its W3 leaf matchers decode whole blocks into arrays anyway, so taking
+    those arrays is 10-50 x faster for a common word. That reaches into
+    whoosh's block attributes, so only the shapes known here are read this
+    way (a MultiMatcher over W3LeafMatchers, or one of them); anything else
+    returns None and the caller iterates as whoosh documents. Deleted
+    documents are still in the postings: Bm25Scorer masks them, as before.
+    tests/unit/test_bm25_parity.py checks both paths give the same postings.
+    """
+    from whoosh.codec.whoosh3 import W3LeafMatcher
+    from whoosh.matching.wrappers import MultiMatcher
+
+    if isinstance(matcher, MultiMatcher):
+        parts = list(zip(matcher.matchers, matcher.offsets))
+    else:
+        parts = [(matcher, 0)]
+    # every part checked before any is read: reading advances a leaf, and the caller's fallback iterates
+    # the same matcher, which must still be at its start
+    if any(type(leaf) is not W3LeafMatcher for leaf, _offset in parts):
+        return None
+    ids: list[np.ndarray] = []
+    weights: list[np.ndarray] = []
+    for leaf, offset in parts:
+        while leaf.is_active():
+            leaf._read_ids()
+            leaf._read_weights()
+            ids.append(np.asarray(leaf._ids, dtype=np.int64) + offset)
+            weights.append(np.asarray(leaf._weights, dtype=np.float64))
+            leaf._next_block()
+    if not ids:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+    return np.concatenate(ids), np.concatenate(weights)

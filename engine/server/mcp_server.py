@@ -1,0 +1,493 @@
+"""`kx mcp`: the engine as Model Context Protocol tools, for LLM clients (Claude Desktop, Claude Code, ...).
+
+Built on the official `mcp` SDK's `MCPServer`. The tools talk to a `Backend`
+(engine/backend.py), so `kx mcp` serves the embedded engine, Milvus or a
+`kx serve` gateway alike. Tools:
+
+    list_datasets    names, counts, model, fingerprint of every dataset
+    search           a query's passages, each with its citation and provenance
+    read_document    a document's text around a passage, over a page range, or from an offset
+    list_documents   a dataset's documents, paged
+    ingest_text      only with allow_ingest
+    ingest_file      only with allow_ingest and at least one allowed folder (symlinks resolved first)
+
+Every tool answers text a model reads (hits with `[document p. 6, chunk 3/12]`
+citations) and `structuredContent`: the records' own `to_dict()`, so a field a
+record gains reaches MCP clients without a change here. A `KxError` comes back
+as a tool error whose text starts with the status name (`NOT_FOUND: ...`) and
+whose structured content is `{code, message}`; nothing a caller sends stops the
+server. Sync tools run on the SDK's worker threads.
+
+The streamable HTTP app (`http_app`) sits inside the gateway's own Host,
+Origin, bearer-token and size guard (engine/server/gateway.py's `guard`), so it
+answers to exactly what `kx serve` answers to.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Callable, Sequence
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field, ValidationError
+
+from ..backend import MAX_DOCUMENTS_PAGE, Backend
+from ..errors import KxError, Status, invalid, not_found
+from ..records import DocumentSummary, PassageSpan, RetrievalMode, chunk_label, pages_label
+from ..text.inputs import from_file, from_text
+from ..version import __version__
+from .mcp_policy import Policy
+
+SERVER_NAME = "kx"
+DEFAULT_K = 8
+MAX_READ_CHARS = 20_000      # most characters read_document hands back in one call
+_FIND_PAGES = 100            # a document named (not by ref) is looked for in at most this many pages of 1000
+
+INSTRUCTIONS = (
+    "kx searches the user's own documents on this machine. Call list_datasets to see what there is, then "
+    "search a dataset; every hit carries a citation such as [report p. 6, chunk 3/12] - quote it when you use "
+    "the passage. To read on from a hit, call read_document with its document_ref and passage_ref. Errors start "
+    "with a status (NOT_FOUND, INVALID_ARGUMENT, ...) and say what to do next."
+)
+
+
+# tool signatures are read by the SDK at run time, so the aliases they use live at module level
+DatasetArg = Annotated[str, Field(description="A dataset's name, as list_datasets shows it.")]
+
+
+def citation(document: str, page_start: int | None, page_end: int | None, chunk_index: int, chunk_count: int) -> str:
+    """`[document p. 6, chunk 3/12]` (`p. 6–7` across pages; no page part for a format without pages)."""
+    pages = pages_label(page_start, page_end)
+    chunk = chunk_label(chunk_index, chunk_count)[1:-1]  # "chunk 3/12"
+    return f"[{document}{' ' + pages if pages else ''}, {chunk}]"
+
+
+def _error(exc: KxError) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=f"{exc.code}: {exc.message}")],
+                          structured_content=exc.to_dict(), is_error=True)
+
+
+def _answer(text: str, data: dict[str, Any]) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+def _guarded(call: Callable[[], CallToolResult]) -> CallToolResult:
+    """The call's answer, or its KxError as a tool error; an unexpected failure is INTERNAL, never a crash."""
+    try:
+        return call()
+    except KxError as exc:
+        return _error(exc)
+    except Exception as exc:  # a bug: the client hears one line, the server keeps serving
+        import logging
+
+        logging.getLogger("kx.mcp").exception("tool failed")
+        return _error(KxError(Status.INTERNAL, f"unexpected {type(exc).__name__}: {exc}; see the server's stderr "
+                                               "and report it"))
+
+
+def _hit_lines(data: dict[str, Any]) -> str:
+    """A query's answer as a model reads it: one block per hit, citation first."""
+    hits = data["hits"]
+    head = f"{len(hits)} passage(s) from dataset '{data['dataset']}' ({data['mode']}"
+    head += f", k={data['k']}" + (f", asked {data['requested_k']}" if data.get("clamped") else "") + ")"
+    lines = [head]
+    lines += [f"note: {note}" for note in data.get("notes", [])]
+    for hit in hits:
+        where = " · ".join(p for p in (hit.get("document_title"), hit.get("section")) if p)
+        ranks = ", ".join(f"{name} #{hit[key]}" for name, key in (("dense", "dense_rank"), ("sparse", "sparse_rank"),
+                                                                  ("sentence", "sentence_rank"))
+                          if hit.get(key) is not None)
+        if hit.get("lead_ratio") is not None:
+            ranks += f", sparse lead x{hit['lead_ratio']:.2f}"
+        lines.append("")
+        lines.append(f"{hit['rank']}. {hit['citation']}" + (f" {where}" if where else ""))
+        lines.append(f"   document_ref={hit['document_ref']} passage_ref={hit['passage_ref']} "
+                     f"chars {hit['char_start']}-{hit['char_end']}" + (f"; {ranks}" if ranks else ""))
+        lines.append("   " + hit["text"].replace("\n", "\n   "))
+    if not hits:
+        lines.append("nothing matched; try other words, or mode=sparse for exact terms")
+    return "\n".join(lines)
+
+
+def _document_line(doc: DocumentSummary) -> str:
+    extra = [f"{doc.passages} passages", doc.media_type]
+    if doc.pages:
+        extra.insert(0, f"{doc.pages} pages")
+    title = f" \"{doc.title}\"" if doc.title and doc.title != doc.name else ""
+    return f"- {doc.name}{title} ({', '.join(extra)}) ref={doc.ref}"
+
+
+@dataclass
+class KxTools:
+    """The tools' bodies, over one backend. Each returns a CallToolResult (errors included)."""
+
+    backend: Backend
+    policy: Policy = field(default_factory=Policy)
+
+    def list_datasets(self) -> CallToolResult:
+        def run() -> CallToolResult:
+            datasets = [s.to_dict() for s in self.backend.list_datasets()]
+            lines = [f"{len(datasets)} dataset(s)"] + [
+                f"- {d['name']}: {d['documents']} documents, {d['passages']} passages, model "
+                f"{d.get('embed_model') or 'none'}" for d in datasets]
+            if not datasets:
+                lines.append("none yet" + ("; add one with ingest_text" if self.policy.allow_ingest else
+                                           "; the user adds documents with `kx datasets ingest NAME FILES`"))
+            return _answer("\n".join(lines), {"datasets": datasets})
+        return _guarded(run)
+
+    def search(self, dataset: str, query: str, k: int = DEFAULT_K, mode: RetrievalMode | None = None,
+               rerank: bool | None = None, where: list[str] | None = None) -> CallToolResult:
+        def run() -> CallToolResult:
+            if not query.strip():
+                raise invalid("query is empty; give the question or the words to look for")
+            result = self.backend.query(dataset, query, k=k, mode=mode, rerank=rerank, where=where or None)
+            data = result.to_dict()
+            for hit, record in zip(data["hits"], result.hits):
+                hit["citation"] = citation(record.document_name, record.page_start, record.page_end,
+                                           record.chunk_index, record.chunk_count)
+                hit["pages"] = pages_label(record.page_start, record.page_end)
+            data["mode"] = str(data["mode"])
+            return _answer(_hit_lines(data), data)
+        return _guarded(run)
+
+    def list_documents(self, dataset: str, offset: int = 0, limit: int = 50) -> CallToolResult:
+        def run() -> CallToolResult:
+            docs = self.backend.list_documents(dataset, offset, limit)
+            total = self.backend.dataset_summary(dataset).documents
+            following = offset + len(docs)
+            data = {"dataset": dataset, "offset": offset, "limit": limit, "total": total,
+                    "next_offset": following if following < total else None,
+                    "documents": [d.to_dict() for d in docs]}
+            lines = [f"documents {offset + 1 if docs else offset}-{following} of {total} in '{dataset}'"]
+            lines += [_document_line(d) for d in docs]
+            if data["next_offset"] is not None:
+                lines.append(f"more: call list_documents with offset={following}")
+            return _answer("\n".join(lines), data)
+        return _guarded(run)
+
+    def read_document(self, dataset: str, document: str, passage_ref: str | None = None,
+                      chunk: int | None = None, page_start: int | None = None, page_end: int | None = None,
+                      offset: int | None = None, context_chars: int = 1000,
+                      max_chars: int = 6000) -> CallToolResult:
+        def run() -> CallToolResult:
+            chosen = [n for n, v in (("passage_ref", passage_ref), ("chunk", chunk), ("page_start", page_start),
+                                     ("offset", offset)) if v is not None]
+            if len(chosen) > 1:
+                raise invalid(f"give one of passage_ref, chunk, page_start or offset, not {' and '.join(chosen)}")
+            if page_end is not None and page_start is None:
+                raise invalid("page_end needs page_start")
+            summary = self._find_document(dataset, document)
+            ref = summary.ref if summary else document
+            text = self.backend.document_text(dataset, ref)
+            spans = self.backend.document_passages(dataset, ref)
+            start, end = self._window(text, spans, passage_ref, chunk, page_start, page_end, offset, context_chars)
+            end = min(end, start + max_chars, len(text))
+            covered = [s for s in spans if s.char_start < end and s.char_end > start]
+            name = summary.name if summary else ref[:12]
+            pages = [p for s in covered for p in (s.page_start, s.page_end) if p is not None]
+            first_page, last_page = (min(pages), max(pages)) if pages else (None, None)
+            data = {
+                "dataset": dataset, "document_ref": ref, "document_name": name,
+                "document_title": summary.title if summary else None,
+                "char_start": start, "char_end": end, "total_chars": len(text),
+                "page_start": first_page, "page_end": last_page,
+                "passages": [{**s.to_dict(), "chunk": s.label} for s in covered],
+                "previous_offset": max(0, start - max_chars) if start > 0 else None,
+                "next_offset": end if end < len(text) else None,
+                "text": text[start:end],
+            }
+            where = pages_label(first_page, last_page)
+            head = (f"{name}{' ' + where if where else ''}, characters {start}-{end} of {len(text)}"
+                    + (f", {covered[0].label}" if len(covered) == 1 else
+                       f", chunks {covered[0].chunk_index + 1}-{covered[-1].chunk_index + 1}/{covered[0].chunk_count}"
+                       if covered else ""))
+            tail = f"\n[more: read_document with offset={end}]" if end < len(text) else "\n[end of document]"
+            return _answer(f"{head}\n\n{text[start:end]}{tail}", data)
+        return _guarded(run)
+
+    def ingest_text(self, dataset: str, text: str, name: str | None = None) -> CallToolResult:
+        def run() -> CallToolResult:
+            self._require_ingest()
+            if not text.strip():
+                raise invalid("text is empty; give the document's text")
+            data = text.encode("utf-8", errors="strict")
+            if len(data) > self.policy.max_document_bytes:
+                raise invalid(f"text is {len(data):,} bytes, over the {self.policy.max_document_bytes:,}-byte "
+                              "limit (KX_MAX_DOCUMENT_BYTES); split it")
+            return self._ingest(dataset, [from_text(text, name)])
+        return _guarded(run)
+
+    def ingest_file(self, dataset: str, path: str) -> CallToolResult:
+        def run() -> CallToolResult:
+            self._require_ingest()
+            resolved = self.policy.confine(path)
+            return self._ingest(dataset, [from_file(resolved, self.policy.max_document_bytes)])
+        return _guarded(run)
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _require_ingest(self) -> None:
+        if not self.policy.allow_ingest:
+            raise KxError(Status.PERMISSION_DENIED, "this server is read-only; the user can restart it with "
+                                                     "`kx mcp --allow-ingest` to let you add documents")
+
+    def _ingest(self, dataset: str, docs: list[Any]) -> CallToolResult:
+        report = self.backend.ingest(dataset, docs)
+        data = report.to_dict()
+        refused = [r for r in report.results if r.status == "refused"]
+        if refused and len(refused) == len(report.results):
+            first = refused[0]
+            raise KxError(Status[first.code or "INVALID_ARGUMENT"], first.reason or f"{first.name} was refused")
+        lines = [f"'{dataset}': {data['added']} added, {data['unchanged']} unchanged, {data['refused']} refused; "
+                 f"it now holds {data['documents']} documents, {data['passages']} passages"]
+        lines += [f"- {r.name}: {r.status}" + (f", {r.passages} passages, ref={r.ref}" if r.ref else "")
+                  + (f" ({r.code}: {r.reason})" if r.reason else "") for r in report.results]
+        return _answer("\n".join(lines), data)
+
+    def _find_document(self, dataset: str, document: str) -> DocumentSummary | None:
+        """The document whose ref, ref prefix (8+ characters) or name is `document`; NOT_FOUND if none."""
+        wanted = document.strip()
+        if not wanted:
+            raise invalid("document is empty; give a document_ref from search or list_documents, or its name")
+        lowered = wanted.lower()
+        by_prefix = len(lowered) >= 8 and all(c in "0123456789abcdef" for c in lowered)
+        named: list[DocumentSummary] = []
+        for page in range(_FIND_PAGES):
+            docs = self.backend.list_documents(dataset, page * MAX_DOCUMENTS_PAGE, MAX_DOCUMENTS_PAGE)
+            for doc in docs:
+                if doc.ref == lowered or (by_prefix and doc.ref.startswith(lowered)):
+                    return doc
+                if doc.name == wanted:
+                    named.append(doc)
+            if len(docs) < MAX_DOCUMENTS_PAGE:
+                break
+        else:
+            if len(lowered) == 64 and by_prefix:
+                return None  # a full ref past the pages searched: read it by ref without its name
+        if len(named) > 1:
+            raise invalid(f"{len(named)} documents in '{dataset}' are named {wanted!r}; give the document_ref "
+                          f"instead ({', '.join(d.ref[:12] for d in named[:5])})")
+        if named:
+            return named[0]
+        raise not_found(f"no document {wanted!r} in dataset '{dataset}' (by ref or name); list_documents shows "
+                        "what is there")
+
+    @staticmethod
+    def _window(text: str, spans: list[PassageSpan], passage_ref: str | None, chunk: int | None,
+                page_start: int | None, page_end: int | None, offset: int | None,
+                context: int) -> tuple[int, int]:
+        if passage_ref is not None:
+            span = next((s for s in spans if s.ref == passage_ref), None)
+            if span is None:
+                raise not_found(f"passage {passage_ref[:16]!r} is not in this document; use a passage_ref from a "
+                                "search hit of the same document")
+            return max(0, span.char_start - context), min(len(text), span.char_end + context)
+        if chunk is not None:
+            if not spans or not 1 <= chunk <= len(spans):
+                raise invalid(f"chunk must be from 1 to {len(spans)} for this document, got {chunk}")
+            span = spans[chunk - 1]
+            return max(0, span.char_start - context), min(len(text), span.char_end + context)
+        if page_start is not None:
+            last = page_end if page_end is not None else page_start
+            if last < page_start:
+                raise invalid(f"page_end ({last}) is before page_start ({page_start})")
+            inside = [s for s in spans if s.page_start is not None
+                      and s.page_start <= last and (s.page_end or s.page_start) >= page_start]
+            if not inside:
+                pages = [p for s in spans for p in (s.page_start, s.page_end) if p is not None]
+                if not pages:
+                    raise invalid("this document has no pages (not a paged format); read it by offset or chunk")
+                raise invalid(f"no passage lies on pages {page_start}-{last}; the document spans pages "
+                              f"{min(pages)}-{max(pages)}")
+            return min(s.char_start for s in inside), max(s.char_end for s in inside)
+        start = offset or 0
+        if start > len(text):
+            raise invalid(f"offset {start} is past the document's end ({len(text)} characters)")
+        return start, len(text)
+
+
+# -- the server ------------------------------------------------------------------------------------
+
+
+class _Server(MCPServer):
+    """MCPServer whose refusals before a tool runs also speak kx's statuses.
+
+    The SDK answers arguments that fail the schema, and unknown tool names,
+    with a tool error of its own wording; here they become INVALID_ARGUMENT
+    naming each bad field, and NOT_FOUND naming the tools there are.
+    """
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc, UnexpectedToolError):
+                raise
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                return _error(invalid(_describe(name, cause)))
+            if self._tool_manager.get_tool(name) is None:
+                known = ", ".join(t.name for t in self._tool_manager.list_tools())
+                return _error(not_found(f"no tool named {name!r}; this server has {known}"))
+            raise
+
+
+def _describe(tool: str, error: ValidationError) -> str:
+    parts = []
+    for item in error.errors()[:5]:
+        where = ".".join(str(p) for p in item.get("loc", ())) or "arguments"
+        if item.get("type") == "missing":
+            parts.append(f"{where} is required")
+        elif item.get("type") == "extra_forbidden":
+            parts.append(f"unknown argument {where}")
+        else:
+            parts.append(f"{where}: {item.get('msg', 'invalid')}")
+    return f"{tool}: " + "; ".join(parts) + " (see the tool's input schema)"
+
+
+def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
+    """An MCPServer with kx's tools, resources and prompt over `backend`."""
+    tools = KxTools(backend, policy or Policy())
+    server: MCPServer = _Server(SERVER_NAME, title="kx: your own documents", version=__version__,
+                                  instructions=INSTRUCTIONS, log_level="WARNING")
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+    @server.tool(annotations=read_only)
+    def list_datasets() -> CallToolResult:
+        """List the datasets kx holds on this machine: name, documents, passages, embedding model, fingerprint.
+
+        Call this first to learn which dataset to search.
+        """
+        return tools.list_datasets()
+
+    @server.tool(annotations=read_only)
+    def search(
+        dataset: DatasetArg,
+        query: Annotated[str, Field(description="The question or the words to look for, in plain language.")],
+        k: Annotated[int, Field(ge=1, le=200, description="How many passages to return (the server may clamp "
+                                                          "to its KX_MAX_K).")] = DEFAULT_K,
+        mode: Annotated[RetrievalMode | None, Field(
+            description="hybrid (default: meaning and exact words fused), dense (meaning) or sparse (BM25, exact "
+                        "words, names, codes).")] = None,
+        rerank: Annotated[bool | None, Field(
+            description="MMR pass that pushes near-duplicate passages down (default: the server's KX_RERANK).")]
+        = None,
+        where: Annotated[list[str] | None, Field(
+            max_length=64,
+            description="Filters, all of which must hold (two of one kind: either): name:GLOB (document name or "
+                        "source path, e.g. name:guide/*), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD, "
+                        "pages:A-B, ref:REF[,REF]. Applied inside both retrievers: k hits still come back when "
+                        "k matching passages exist.")] = None,
+    ) -> CallToolResult:
+        """Search a dataset for the passages that answer a question (hybrid dense + BM25 retrieval).
+
+        Each hit carries the passage text, its document's name and title, a ready citation such as
+        [report p. 6, chunk 3/12] to quote, its pages, section heading path, character range,
+        document_ref and passage_ref (for read_document), and its rank in the dense and sparse lists.
+        """
+        return tools.search(dataset, query, k, mode, rerank, where)
+
+    @server.tool(annotations=read_only)
+    def read_document(
+        dataset: DatasetArg,
+        document: Annotated[str, Field(description="The document_ref from a hit or list_documents (or its first "
+                                                   "12+ characters), or the document's name.")],
+        passage_ref: Annotated[str | None, Field(description="Read around this passage (a hit's passage_ref).")]
+        = None,
+        chunk: Annotated[int | None, Field(ge=1, description="Read around this chunk number (1-based, the i in "
+                                                             "[chunk i/N]).")] = None,
+        page_start: Annotated[int | None, Field(ge=1, description="Read the passages on these pages (paged formats "
+                                                                  "such as PDF).")] = None,
+        page_end: Annotated[int | None, Field(ge=1, description="Last page to read (default page_start).")] = None,
+        offset: Annotated[int | None, Field(ge=0, description="Read from this character on (next_offset of an "
+                                                              "earlier call).")] = None,
+        context_chars: Annotated[int, Field(ge=0, le=MAX_READ_CHARS, description="Characters of context either side "
+                                                                                 "of a passage or chunk.")] = 1000,
+        max_chars: Annotated[int, Field(ge=1, le=MAX_READ_CHARS, description="Most characters to return.")] = 6000,
+    ) -> CallToolResult:
+        """Read a document's stored text: around a passage or chunk, over a page range, or from a character offset.
+
+        Use it to read on from a search hit. The answer gives the character range read, the pages and
+        chunks it covers, and next_offset / previous_offset to continue.
+        """
+        return tools.read_document(dataset, document, passage_ref, chunk, page_start, page_end, offset,
+                                   context_chars, max_chars)
+
+    @server.tool(annotations=read_only)
+    def list_documents(
+        dataset: DatasetArg,
+        offset: Annotated[int, Field(ge=0, description="Skip this many documents (ingest order).")] = 0,
+        limit: Annotated[int, Field(ge=1, le=MAX_DOCUMENTS_PAGE, description="Documents per page.")] = 50,
+    ) -> CallToolResult:
+        """List a dataset's documents in ingest order, paged: name, title, ref, pages, passages, media type, source."""
+        return tools.list_documents(dataset, offset, limit)
+
+    if tools.policy.allow_ingest:
+        writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                                 open_world_hint=False)
+
+        @server.tool(annotations=writes)
+        def ingest_text(
+            dataset: Annotated[str, Field(description="The dataset to add to; created on first use.")],
+            text: Annotated[str, Field(description="The document's text.")],
+            name: Annotated[str | None, Field(description="A name for the document (default: from its text).")]
+            = None,
+        ) -> CallToolResult:
+            """Add a text as one document to a dataset (created on first use). The same text twice is 'unchanged'."""
+            return tools.ingest_text(dataset, text, name)
+
+        if tools.policy.allow_paths:
+            folders = ", ".join(str(p) for p in tools.policy.allow_paths)
+
+            @server.tool(annotations=writes, description=(
+                "Add a file (PDF, Word, HTML, EPUB, Markdown, text) as one document to a dataset (created on "
+                f"first use). Only files inside these folders can be read: {folders}. A relative path is taken "
+                "inside the first."))
+            def ingest_file(
+                dataset: Annotated[str, Field(description="The dataset to add to; created on first use.")],
+                path: Annotated[str, Field(description="The file's path (inside an allowed folder).")],
+            ) -> CallToolResult:
+                return tools.ingest_file(dataset, path)
+
+    @server.resource("kx://datasets", name="datasets", mime_type="application/json",
+                     description="Every dataset with its counts and model (as list_datasets).")
+    def datasets_resource() -> str:
+        return json.dumps([s.to_dict() for s in backend.list_datasets()], ensure_ascii=False)
+
+    @server.resource("kx://datasets/{name}/documents/{ref}", name="document", mime_type="text/plain",
+                     description="A document's stored text (the text passages' character ranges index into).")
+    def document_resource(name: str, ref: str) -> str:
+        return backend.document_text(name, ref)
+
+    @server.prompt(title="Answer from a dataset, with citations")
+    def answer_with_citations(dataset: str, question: str) -> str:
+        """Answer a question from one dataset, quoting kx's citations."""
+        return (f"Answer the question below using only the dataset '{dataset}' in kx. Call the search tool "
+                f"(dataset='{dataset}') with the question and, if needed, with other wordings; read on with "
+                "read_document when a passage is cut short. Cite every claim with the hit's citation exactly as "
+                "given, e.g. [report p. 6, chunk 3/12]. If the passages do not answer it, say so.\n\n"
+                f"Question: {question}")
+
+    return server
+
+
+def http_app(server: MCPServer, token: str, *, max_bytes: int, bind_host: str,
+             allowed_hosts: Sequence[str] = (), allowed_origins: Sequence[str] = ()) -> Any:
+    """The server's streamable HTTP app at /mcp, inside the gateway's Host, Origin, token and size guard.
+
+    The SDK's own DNS-rebinding check is off: the gateway's guard (the same
+    rules `kx serve` applies) has already answered every request it lets by.
+    """
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from .gateway import guard
+
+    app = server.streamable_http_app(
+        streamable_http_path="/mcp", max_request_body_size=max_bytes, host=bind_host,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+    return guard(app, token, max_bytes=max_bytes, bind_host=bind_host, allowed_hosts=allowed_hosts,
+                 allowed_origins=allowed_origins)

@@ -1,0 +1,1 @@
+"""Text in and text out: inputs and safe file reads, chunking, BM25 analysis, answer spans."""

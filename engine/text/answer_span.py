@@ -1,0 +1,347 @@
+"""The answering sentence: where, inside each returned passage, the query is answered.
+
+`with_answer_spans(hits, query, card)` gives every hit an `answer_span`: the
+character range, in its document's text, of the one or two adjacent sentences
+of the passage that best answer the query. It runs on the returned hits only.
+
+How a sentence is scored: the cosine between the query and the sentence in
+the embedding model's own word-piece space (the sum of the model's input
+token embeddings, memory-mapped from its safetensors file and looked up
+through its WordPiece vocabulary), plus the share of the query's content
+words (Porter2 stems, stopwords out) that the sentence holds. Why not the
+full model on every sentence: encoding the ~100 sentences of ten hits in one
+batch took 3.2 s on a 2-core AVX2 machine under load, against a ~20 ms query
+(the budget is 15 % of the query's p50). On benchmarks/qa.py the word-piece
+cosine plus overlap put the answering sentence in the span for 0.93 of the
+answering passages, overlap alone 0.85 (figures in BENCHMARKS.md). A model
+folder without readable weights falls back to the overlap alone. Each
+passage's sentences and their vectors are remembered (the last 4,096
+passages), so a session that meets a passage again pays only the scoring.
+
+Sentences: a break after `.`, `!` or `?` (closing quotes and brackets
+included) followed by whitespace (not after a list number such as "1."), a
+blank line, a line break that starts a list item, a heading or a table row,
+and the end of a heading's line. A single line break inside a sentence
+(a PDF's wrapped line) never splits it. A piece longer than MAX_SENTENCE
+characters (code, tables) is cut at its line breaks.
+
+Pure functions apart from the cached word vectors; ties break on the earlier
+sentence, so the same hits and query give the same spans.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import re
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from .analysis import ENGLISH_STOPWORDS, WORD_PATTERN
+
+if TYPE_CHECKING:
+    from ..embedding.cards import ModelCard
+    from ..records import Hit
+
+__all__ = ["sentence_ranges", "best_span", "answer_spans", "with_answer_spans", "best_sentence_scores",
+           "WordVectors"]
+
+MAX_SENTENCE = 400
+# weight of the query-word overlap next to the cosine; a neighbour joins the
+# best sentence when it scores at least NEIGHBOUR_SHARE of it
+OVERLAP_WEIGHT = 1.0
+NEIGHBOUR_SHARE = 0.75
+
+_BREAK = re.compile(r"([.!?][\"'’”)\]]*)\s+|\n[ \t]*\n\s*|\n(?=[ \t]*(?:[-*•#|>]|\d+[.)]\s))")
+_LINE = re.compile(r"\n")
+
+
+def sentence_ranges(text: str) -> list[tuple[int, int]]:
+    """The sentences of `text` as [start, end) ranges, trimmed of surrounding whitespace, in order."""
+    pieces: list[tuple[int, int]] = []
+    pos = 0
+    for m in _BREAK.finditer(text):
+        if m.group(1) and m.group(1)[0] == "." and text[text.rfind("\n", 0, m.start()) + 1:m.start()].strip().isdigit():
+            continue  # "1. one thing": a list number, not a sentence's end
+        end = m.end(1) if m.group(1) else m.start()
+        pieces.append((pos, end))
+        pos = m.end()
+    pieces.append((pos, len(text)))
+    # a Markdown heading is a line of its own
+    split: list[tuple[int, int]] = []
+    for start, end in pieces:
+        while text.startswith("#", start + len(text[start:end]) - len(text[start:end].lstrip())):
+            cut = text.find("\n", start, end)
+            if cut < 0:
+                break
+            split.append((start, cut))
+            start = cut + 1
+        split.append((start, end))
+    pieces = split
+    out: list[tuple[int, int]] = []
+    for start, end in pieces:
+        if end - start > MAX_SENTENCE:
+            cut = start
+            for m in _LINE.finditer(text, start, end):
+                out.append((cut, m.start()))
+                cut = m.end()
+            out.append((cut, end))
+        else:
+            out.append((start, end))
+    trimmed = []
+    for start, end in out:
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        if end > start:
+            trimmed.append((start, end))
+    return trimmed
+
+
+def _terms(text: str) -> set[str]:
+    """The query's content words as Porter2 stems (a sentence word matches a stem it starts with)."""
+    return {_stem(w) for w in WORD_PATTERN.findall(text.lower()) if w not in ENGLISH_STOPWORDS}
+
+
+@functools.lru_cache(maxsize=65_536)
+def _stem(word: str) -> str:
+    # Porter2 in pure Python costs ~0.1 ms a word; queries repeat their words
+    from whoosh.lang.porter2 import stem
+
+    return stem(word)
+
+
+_RANGES: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()
+_RANGES_LOCK = threading.Lock()
+
+
+def _sentences(text: str) -> list[tuple[int, int]]:
+    """sentence_ranges(text), remembered for the last WordVectors._PASSAGES passages (without word vectors:
+    a query given as a vector, or a model folder without readable weights)."""
+    with _RANGES_LOCK:
+        known = _RANGES.get(text)
+        if known is not None:
+            _RANGES.move_to_end(text)
+            return known
+    ranges = sentence_ranges(text)
+    with _RANGES_LOCK:
+        _RANGES[text] = ranges
+        while len(_RANGES) > WordVectors._PASSAGES:
+            _RANGES.popitem(last=False)
+    return ranges
+
+
+def _matcher(terms: set[str]) -> re.Pattern[str] | None:
+    # Stemming every word of every sentence cost ~40 ms for ten hits; matching the query's few stems as
+    # word prefixes (a stem plus up to 4 letters: "weigh" finds "weighs", "weighed") costs ~1 ms.
+    if not terms:
+        return None
+    alternatives = "|".join(re.escape(t) for t in sorted(terms, key=lambda t: (-len(t), t)))
+    return re.compile(rf"\b({alternatives})\w{{0,4}}\b")
+
+
+def _overlap(matcher: re.Pattern[str] | None, terms: set[str], sentence: str) -> float:
+    if matcher is None:
+        return 0.0
+    return len({m.group(1) for m in matcher.finditer(sentence.lower())}) / len(terms)
+
+
+class WordVectors:
+    """The model's input token embeddings: a static vector for any text, from its WordPiece vocabulary.
+
+    Words are looked up in the model's own vocabulary (whole word, else greedy WordPiece pieces, as
+    BERT's tokenizer splits them) in Python with a cache: the fast tokenizer took ~3 ms per 1,000-character
+    passage on a loaded 2-core machine, the cached look-ups a few hundredths of that.
+    """
+
+    _WORDS = re.compile(r"\w+")
+    _CACHE_LIMIT = 200_000
+    _PASSAGES = 4096  # passages whose sentences and vectors are kept (a session re-reads the same hits)
+
+    def __init__(self, vocab: dict[str, int], table: np.ndarray) -> None:
+        self._vocab = vocab
+        self._table = table
+        self._ids: dict[str, tuple[int, ...]] = {}
+        self._passages: OrderedDict[str, tuple[list[tuple[int, int]], np.ndarray]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def sentences(self, text: str) -> tuple[list[tuple[int, int]], np.ndarray]:
+        """sentence_ranges(text) and their vectors, remembered for the last _PASSAGES passages."""
+        with self._lock:
+            known = self._passages.get(text)
+            if known is not None:
+                self._passages.move_to_end(text)
+                return known
+        ranges = sentence_ranges(text)
+        found = (ranges, self.sentence_vectors(text, ranges))
+        with self._lock:
+            self._passages[text] = found
+            while len(self._passages) > self._PASSAGES:
+                self._passages.popitem(last=False)
+        return found
+
+    @classmethod
+    def load(cls, folder: Path) -> WordVectors | None:
+        """From a sentence-transformers folder (vocab.txt + model.safetensors); None when either is unreadable.
+
+        The table is memory-mapped straight from the safetensors file (an 8-byte header length, a JSON
+        header, then raw little-endian tensors): loading costs a header read, and only the rows a query
+        touches are ever paged in, so a cold CLI query does not pay for 47 MB it barely reads.
+        """
+        weights, vocab_file = folder / "model.safetensors", folder / "vocab.txt"
+        try:
+            with open(weights, "rb") as fh:
+                size = int.from_bytes(fh.read(8), "little")
+                header = json.loads(fh.read(size))
+            name = next((k for k in header if k.endswith("word_embeddings.weight")), None)
+            if name is None or header[name].get("dtype") != "F32" or len(header[name].get("shape", ())) != 2:
+                return None
+            begin, _ = header[name]["data_offsets"]
+            rows, dim = header[name]["shape"]
+            # a plain ndarray over the map: np.memmap's subclass hooks cost more than the sums on every slice
+            table = np.asarray(np.memmap(weights, dtype="<f4", mode="r", offset=8 + size + begin, shape=(rows, dim)))
+            words = vocab_file.read_text(encoding="utf-8").splitlines()
+        except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError):
+            return None
+        if len(words) != rows:
+            return None  # not this table's vocabulary
+        return cls({w: i for i, w in enumerate(words)}, table)
+
+    def _word_ids(self, word: str) -> tuple[int, ...]:
+        ids = self._ids.get(word)
+        if ids is None:
+            whole = self._vocab.get(word)
+            ids = (whole,) if whole is not None else self._pieces(word)
+            if len(self._ids) > self._CACHE_LIMIT:
+                self._ids.clear()
+            self._ids[word] = ids
+        return ids
+
+    def _pieces(self, word: str) -> tuple[int, ...]:
+        out: list[int] = []
+        start = 0
+        while start < len(word):
+            end = min(len(word), start + 40)
+            found = None
+            while end > start:
+                piece = word[start:end] if start == 0 else "##" + word[start:end]
+                found = self._vocab.get(piece)
+                if found is not None:
+                    break
+                end -= 1
+            if found is None:
+                return ()  # BERT's [UNK]: says nothing about meaning
+            out.append(found)
+            start = end
+        return tuple(out)
+
+    def sentence_vectors(self, text: str, ranges: Sequence[tuple[int, int]]) -> np.ndarray:
+        """One unit vector per range of `text` (zeros for a range holding no known word)."""
+        word_ids = self._word_ids
+        starts: list[int] = []
+        ids: list[int] = []
+        for m in self._WORDS.finditer(text.lower()):
+            for token in word_ids(m.group()):
+                starts.append(m.start())
+                ids.append(token)
+        out = np.zeros((len(ranges), self._table.shape[1]), dtype=np.float32)
+        if ids:
+            rows = self._table[np.asarray(ids, dtype=np.int64)]
+            at = np.asarray(starts)
+            first = np.searchsorted(at, [a for a, _ in ranges])
+            last = np.searchsorted(at, [b for _, b in ranges])
+            for i in np.flatnonzero(last > first):
+                out[i] = rows[first[i]:last[i]].sum(axis=0)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms > 0, norms, 1.0)
+
+    def vector(self, text: str) -> np.ndarray:
+        return self.sentence_vectors(text, [(0, len(text))])[0]
+
+
+_CACHE: dict[str, WordVectors | None] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def word_vectors(card: ModelCard | None) -> WordVectors | None:
+    """The card's word vectors, loaded once per model folder (None without a card or readable weights)."""
+    if card is None:
+        return None
+    key = str(card.path)
+    with _CACHE_LOCK:
+        if key not in _CACHE:
+            _CACHE[key] = WordVectors.load(Path(card.path))
+        return _CACHE[key]
+
+
+def best_span(text: str, query: str, vectors: WordVectors | None = None,
+              query_terms: set[str] | None = None, query_vector: np.ndarray | None = None,
+              matcher: re.Pattern[str] | None = None) -> tuple[int, int] | None:
+    """The range (within `text`) of the best sentence, joined by its better neighbour when that scores
+    at least NEIGHBOUR_SHARE of it; None for text without a sentence."""
+    ranges, scores = _sentence_scores(text, query, vectors, query_terms, query_vector, matcher)
+    if not ranges:
+        return None
+    best = int(np.argmax(scores))  # the first maximum: the earlier sentence wins a tie
+    start, end = ranges[best]
+    neighbours = [j for j in (best - 1, best + 1) if 0 <= j < len(ranges)]
+    if neighbours:
+        other = max(neighbours, key=lambda j: (scores[j], -j))
+        if scores[best] > 0 and scores[other] >= NEIGHBOUR_SHARE * scores[best]:
+            start, end = min(start, ranges[other][0]), max(end, ranges[other][1])
+    return start, end
+
+
+def _sentence_scores(text: str, query: str, vectors: WordVectors | None, query_terms: set[str] | None,
+                     query_vector: np.ndarray | None, matcher: re.Pattern[str] | None = None
+                     ) -> tuple[list[tuple[int, int]], np.ndarray]:
+    """Each sentence's range (within `text`) and its score against the query (rounded to 9 decimals)."""
+    if vectors is None:
+        ranges, sentence_vectors = _sentences(text), None
+    else:
+        ranges, sentence_vectors = vectors.sentences(text)
+    if not ranges:
+        return [], np.zeros(0)
+    terms = _terms(query) if query_terms is None else query_terms
+    if matcher is None:
+        matcher = _matcher(terms)
+    scores = OVERLAP_WEIGHT * np.array([_overlap(matcher, terms, text[s:e]) for s, e in ranges])
+    if vectors is not None and sentence_vectors is not None:
+        qv = vectors.vector(query) if query_vector is None else query_vector
+        scores += sentence_vectors @ qv
+    return ranges, np.round(scores, 9)
+
+
+def best_sentence_scores(texts: Sequence[str], query: str, vectors: WordVectors | None) -> list[float]:
+    """Each text's best sentence score against the query (0.0 for a text without a sentence)."""
+    terms = _terms(query)
+    qv = vectors.vector(query) if vectors is not None else None
+    matcher = _matcher(terms)  # one pattern for all the passages
+    out = []
+    for text in texts:
+        _ranges, scores = _sentence_scores(text, query, vectors, terms, qv, matcher)
+        out.append(float(scores.max()) if scores.size else 0.0)
+    return out
+
+
+def answer_spans(texts: Sequence[str], query: str, vectors: WordVectors | None) -> list[tuple[int, int] | None]:
+    """best_span for each text, the query's terms and vector computed once."""
+    terms = _terms(query)
+    qv = vectors.vector(query) if vectors is not None else None
+    matcher = _matcher(terms)  # one pattern for all the hits
+    return [best_span(t, query, vectors, terms, qv, matcher) for t in texts]
+
+
+def with_answer_spans(hits: Sequence[Hit], query: str | None, card: ModelCard | None) -> list[Hit]:
+    """The hits, each with `answer_span` set in its document's coordinates (unchanged without query text)."""
+    if not query or not hits:
+        return list(hits)
+    spans = answer_spans([h.text for h in hits], query, word_vectors(card))
+    return [h if span is None else dataclasses.replace(h, answer_span=(h.char_start + span[0], h.char_start + span[1]))
+            for h, span in zip(hits, spans)]

@@ -1,0 +1,88 @@
+"""Folders as documents: which files in a folder count, and what each is called.
+
+ONE rule set, used by the folder watcher (engine/watch/watcher.py) and by a folder
+given to `kx datasets ingest` alike: a file is named by its path relative to
+the folder, '/'-separated, without its extension (`guide/index.md` ->
+`guide/index`); dot-files, dot-folders and editors' temporary, lock and swap
+files are skipped. A folder is walked recursively in name order (the same
+order on every run); linked folders are not followed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path, PurePath
+from typing import Callable, Iterator
+
+from ..errors import invalid
+from .inputs import DocumentInput, from_file
+
+# Names that editors, browsers and office suites use for work in progress; the
+# finished file arrives under its real name (usually by a rename a watcher sees).
+TEMP_SUFFIXES = (".swp", ".swo", ".swx", ".part", ".partial", ".crdownload", ".download", ".tmp", ".temp")
+
+
+def is_ignored(relative: str | PurePath) -> bool:
+    """True for temporary and hidden files: dot-files, anything in a dot-folder, lock and swap files."""
+    parts = PurePath(relative).parts
+    if not parts or any(part.startswith(".") for part in parts):  # also LibreOffice's ".~lock.x#"
+        return True
+    name = parts[-1]
+    return (name.startswith("~$")  # Office owner files
+            or name.endswith("~")  # editor backups
+            or (name.startswith("#") and name.endswith("#"))  # Emacs auto-saves
+            or name.lower().endswith(TEMP_SUFFIXES))
+
+
+def document_name(relative: str | PurePath) -> str:
+    """A folder's file's document name: its path in the folder, '/'-separated, without extension.
+
+    `guide/index.md` -> `guide/index`, so two `index.md` in different folders
+    stay two names a reader can tell apart.
+    """
+    path = PurePath(relative)
+    return (path.parent / (path.stem or path.name)).as_posix()
+
+
+def walk_files(root: str, folder: str | None = None,
+               on_error: Callable[[OSError], None] | None = None,
+               on_link: Callable[[str], None] | None = None) -> Iterator[str]:
+    """Every file under `folder` (default `root`) that is not ignored, in name order; dot-folders skipped
+    wholesale. `on_error` hears folders that cannot be listed, `on_link` each linked folder (not followed)."""
+    start = folder or root
+    for here, folders, files in os.walk(start, onerror=on_error):
+        folders[:] = sorted(f for f in folders if not f.startswith("."))
+        if on_link is not None:
+            for linked in [f for f in folders if os.path.islink(os.path.join(here, f))]:
+                on_link(os.path.join(here, linked))  # os.walk does not descend links
+        for name in sorted(files):
+            path = os.path.join(here, name)
+            if not is_ignored(os.path.relpath(path, root)):
+                yield path
+
+
+def folder_documents(folder: Path | str, max_bytes: int) -> list[DocumentInput]:
+    """The documents of a folder given to an ingest, each named as the watcher names it.
+
+    A file that cannot be read comes back refused with its reason, like any file.
+    """
+    root = os.path.abspath(os.fspath(folder))
+    errors: list[DocumentInput] = []
+
+    def unreadable(exc: OSError) -> None:
+        where = str(exc.filename or root)
+        errors.append(DocumentInput(document_name(os.path.relpath(where, root)) if where != root else
+                                    Path(root).name, source_path=where,
+                                    error=invalid(f"{where} cannot be listed ({exc.strerror}); fix its "
+                                                  "permissions")))
+
+    docs = []
+    for path in walk_files(root, on_error=unreadable):
+        doc = from_file(path, max_bytes)
+        docs.append(replace(doc, name=document_name(os.path.relpath(path, root))))
+    docs += errors
+    if not docs:
+        docs.append(DocumentInput(Path(root).name, source_path=root, error=invalid(
+            f"the folder {root} holds no files to read (hidden, temporary and lock files are skipped)")))
+    return docs

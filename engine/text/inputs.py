@@ -1,0 +1,209 @@
+"""Text in: turning files, strings and JSONL records into documents.
+
+A document is its original bytes (its ref is their sha256) plus how to get
+text out of them. Anything we cannot read becomes a refused input carrying its
+reason, so one bad file never stops the rest of a command.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import mimetypes
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from ..errors import KxError, Status, invalid
+from .safe_read import open_regular_binary, read_regular_file
+
+RECORD_MEDIA_TYPE = "application/x-kx-record+json"  # one JSONL line: {"id", "title", "text"}
+ACCEPTED = ("PDF, Word (.docx), HTML/XHTML, EPUB, UTF-8 text files (.txt, .md, .rst, source code, ...), "
+            "--text strings and JSONL records")
+
+_TEXT_TYPES = {
+    ".md": "text/markdown", ".markdown": "text/markdown", ".rst": "text/x-rst", ".txt": "text/plain",
+    ".csv": "text/csv", ".tsv": "text/tab-separated-values", ".json": "application/json",
+    ".yaml": "text/yaml", ".yml": "text/yaml", ".toml": "text/x-toml", ".py": "text/x-python",
+    ".pdf": "application/pdf", ".epub": "application/epub+zip",
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".html": "text/html", ".htm": "text/html", ".xhtml": "application/xhtml+xml",
+}
+
+
+@dataclass(frozen=True)
+class DocumentInput:
+    """One thing to ingest, already read; `error` set when it cannot be."""
+
+    name: str
+    data: bytes = b""
+    source_path: str | None = None
+    media_type: str = "text/plain"
+    error: KxError | None = None
+
+    @property
+    def ref(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+CLIENT_PREFIX = "client:"  # marks a source path a network client sent: never a path on this machine
+
+
+def check_document_name(name: str, label: str = "the document name") -> str:
+    """INVALID_ARGUMENT for a name with control characters (NUL included) or a '.' / '..' path segment."""
+    if not name:
+        raise invalid(f"{label}: a document name cannot be empty")
+    bad = _CONTROL.search(name)
+    if bad:
+        raise invalid(f"{label}: the document name {name[:60]!r} holds the control character "
+                      f"{bad.group()!r}; names are printable text")
+    if any(part in (".", "..") for part in re.split(r"[/\\]", name)):
+        raise invalid(f"{label}: the document name {name[:60]!r} has a '.' or '..' segment; a name may hold "
+                      "folders (guide/index) but never climbs out of them")
+    return name
+
+
+def check_source_path(path: str, label: str = "source_path") -> str:
+    """INVALID_ARGUMENT for a source path with control characters (NUL included)."""
+    bad = _CONTROL.search(path)
+    if bad:
+        raise invalid(f"{label}: the source path {path[:60]!r} holds the control character {bad.group()!r}")
+    return path
+
+
+def client_supplied(path: str | None) -> str | None:
+    """A source path sent over the network, kept but marked: 'client:' + what the client said."""
+    if path is None or path.startswith(CLIENT_PREFIX):
+        return path
+    return CLIENT_PREFIX + path
+
+
+def from_text(text: str, name: str | None = None) -> DocumentInput:
+    data = text.encode("utf-8")
+    return DocumentInput(name=name or f"text-{hashlib.sha256(data).hexdigest()[:12]}", data=data)
+
+
+def from_bytes(data: bytes, name: str | None = None, media_type: str = "text/plain") -> DocumentInput:
+    return DocumentInput(name=name or f"bytes-{hashlib.sha256(data).hexdigest()[:12]}", data=data,
+                         media_type=media_type)
+
+
+def from_file(path: Path | str, max_bytes: int) -> DocumentInput:
+    path = Path(path)
+    name = path.stem or path.name
+    try:
+        if path.is_dir():
+            return DocumentInput(name, source_path=str(path), error=invalid(
+                f"{path} is a directory; pass the files inside it (kx accepts {ACCEPTED})"))
+        data = read_regular_file(path, max_bytes)  # regular files only, never more than the limit
+    except KxError as exc:
+        return DocumentInput(name, source_path=str(path), error=exc)
+    except FileNotFoundError:
+        return DocumentInput(name, source_path=str(path), error=KxError(
+            Status.NOT_FOUND, f"{path} does not exist; check the path"))
+    except PermissionError:
+        return DocumentInput(name, source_path=str(path), error=invalid(
+            f"{path} cannot be read (permission denied); fix its permissions"))
+    except OSError as exc:
+        return DocumentInput(name, source_path=str(path), error=invalid(
+            f"{path} cannot be read ({exc.strerror}); check the file"))
+    except ValueError:  # a NUL byte in the path: no file can have that name
+        return DocumentInput(name, source_path=repr(str(path)), error=invalid(
+            f"the path {str(path)!r} holds a NUL byte; no file has that name"))
+    media = _TEXT_TYPES.get(path.suffix.lower()) or mimetypes.guess_type(path.name)[0] or "text/plain"
+    return DocumentInput(name, data=data, source_path=str(path.resolve()), media_type=media)
+
+
+def from_jsonl(path: Path | str, max_bytes: int) -> Iterator[DocumentInput]:
+    """One document per line: {"_id" or "id", optional "title", "text"} (BEIR's corpus layout).
+
+    The stored bytes are the record in a canonical JSON form, so the same
+    record always has the same ref, and two records with the same text but
+    different ids stay two documents.
+    """
+    path = Path(path)
+    try:
+        handle = open_regular_binary(path)  # a FIFO or device given as --jsonl must not hang the command
+    except KxError as exc:
+        yield DocumentInput(path.name, source_path=str(path), error=exc)
+        return
+    except FileNotFoundError:
+        yield DocumentInput(path.name, source_path=str(path), error=KxError(
+            Status.NOT_FOUND, f"{path} does not exist; check the path"))
+        return
+    except OSError as exc:
+        yield DocumentInput(path.name, source_path=str(path), error=invalid(
+            f"{path} cannot be read ({exc.strerror}); check the file"))
+        return
+    except ValueError:
+        yield DocumentInput(path.name, source_path=repr(str(path)), error=invalid(
+            f"the path {str(path)!r} holds a NUL byte; no file has that name"))
+        return
+    source = str(path.resolve())
+    first_line: dict[str, int] = {}  # id -> the line that first used it
+    with handle:
+        for number, raw in enumerate(handle, start=1):
+            where = f"{path.name}:{number}"
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except (ValueError, UnicodeDecodeError):
+                yield DocumentInput(where, source_path=source, error=invalid(
+                    f"{where} is not a JSON object; each line needs {{\"_id\", \"title\", \"text\"}}"))
+                continue
+            if not isinstance(record, dict):
+                yield DocumentInput(where, source_path=source, error=invalid(
+                    f"{where} is not a JSON object; each line needs {{\"_id\", \"title\", \"text\"}}"))
+                continue
+            doc_id = record.get("_id", record.get("id"))
+            text, title = record.get("text"), record.get("title") or ""
+            if doc_id is None or not isinstance(text, str) or not isinstance(title, str):
+                yield DocumentInput(where, source_path=source, error=invalid(
+                    f"{where} needs an \"_id\" (or \"id\") and a string \"text\" (\"title\" optional)"))
+                continue
+            try:
+                check_document_name(str(doc_id), where)
+            except KxError as exc:
+                yield DocumentInput(where, source_path=source, error=invalid(f"{exc.message} (its \"_id\")"))
+                continue
+            if str(doc_id) in first_line:
+                yield DocumentInput(str(doc_id), source_path=source, error=invalid(
+                    f"record {str(doc_id)[:60]!r} on line {number} repeats the id of line {first_line[str(doc_id)]} "
+                    f"of {path.name}; ids are unique within a file (the first one is kept)"))
+                continue
+            first_line[str(doc_id)] = number
+            canonical = {"id": str(doc_id), "title": title, "text": text}
+            data = json.dumps(canonical, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8")
+            if len(data) > max_bytes:
+                yield DocumentInput(str(doc_id), source_path=source, error=invalid(
+                    f"record {doc_id} ({where}) is over the {max_bytes:,}-byte limit (KX_MAX_DOCUMENT_BYTES)"))
+                continue
+            yield DocumentInput(str(doc_id), data=data, source_path=source, media_type=RECORD_MEDIA_TYPE)
+
+
+def extract_text(doc: DocumentInput) -> str:
+    """The text passages are cut from; character ranges refer to it.
+
+    Raises INVALID_ARGUMENT naming the document when it is binary, not UTF-8,
+    or holds no text.
+    """
+    label = doc.source_path or doc.name
+    if doc.media_type == RECORD_MEDIA_TYPE:
+        record = json.loads(doc.data)
+        text = f"{record['title']}\n\n{record['text']}" if record["title"].strip() else record["text"]
+    else:
+        if b"\x00" in doc.data[:8192]:
+            raise invalid(f"{label} looks binary (it holds NUL bytes); kx accepts {ACCEPTED}")
+        try:
+            text = doc.data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise invalid(
+                f"{label} is not valid UTF-8 (bad byte at offset {exc.start}); convert it to UTF-8 "
+                f"(kx accepts {ACCEPTED})"
+            ) from None
+    if not text.strip():
+        raise invalid(f"{label} is empty or only whitespace; there is nothing to index")
+    return text

@@ -1,0 +1,1 @@
+"""Watched folders: files dropped into a folder become documents of a dataset."""

@@ -1,0 +1,422 @@
+"""`kx ...`: the headless subcommands, for people at a shell and for scripts.
+
+Every command prints for a person by default and JSON with `--json`. Every
+failure is one line, `error: CODE: message`, on stderr, with an exit code per
+status; a traceback reaching a user is a bug (set KX_DEBUG=1 to see one).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import click
+
+from engine.errors import KxError, Status
+from engine.records import DocumentStatus, RetrievalMode
+
+from .context import CONTEXT_SETTINGS, backend_of, local_engine, parse_sets, settings_of
+from .stopping import GIVE_UP_SECONDS, Interrupted, release_early
+
+# Imported inside the commands that use them, so a command pays only for its own modules: `kx datasets list
+# --json` never loads rich, a query never loads the watcher or the gateway (tests/e2e/test_import_hygiene.py).
+
+EXIT_INTERNAL = Status.INTERNAL.exit_code
+# Commands that handle Ctrl-C and SIGTERM themselves (a StopSignals block): a stop that came while kx started
+# is theirs to honour; "datasets" hands over to its own subcommands.
+_HANDLES_STOPS = frozenset({"serve", "mcp", "datasets", "ingest", "embed", "rebuild", "watch"})
+_INGEST_GIVE_UP_SECONDS = GIVE_UP_SECONDS  # after Ctrl-C / SIGTERM, an ingest with no stopping point leaves anyway
+
+
+class _LazyGroup(click.Group):
+    """A click group whose commands in other modules are imported when one of them runs, not before.
+
+    `lazy` maps a command's name to ("module:attribute", its one-line help); the help is what `kx --help`
+    lists without importing the module (tests/e2e/test_import_hygiene.py checks it matches the command's own).
+    """
+
+    def __init__(self, *args: Any, lazy: dict[str, tuple[str, str]] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            module, attribute = self.lazy[cmd_name][0].split(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's own listing, with the lazy commands' help from the table (their modules stay unloaded)."""
+        names = [n for n in self.list_commands(ctx) if n in self.lazy and n not in self.commands
+                 or not self.commands[n].hidden]
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            if name in self.lazy and name not in self.commands:
+                rows.append((name, click.utils.make_default_short_help(self.lazy[name][1], limit)))
+            else:
+                rows.append((name, self.commands[name].get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+_TOP_LEVEL = {
+    "serve": ("kx_tui.cli.serve:serve",
+              "Serve the engine over HTTP (JSON API under /v1, description at /openapi.json)."),
+    "models": ("kx_tui.cli.models:models", "Prepare the embedding model (see `kx info` for the one in use)."),
+    "agent": ("kx_tui.cli.agent:agent", "Let an agent search a dataset on its own and answer with citations."),
+    "mcp": ("kx_tui.cli.mcp:mcp",
+            "Serve kx to LLM clients over MCP: list_datasets, search, read_document, list_documents."),
+    "completion": ("kx_tui.cli.completion:completion", "Print the completion script for SHELL (bash, zsh or fish)."),
+}
+_DATASETS = {
+    "documents": ("kx_tui.cli.documents:documents",
+                  "List dataset NAME's documents: name, pages, passages, media type, size, when ingested, ref, "
+                  "source."),
+    "embed": ("kx_tui.cli.embed:embed",
+              "Embed the passages of dataset NAME that are committed but have no vectors yet."),
+    "rebuild": ("kx_tui.cli.rebuild:rebuild",
+                "Build dataset NEW from dataset NAME's stored original bytes under new settings."),
+    "watch": ("kx_tui.cli.watch:watch",
+              "Watch folder DIR and ingest every file that lands in it into dataset NAME, until Ctrl-C."),
+}
+
+
+@click.group(cls=_LazyGroup, lazy=_TOP_LEVEL, context_settings=CONTEXT_SETTINGS, invoke_without_command=True)
+@click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where datasets live (overrides KX_HOME).")
+@click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
+              help="Override a setting for this command, e.g. --set chunk_size=800 (see `kx info`).")
+@click.option("--gateway", metavar="URL", default=None,
+              help="Work through a `kx serve` gateway at URL (e.g. http://127.0.0.1:50151) instead of "
+                   "in-process (overrides KX_GATEWAY).")
+@click.option("--token", envvar="KX_GATEWAY_TOKEN", default=None, metavar="TOKEN",
+              help="The gateway's bearer token (default: KX_GATEWAY_TOKEN, else $KX_HOME/gateway.token).")
+@click.version_option(package_name="kx", prog_name="kx", message="%(prog)s %(version)s")
+@click.pass_context
+def cli(ctx: click.Context, home: Path | None, sets: tuple[str, ...], gateway: str | None,
+        token: str | None) -> None:
+    """kx: ask your own documents questions, on your own machine.
+
+    Datasets are named, append-only piles of documents under KX_HOME. Ingest
+    files or text, then query them with hybrid (dense + BM25) retrieval.
+    """
+    # Stops that came while kx started: the commands that handle stops take them over (kx_tui/cli/stopping.py)
+    release_early(ctx.invoked_subcommand in _HANDLES_STOPS)
+    flags: dict[str, Any] = parse_sets(sets)
+    if home is not None:
+        flags["home"] = str(home)
+    if gateway is not None:
+        flags["gateway"] = gateway
+    ctx.obj = {"flags": flags, "token": token}
+    if ctx.invoked_subcommand is None:
+        from ..tui.app import KxApp  # lazily: `kx --help` and the subcommands never import textual
+
+        settings = settings_of(ctx)
+        backend = backend_of(ctx, settings)
+        try:
+            # the local settings only when the datasets are on this machine (highlighting, watching)
+            KxApp(backend, settings=None if settings.gateway else settings).run()
+        finally:
+            backend.close()
+
+
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.pass_context
+def info(ctx: click.Context, as_json: bool) -> None:
+    """Show every effective setting, where it came from, and the embedding model."""
+    data = backend_of(ctx, settings_of(ctx)).info()
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+    else:
+        from ..render import Console, print_info
+
+        print_info(Console(), data)
+
+
+@cli.group(cls=_LazyGroup, lazy=_DATASETS, context_settings=CONTEXT_SETTINGS)
+@click.pass_context
+def datasets(ctx: click.Context) -> None:
+    """Create, fill and inspect datasets."""
+    release_early(ctx.invoked_subcommand in _HANDLES_STOPS)
+
+
+@datasets.command("list", context_settings=CONTEXT_SETTINGS)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.pass_context
+def list_datasets(ctx: click.Context, as_json: bool) -> None:
+    """List datasets with their document and passage counts and embedding model."""
+    summaries = backend_of(ctx, settings_of(ctx)).list_datasets()
+    if as_json:
+        click.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
+    else:
+        from ..render import Console, print_datasets
+
+        print_datasets(Console(), summaries)
+
+
+@datasets.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("name")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--file", "-f", "files", multiple=True, type=click.Path(path_type=Path),
+              help="A file to add as one document, or a folder to add every file of (repeatable).")
+@click.option("--text", "-t", "texts", multiple=True, help="A string to add as one document (repeatable).")
+@click.option("--jsonl", "jsonls", multiple=True, type=click.Path(path_type=Path),
+              help="A JSONL file, one {\"_id\", \"title\", \"text\"} object per line, each a document named by its id.")
+@click.option("--chunk-size", type=int, default=None, help="Passage length in characters (overrides KX_CHUNK_SIZE).")
+@click.option("--chunk-overlap", type=int, default=None,
+              help="Characters shared by neighbouring passages (overrides KX_CHUNK_OVERLAP).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON report for scripts.")
+@click.pass_context
+def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[Path, ...], texts: tuple[str, ...],
+           jsonls: tuple[Path, ...], chunk_size: int | None, chunk_overlap: int | None, as_json: bool) -> None:
+    """Add documents (files, or folders of them) to dataset NAME, creating it on first use.
+
+    A folder is walked recursively with the folder watcher's rules (hidden,
+    temporary and lock files skipped); each file is named by its path in the
+    folder without extension, e.g. docs/guide/index.md -> guide/index.
+
+    Two stages: each document is read, cut into passages, committed and made
+    keyword-searchable within seconds; then the passages are embedded for
+    dense search (queries meanwhile say how much dense covers). Stopped at
+    any point, nothing committed is lost: the next ingest or `kx datasets
+    embed NAME` finishes the embedding.
+    Bytes already in the dataset are reported "unchanged" and cost nothing.
+    A file that cannot be read is refused with the reason; the others still go in.
+    """
+    from engine.embedded.dataset import validate_name
+    from engine.text.folders import folder_documents
+    from engine.text.inputs import from_file, from_jsonl, from_text
+
+    from ..render import Console, print_ingest_line, print_ingest_notes, print_ingest_summary
+    from .progress import PipelineProgress
+    from .stopping import StopSignals
+
+    validate_name(name)
+    settings = settings_of(ctx, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    if settings.gateway and (chunk_size is not None or chunk_overlap is not None):
+        raise KxError(Status.FAILED_PRECONDITION,
+                      "--chunk-size and --chunk-overlap are the gateway's settings; set them where `kx serve` "
+                      "runs (KX_CHUNK_SIZE, KX_CHUNK_OVERLAP), or drop --gateway")
+    engine = backend_of(ctx, settings)
+    limit = settings.max_document_bytes
+    docs = []
+    for path in (*paths, *files):
+        # a folder: every file in it, recursively, named by its path in it (the watcher's rules)
+        docs.extend(folder_documents(path, limit) if path.is_dir() else [from_file(path, limit)])
+    docs += [from_text(t) for t in texts]
+    for path in jsonls:
+        docs.extend(from_jsonl(path, limit))
+    if not docs:
+        raise KxError(Status.INVALID_ARGUMENT,
+                      "nothing to ingest; give --file FILE, --text TEXT or --jsonl FILE")
+
+    out, err = Console(), Console(stderr=True)
+    quiet_lines = as_json or len(docs) > 50
+    added = 0
+    # Ctrl-C / SIGTERM only count; the ingest stops at its next progress event (between two embedding
+    # steps or after a commit), and in any case within _INGEST_GIVE_UP_SECONDS (kx_tui/cli/stopping.py).
+    with StopSignals(give_up_after=_INGEST_GIVE_UP_SECONDS,
+                     last_words="error: CANCELLED: the ingest did not reach a stopping point in time; leaving "
+                                "now. What was committed stays; run the same command again for the rest") as stop, \
+            PipelineProgress(err) as progress:
+        def on_event(event: object) -> None:
+            from engine.records import DocumentResult, Notice, Progress
+
+            nonlocal added
+            if isinstance(event, Progress):
+                progress.update(event)
+            elif isinstance(event, Notice):
+                progress.print(f"{event.kind}: {event.message}")
+            elif isinstance(event, DocumentResult):
+                added += event.status == DocumentStatus.ADDED
+                if not as_json and (not quiet_lines or event.status == DocumentStatus.REFUSED):
+                    progress.call(print_ingest_line, out, event)
+            if stop.count:
+                raise Interrupted(stop.last or signal.SIGINT,
+                                  f"stopped by {stop.name}: {added} document(s) were committed and stay; "
+                                  "run the same command again to add the rest (what is in comes back unchanged)")
+
+        report = engine.ingest(name, docs, on_event=on_event)
+    from .documents import added_notes
+
+    notes = added_notes(engine, name, report)   # what the extractors noted, e.g. an HTML page without its body
+    if as_json:
+        data = report.to_dict()
+        for result in data["results"]:
+            result["notes"] = notes.get(result.get("ref") or "", [])
+        click.echo(json.dumps(data, indent=2))
+    else:
+        print_ingest_notes(out, report, notes)
+        print_ingest_summary(out, report)
+    refused = [r for r in report.results if r.status == DocumentStatus.REFUSED]
+    if refused:
+        first = Status[refused[0].code or "INVALID_ARGUMENT"]
+        rest = ("nothing was ingested" if len(refused) == len(report.results)
+                else "the others were ingested")
+        raise KxError(first, f"{len(refused)} of {len(report.results)} document(s) refused; {rest} "
+                             "(see the reasons above)")
+
+
+@datasets.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("name")
+@click.argument("question", nargs=-1)
+@click.option("--text", "-t", "text", default=None,
+              help="The question or words to search for (or give them after NAME, quoted or not).")
+@click.option("--k", "-k", "k", type=int, default=None, help="How many passages to return (default KX_DEFAULT_K, "
+              "clamped to KX_MAX_K).")
+@click.option("--mode", type=click.Choice(list(RetrievalMode), case_sensitive=False), default=None,
+              help="Retrievers to use (default KX_DEFAULT_MODE): hybrid fuses dense and sparse.")
+@click.option("--rerank", type=click.Choice(["on", "off"], case_sensitive=False), default=None,
+              help="MMR pass that keeps near-duplicates apart (default KX_RERANK).")
+@click.option("--where", "where", multiple=True, metavar="KIND:VALUE",
+              help="Only passages that match (repeatable; all must hold, two of one kind: either): name:GLOB "
+                   "(name or source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD, pages:1-10, "
+                   "ref:REF[,REF].")
+@click.option("--versions", type=click.Choice(["latest", "all"], case_sensitive=False), default=None,
+              help="latest (default): each document's current version; all: superseded and retired ones too.")
+@click.option("--expand/--no-expand", "expand", default=None,
+              help="Expand the query from a first pass's top passages (RM3 terms for sparse, a Rocchio vector "
+                   "for dense) and search again; the added terms are shown (default KX_QUERY_EXPANSION, off).")
+@click.option("--json", "as_json", is_flag=True, help="Print every field of every hit as JSON.")
+@click.pass_context
+def query(ctx: click.Context, name: str, question: tuple[str, ...], text: str | None, k: int | None,
+          mode: str | None, rerank: str | None, where: tuple[str, ...], versions: str | None,
+          expand: bool | None, as_json: bool) -> None:
+    """Ask dataset NAME a QUESTION; print the passages that answer it, with provenance.
+
+    \b
+    kx datasets query handbook "how long do I have to return a logger?"
+    kx datasets query handbook --text "how long do I have to return a logger?"
+    kx datasets query handbook "refund window" --where type:pdf --where name:policies/*
+    """
+    if question and text is not None:
+        raise click.UsageError("give the question once: after NAME or with --text, not both")
+    text = " ".join(question) if question else text
+    if text is None:  # a blank question given is the engine's to refuse (INVALID_ARGUMENT, "the query is empty")
+        raise click.UsageError('missing the question: kx datasets query NAME "your question"')
+    settings = settings_of(ctx)
+    engine = backend_of(ctx, settings)
+    result = engine.query(name, text, k=k, mode=mode, rerank=None if rerank is None else rerank.lower() == "on",
+                          where=list(where) or None, versions=None if versions is None else versions.lower(),
+                          expand=expand)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        return
+    from engine.embedded.dataset import Dataset
+
+    from ..render import Console, print_query
+
+    stopwords = settings.stopwords
+    if settings.gateway:  # highlight with the served dataset's analyzer, not this machine's settings
+        stopwords = bool((engine.dataset_summary(name).fingerprint or {}).get("stopwords", stopwords))
+    sparse = Dataset(settings, name).sparse(stopwords)
+    print_query(Console(), result, lambda passage: sparse.matching_spans(passage, text))
+
+
+@cli.command("eval", context_settings=CONTEXT_SETTINGS)
+@click.argument("name")
+@click.option("--queries", "queries_path", required=True, type=click.Path(path_type=Path),
+              help="JSONL of {\"_id\", \"text\"} queries (BEIR layout).")
+@click.option("--qrels", "qrels_path", required=True, type=click.Path(path_type=Path),
+              help="TSV of query-id, corpus-id, score judgements (header optional).")
+@click.option("--corpus", "corpus_path", type=click.Path(path_type=Path), default=None,
+              help="JSONL corpus to ingest into NAME first (a no-op for documents already there).")
+@click.option("--mode", "modes", multiple=True, type=click.Choice(["dense", "sparse", "hybrid", "hybrid+mmr"]),
+              help="Columns to compute (repeatable; default all four).")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@click.pass_context
+def eval_command(ctx: click.Context, name: str, queries_path: Path, qrels_path: Path, corpus_path: Path | None,
+                 modes: tuple[str, ...], as_json: bool) -> None:
+    """Score retrieval on judged queries: nDCG@10, Recall@100 and MRR@10 per mode.
+
+    Judgements name documents (a --jsonl document's id, or a file's name
+    without its extension); a document counts once, at its best passage.
+    """
+    from engine.evaluation import EVAL_DEPTH, VARIANTS, evaluate, read_qrels, read_queries
+    from engine.text.inputs import from_jsonl
+
+    from ..render import Console, print_eval
+    from .progress import PipelineProgress
+
+    if settings_of(ctx).gateway:
+        raise KxError(Status.FAILED_PRECONDITION, "kx eval runs in-process; drop --gateway")
+    queries, qrels = read_queries(queries_path), read_qrels(qrels_path)
+    # Deep lists, so Recall@100 sees 100 distinct documents even when each is several passages.
+    engine = local_engine(ctx, max_k=EVAL_DEPTH, candidate_pool=EVAL_DEPTH)
+    err = Console(stderr=True)
+    if corpus_path is not None:
+        docs = list(from_jsonl(corpus_path, engine.settings.max_document_bytes))
+        with PipelineProgress(err) as progress:
+            report = engine.ingest(name, docs, on_event=progress.update)
+        if not as_json:
+            counts = {status: report.count(status) for status in DocumentStatus}
+            err.print(f"{name}: {counts[DocumentStatus.ADDED]} added, {counts[DocumentStatus.UNCHANGED]} unchanged, "
+                      f"{counts[DocumentStatus.REFUSED]} refused")
+    variants = list(modes) or list(VARIANTS)
+
+    def run_query(text: str, mode: str, rerank: bool):
+        return engine.query(name, text, k=EVAL_DEPTH, mode=mode, rerank=rerank).hits
+
+    result = evaluate(run_query, name, queries, qrels, variants)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        print_eval(Console(), result)
+
+
+def _fail(status_name: str, message: str, code: int) -> None:
+    click.echo(f"error: {status_name}: {message}", err=True)
+    sys.exit(code)
+
+
+def _cancelled(message: str) -> None:
+    """Leave after Ctrl-C / SIGTERM: every commit is whole and the `finally` blocks have run by now, but a
+    helper thread (the model loading beside an ingest) may still be inside ONNX Runtime, and finalising the
+    interpreter under it aborts the process (exit -6); so leave without finalising, streams flushed."""
+    click.echo(f"error: CANCELLED: {message}", err=True)
+    from .stopping import leave_now_if_helpers_remain
+
+    leave_now_if_helpers_remain(130)
+    sys.exit(130)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point: run the CLI, turning every failure into one line on stderr."""
+    try:
+        cli.main(args=argv, prog_name="kx", standalone_mode=False)
+    except KxError as exc:
+        _fail(exc.status.name, exc.message, exc.status.exit_code)
+    except click.exceptions.Abort as exc:  # click turns a KeyboardInterrupt (ours included) into Abort
+        cause = exc.__cause__ or exc.__context__
+        _cancelled(cause.message if isinstance(cause, Interrupted) else "interrupted")
+    except click.exceptions.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Interrupted as exc:
+        _cancelled(exc.message)
+    except KeyboardInterrupt:
+        _fail("CANCELLED", "interrupted", 130)
+    except BrokenPipeError:
+        sys.exit(0)
+    except Exception as exc:  # a bug: say so in one line, keep the trace for those who ask
+        if isinstance(exc, ValueError) and "null byte" in str(exc):  # click's own path checks, on a NUL
+            _fail(Status.INVALID_ARGUMENT.name, "an argument holds a NUL byte; no path or name can contain one",
+                  Status.INVALID_ARGUMENT.exit_code)
+        if os.environ.get("KX_DEBUG"):
+            raise
+        _fail("INTERNAL", f"unexpected {type(exc).__name__}: {exc}; rerun with KX_DEBUG=1 and report it",
+              EXIT_INTERNAL)

@@ -1,0 +1,1 @@
+"""The Textual workbench: the app, its screens, widgets and messages."""

@@ -1,0 +1,85 @@
+"""`kx` with no subcommand: the Textual workbench over KX_HOME or a gateway.
+
+The app is handed its backend (constructor injection) and, when the datasets
+are on this machine, the local settings: the CLI passes the in-process Engine
+and its settings, or a KxClient and None; tests pass an Engine with a test
+embedder. The app keeps only what every screen shares (the backend, the
+settings, the query options, the model's warm-up); the default screen
+(screens/main.py) does the work. Everything that touches the backend runs in
+a worker thread and answers with a message from kx_tui/tui/messages.py; a
+KxError becomes a notification, never a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import threading
+from pathlib import Path
+from typing import Iterable
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from engine.backend import Backend
+from engine.config import Settings
+from engine.records import RetrievalMode
+
+from .screens.keys import KeysScreen
+from .screens.main import SAMPLE_DATASET, MainScreen  # noqa: F401 - SAMPLE_DATASET is re-exported
+from .warmup import ModelWarmup
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "handbook"
+
+
+class KxApp(App):
+    """Datasets, a query box and its explained answer; `get_default_screen()` is the MainScreen."""
+
+    TITLE = "kx"
+
+    def __init__(self, backend: Backend, *, settings: Settings | None = None, samples: Path | None = SAMPLES,
+                 watch_settle_seconds: float = 1.0) -> None:
+        """`settings`: the local engine's settings, or None over a gateway (no highlighting, watching, samples)."""
+        super().__init__()
+        self.backend = backend
+        self.settings = settings
+        self.samples = samples
+        self.watch_settle_seconds = watch_settle_seconds
+        self.mode: str = settings.default_mode if settings else RetrievalMode.HYBRID
+        self.rerank: bool = settings.rerank if settings else True
+        self.k: int = settings.default_k if settings else 10
+        self.max_k: int = settings.max_k if settings else 64
+        self.warmup = ModelWarmup(backend, local=settings is not None)
+
+    def get_default_screen(self) -> Screen:
+        return MainScreen()
+
+    def on_mount(self) -> None:
+        """SIGTERM leaves like ctrl+q, restoring the terminal: asyncio's handler only writes a wake-up
+        byte (signal.set_wakeup_fd) and `exit` then runs in the event loop, as ordinary code."""
+        if threading.current_thread() is threading.main_thread():
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # no signals here (Windows)
+                asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.exit)
+
+    def on_unmount(self) -> None:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
+
+    def help_bindings(self) -> Iterable[Binding]:
+        """The app-wide keys, for the help screen."""
+        if self.ENABLE_COMMAND_PALETTE:
+            yield Binding(self.COMMAND_PALETTE_BINDING, "command_palette", "Commands", tooltip="command palette")
+        yield from (b for b in self.BINDINGS if isinstance(b, Binding) and b.description)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's own commands, with our "Keys" (this screen's keys, from its bindings) in place of its panel."""
+        for command in super().get_system_commands(screen):
+            if command.title == "Keys":
+                if isinstance(screen, KeysScreen):
+                    yield SystemCommand("Keys", "Show this screen's keys", screen.action_show_keys)
+                continue
+            yield command
+        if isinstance(screen, MainScreen):
+            yield from screen.system_commands()

@@ -1,0 +1,126 @@
+"""Ask the agent: a goal for the current dataset, its steps live, the cited answer, citations that open.
+
+The run (engine/agent/) happens in a worker; each step arrives as an
+`AgentStepped` message and is added to the log as it happens. Enter on a
+citation opens the passage inside its document (PassageDetailScreen).
+"""
+
+from __future__ import annotations
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widget import Widget
+from textual.widgets import Input, OptionList, Static
+
+from engine.errors import KxError
+from engine.records import Hit
+
+from ..messages import AgentFailed, AgentFinished, AgentStepped
+from ..widgets.footer import KeysFooter
+from .keys import HELP, KeysScreen, back_keys
+
+
+class AgentScreen(KeysScreen):
+    """A bounded research run over `dataset`; Escape goes back."""
+
+    BINDINGS = [*back_keys(q_shown=False), HELP]
+    HELP_TITLE = "agent"
+    DEFAULT_CSS = """
+    AgentScreen #agent-title { padding: 0 1; background: $primary-darken-2; text-style: bold; }
+    AgentScreen #agent-steps { height: 10; border: round $primary-darken-2; scrollbar-gutter: stable; }
+    AgentScreen #agent-answer-box { height: 1fr; }
+    AgentScreen #agent-answer { padding: 0 1; }
+    AgentScreen #agent-status { height: auto; padding: 0 1; color: $text-muted; }
+    AgentScreen #agent-citations { height: auto; max-height: 10; }
+    """
+
+    def __init__(self, backend, dataset: str, goal: str = "") -> None:
+        super().__init__()
+        self.backend = backend
+        self.dataset = dataset
+        self.goal = goal
+        self.run_result = None
+        self.steps: list[str] = []
+        self._focus_at_start: Widget | None = None   # where focus was when the run started
+
+    def compose(self) -> ComposeResult:
+        yield Static(f"Ask the agent · dataset {self.dataset}", id="agent-title")
+        yield Input(value=self.goal, placeholder="A goal, e.g. summarise our refund policy (Enter starts the run)",
+                    id="agent-goal")
+        yield Static("", id="agent-status")
+        # one Static per step: wrapped at the pane's width whenever it is drawn, never cut; the pane scrolls
+        yield VerticalScroll(id="agent-steps")
+        with VerticalScroll(id="agent-answer-box"):
+            yield Static("", id="agent-answer", markup=False)
+        yield OptionList(id="agent-citations")
+        yield KeysFooter()
+
+    def on_mount(self) -> None:
+        self.query_one("#agent-citations").display = False
+        self.query_one("#agent-goal", Input).focus()
+
+    @on(Input.Submitted, "#agent-goal")
+    def _start(self, event: Input.Submitted) -> None:
+        goal = event.value.strip()
+        if not goal:
+            self.app.notify("type a goal for the agent first", severity="warning")
+            return
+        self.goal = goal
+        self.run_result = None
+        self.steps = []
+        self.query_one("#agent-steps").remove_children()
+        self._focus_at_start = self.focused
+        self.query_one("#agent-answer", Static).update("")
+        self.query_one("#agent-citations", OptionList).clear_options()
+        self.query_one("#agent-citations").display = False
+        self.query_one("#agent-status", Static).update(f"researching '{goal}' in {self.dataset}…")
+        self.research(goal)
+
+    @work(thread=True, exclusive=True, group="agent", exit_on_error=False)
+    def research(self, goal: str) -> None:
+        from engine.agent import run_agent_on
+
+        try:
+            run = run_agent_on(self.backend, goal, self.dataset, on_step=lambda s: self.post_message(AgentStepped(s)))
+        except KxError as exc:
+            self.post_message(AgentFailed(exc.message))
+            return
+        self.post_message(AgentFinished(run))
+
+    def on_agent_stepped(self, message: AgentStepped) -> None:
+        line = message.step.summary()
+        self.steps.append(line)
+        steps = self.query_one("#agent-steps", VerticalScroll)
+        steps.mount(Static(line, markup=False, classes="agent-step"))
+        steps.scroll_end(animate=False)
+
+    def on_agent_finished(self, message: AgentFinished) -> None:
+        run = message.run
+        self.run_result = run
+        notes = "".join(f"note: {n}\n" for n in run.notes)
+        self.query_one("#agent-answer", Static).update(notes + run.answer)
+        self.query_one("#agent-status", Static).update(run.summary())
+        citations = self.query_one("#agent-citations", OptionList)
+        citations.clear_options()
+        citations.add_options([c.label for c in run.citations])
+        citations.display = bool(run.citations)
+        if run.citations:
+            citations.highlighted = 0
+            if self.focused is self._focus_at_start:   # the user stayed put: take them to the citations
+                citations.focus()                      # (one who moved meanwhile keeps their place)
+
+    def on_agent_failed(self, message: AgentFailed) -> None:
+        self.query_one("#agent-status", Static).update("the run failed")
+        self.app.notify(message.message, title="agent", severity="error", timeout=10)
+
+    @on(OptionList.OptionSelected, "#agent-citations")
+    def _open(self, event: OptionList.OptionSelected) -> None:
+        from .hit_detail import PassageDetailScreen
+
+        if self.run_result is None:
+            return
+        citation = self.run_result.citations[event.option_index]
+        fields = set(Hit.__dataclass_fields__)
+        hit = Hit(**{k: v for k, v in self.run_result.read[citation.ref].items() if k in fields})
+        self.app.push_screen(PassageDetailScreen(self.backend, self.dataset, hit))

@@ -1,0 +1,136 @@
+"""The query's answer: one option per hit, explained (ranks per retriever, MMR) and highlighted."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Group
+from rich.padding import Padding
+from rich.text import Text
+from textual.binding import Binding
+from textual.widgets import OptionList
+from textual.widgets.option_list import Option
+
+from engine.records import Hit, QueryResult
+
+from ...render import duplicate_marker, looks_like_markdown, mmr_marker, passage_preview, shown_title
+
+_TITLE_CHARS = 40  # a long title must not push the chunk label and ranks off the line
+
+
+def rank_or_dash(rank: int | None) -> str:
+    return f"#{rank}" if rank is not None else "—"
+
+
+def _title(hit: Hit, limit: int) -> str | None:
+    title = shown_title(hit.document_name, hit.document_title)
+    if title and len(title) > limit:
+        title = title[:limit - 1].rstrip() + "…"
+    return title
+
+
+def hit_header(hit: Hit, hits: Sequence[Hit] = (), width: int = 0) -> Text:
+    """rank, score, document, [chunk i/N], dense and sparse ranks, MMR marker; then, on a line of
+    its own (so neither pushes the ranks off the first), the document's title, pages and section.
+
+    With a `width`, no field is ever cut or wrapped in its middle: the first line
+    keeps rank, document and chunk label (a name too long for it loses its
+    start: the file name at its end says more); the fields that do not fit after them
+    leave it least important first: the score is dropped, the MMR markers and
+    then the retrievers' ranks move to the second line, which is cut with an
+    ellipsis at its end, never wrapped.
+    """
+    lead = Text()
+    lead.append(f"{hit.rank:>2} ", style="bold")
+    name = hit.document_name
+    room = width - lead.cell_len - 2 - len(hit.label)
+    if width and len(name) > room:   # a name too long for the line loses its start, never the chunk label
+        name = "…" + name[len(name) - max(room - 1, 1):]
+    head = Text()
+    head.append(name, style="bold cyan")
+    head.append(f"  {hit.label}")
+    ranks = Text(f"dense {rank_or_dash(hit.dense_rank)} · sparse {rank_or_dash(hit.sparse_rank)}", style="dim")
+    markers = [Text(m, style="magenta") for m in (mmr_marker(hit.mmr_moved), duplicate_marker(hit, hits)) if m]
+    score = Text(f"{hit.score:.4f}")
+    # (field, importance): the least important leaves the first line first
+    optional = [(ranks, 3), *((m, 2) for m in markers), (score, 1)]
+    first_len = lead.cell_len + head.cell_len
+    kept: list[Text] = []
+    moved: list[Text] = []
+    for field, _importance in sorted(optional, key=lambda f: -f[1]):
+        if not moved and (not width or first_len + 2 + field.cell_len <= width):
+            kept.append(field)
+            first_len += 2 + field.cell_len
+        else:
+            moved.append(field)
+    line = Text()
+    line.append_text(lead)
+    if score in kept:
+        line.append_text(score)
+        line.append("  ")
+    line.append_text(head)
+    for field in (ranks, *markers):
+        if field in kept:
+            line.append("  ")
+            line.append_text(field)
+    second = Text()
+    for field in (f for f in (ranks, *markers) if f in moved):  # the score is the one field simply dropped
+        second.append(" · " if second.plain else "")
+        second.append_text(field)
+    title = _title(hit, _TITLE_CHARS)
+    for piece, style in ((title, "italic cyan"), (hit.provenance, "green")):
+        if piece:
+            second.append(" · " if second.plain else "")
+            second.append(piece, style=style)
+    if second.plain:
+        line.append("\n   ")
+        line.append_text(second)
+    if width:
+        lines = line.split("\n")
+        for part in lines:
+            part.no_wrap, part.overflow = True, "ellipsis"
+            part.truncate(width, overflow="ellipsis")
+        line = Text("\n").join(lines)
+    return line
+
+
+class ResultsList(OptionList):
+    """The hits of the last answer; Enter on one opens its passage in its document."""
+
+    DEFAULT_CSS = """
+    ResultsList { height: 1fr; }
+    """
+    BINDINGS = [Binding("enter", "select", "Open", show=False, tooltip="on a hit: open it inside its document")]
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.result: QueryResult | None = None
+        self.spans: dict[str, list[tuple[int, int]]] = {}
+        self._shown_width = 0
+
+    def show(self, result: QueryResult, spans: dict[str, list[tuple[int, int]]], keep_place: bool = False) -> None:
+        highlighted = self.highlighted if keep_place else None
+        self.result, self.spans = result, spans
+        self._shown_width = width = self._width()
+        self.clear_options()
+        for i, hit in enumerate(result.hits):
+            preview = passage_preview(hit, spans.get(hit.passage_ref, []),
+                                      markdown=looks_like_markdown(hit.source_path, hit.text))
+            self.add_option(Option(Group(hit_header(hit, result.hits, width), Padding(preview, (0, 0, 1, 3))),
+                                   id=f"hit-{i}"))
+        if result.hits:
+            self.highlighted = highlighted if highlighted is not None else 0
+
+    def _width(self) -> int:
+        """Cells a hit's line may take: the list's width less its border, padding and scrollbar (0: not laid out)."""
+        width = self.scrollable_content_region.width
+        return max(0, width - 2) if width else 0
+
+    def on_resize(self) -> None:
+        if self.result is not None and self._width() != self._shown_width:
+            self.show(self.result, self.spans, keep_place=True)
+
+    def hit_at(self, index: int) -> Hit | None:
+        if self.result is None or not 0 <= index < len(self.result.hits):
+            return None
+        return self.result.hits[index]
