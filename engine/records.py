@@ -190,7 +190,7 @@ class Hit:
     dense_score: float | None
     sparse_rank: int | None        # None: not in the sparse list
     sparse_score: float | None
-    fused_score: float             # RRF: sum of 1 / (K + rank) over the dense, sparse and sentence lists it is in
+    fused_score: float             # RRF: sum of 1 / (K + rank) over the lists it is in (dense, sparse, sentence, lead)
     fused_rank: int                # position before MMR
     mmr_moved: int                 # fused_rank - rank: > 0 MMR moved it up, < 0 down, 0 untouched
     duplicate_of: str | None = None  # MMR: the passage ref of a higher hit this one nearly repeats
@@ -208,6 +208,9 @@ class Hit:
     # best sentence, and that sentence's score; None outside the head or in a single-retriever mode
     sentence_rank: int | None = None
     sentence_score: float | None = None
+    # hybrid's lead vote (engine/query.py, LEAD_RATIO): set on sparse's best passage when its BM25 score is at
+    # least 1.5 times the runner-up's (this is that ratio); RRF then counts it once more, at rank 1
+    lead_ratio: float | None = None
 
     @property
     def label(self) -> str:

@@ -465,6 +465,8 @@ def print_query(console: _RichConsole, result: QueryResult, spans_of: Callable[[
                                                               (hit.sparse_rank, hit.sparse_score, "sparse")))
         if hit.sentence_rank is not None:  # hybrid's third list: the head ranked by best sentence
             ranks += f" · sentence #{hit.sentence_rank}"
+        if hit.lead_ratio is not None:  # hybrid's lead vote: sparse's best by a wide BM25 margin, counted twice
+            ranks += f" · sparse lead ×{hit.lead_ratio:.2f}"
         title = shown_title(hit.document_name, hit.document_title)
         titled = f" [dim]— {escape(title)}[/]" if title else ""
         if hit.superseded_by:  # --versions all: an older version of its lineage

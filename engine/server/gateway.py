@@ -387,6 +387,9 @@ class HitOut(BaseModel):
         default=None, description="Hybrid: the passage's rank among the best fused passages by its best sentence "
                                   "(the third RRF list); null outside that head or in a single-retriever mode.")
     sentence_score: float | None = Field(default=None, description="Hybrid: that best sentence's score.")
+    lead_ratio: float | None = Field(
+        default=None, description="Hybrid: set on sparse's best passage when its BM25 score is at least 1.5 times "
+                                  "the runner-up's (this ratio); RRF then counts it once more, at rank 1.")
 
 
 class QueryOut(BaseModel):

@@ -100,6 +100,8 @@ def _hit_lines(data: dict[str, Any]) -> str:
         ranks = ", ".join(f"{name} #{hit[key]}" for name, key in (("dense", "dense_rank"), ("sparse", "sparse_rank"),
                                                                   ("sentence", "sentence_rank"))
                           if hit.get(key) is not None)
+        if hit.get("lead_ratio") is not None:
+            ranks += f", sparse lead x{hit['lead_ratio']:.2f}"
         lines.append("")
         lines.append(f"{hit['rank']}. {hit['citation']}" + (f" {where}" if where else ""))
         lines.append(f"   document_ref={hit['document_ref']} passage_ref={hit['passage_ref']} "

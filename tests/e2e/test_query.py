@@ -143,9 +143,11 @@ def ask(corpus: Corpus, text: str, *args: str, dataset: str = "corpus") -> dict:
     return json.loads(result.stdout)
 
 
-def sentence_term(hit: dict) -> float:
-    """A hybrid hit's RRF share from the third list (the fused head ranked by best sentence), 0 outside it."""
-    return 0.0 if hit["sentence_rank"] is None else 1 / (60 + hit["sentence_rank"])
+def extra_terms(hit: dict) -> float:
+    """A hybrid hit's RRF share from the third list (the fused head ranked by best sentence), 0 outside it,
+    and from the lead vote (sparse's best by a wide BM25 margin, engine/query.py LEAD_RATIO), 0 without it."""
+    sentence = 0.0 if hit["sentence_rank"] is None else 1 / (60 + hit["sentence_rank"])
+    return sentence + (0.0 if hit["lead_ratio"] is None else 1 / 61)
 
 
 def names(answer: dict) -> list[str]:
@@ -207,7 +209,7 @@ def test_hybrid_ranks_a_passage_both_retrievers_liked_above_one_only_dense_liked
     for hit in hits:
         # RRF over dense, sparse and hybrid's third list (the fused head by best sentence)
         expected = sum(1 / (60 + r) for r in (hit["dense_rank"], hit["sparse_rank"], hit["sentence_rank"])
-                       if r is not None)
+                       if r is not None) + (1 / 61 if hit["lead_ratio"] is not None else 0.0)
         assert hit["fused_score"] == pytest.approx(expected, abs=1e-9)
         assert hit["score"] == hit["fused_score"]  # hybrid's relevance is the fused score
         assert hit["fused_rank"] == hit["rank"] and hit["mmr_moved"] == 0
@@ -223,9 +225,9 @@ def test_hybrid_ranks_a_passage_both_liked_above_one_only_sparse_liked(corpus: C
     assert sparse_only["sparse_rank"] <= 2
     # ... while the model ranks it below a hundred leave notes: it is not in the dense pool at all
     assert sparse_only["dense_rank"] is None and sparse_only["dense_score"] is None
-    expected = sentence_term(sparse_only) + 1 / (60 + sparse_only["sparse_rank"])
+    expected = extra_terms(sparse_only) + 1 / (60 + sparse_only["sparse_rank"])
     assert sparse_only["fused_score"] == pytest.approx(expected, abs=1e-9)
-    assert both["fused_score"] == pytest.approx(sentence_term(both) + 1 / 61 + 1 / (60 + both["sparse_rank"]),
+    assert both["fused_score"] == pytest.approx(extra_terms(both) + 1 / 61 + 1 / (60 + both["sparse_rank"]),
                                                 abs=1e-9)
     assert both["rank"] < sparse_only["rank"]
     dense_only = [h for h in answer["hits"] if h["sparse_rank"] is None]
@@ -394,7 +396,7 @@ HIT_FIELDS = {
     "rank", "score", "text", "passage_ref", "document_ref", "document_name", "chunk", "chunk_index", "chunk_count",
     "char_start", "char_end", "dense_rank", "dense_score", "sparse_rank", "sparse_score", "fused_score",
     "fused_rank", "mmr_moved", "duplicate_of", "page_start", "page_end", "section", "document_title",
-    "source_path", "answer_span", "version", "superseded_by", "sentence_rank", "sentence_score",
+    "source_path", "answer_span", "version", "superseded_by", "sentence_rank", "sentence_score", "lead_ratio",
 }
 
 
@@ -483,3 +485,28 @@ def test_hybrid_third_list_ranks_the_agreed_head_by_best_sentence(corpus: Corpus
     assert "0.30 per kilometre" in answer["hits"][0]["text"] and answer["hits"][0]["sentence_rank"] == 1
     human = kx(corpus, "datasets", "query", "corpus", question)
     assert human.code == 0 and "sentence #1" in human.stdout
+
+
+def test_hybrid_lead_vote_counts_sparses_decisive_best_once_more(corpus: Corpus) -> None:
+    """engine/query.py LEAD_RATIO: when sparse's best passage scores at least 1.5 times its runner-up, RRF
+    counts it once more at rank 1 (`lead_ratio` carries the ratio); with a narrower margin nobody gets it."""
+    from engine.query import LEAD_RATIO
+
+    seen = set()
+    for question in ("which sticker shows asset tag KX-4021", "submit the vacation leave form in the HR portal"):
+        top2 = ask(corpus, question, "--mode", "sparse", "--rerank", "off", "--k", "2")["hits"]
+        ratio = top2[0]["sparse_score"] / top2[1]["sparse_score"]
+        hits = ask(corpus, question, "--rerank", "off", "--k", "20")["hits"]
+        leads = [h for h in hits if h["lead_ratio"] is not None]
+        if ratio >= LEAD_RATIO:
+            assert [(h["passage_ref"], h["lead_ratio"]) for h in leads] == [(top2[0]["passage_ref"], round(ratio, 6))]
+            lead = leads[0]
+            assert lead["sparse_rank"] == 1 and lead["rank"] == 1
+            assert lead["fused_score"] == pytest.approx(extra_terms(lead) + 1 / 61 + (
+                0.0 if lead["dense_rank"] is None else 1 / (60 + lead["dense_rank"])), abs=1e-9)
+        else:
+            assert not leads
+        seen.add(ratio >= LEAD_RATIO)
+    assert seen == {True, False}  # both sides of the rule were checked
+    human = kx(corpus, "datasets", "query", "corpus", "which sticker shows asset tag KX-4021")
+    assert human.code == 0 and "sparse lead" in human.stdout

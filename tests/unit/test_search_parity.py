@@ -7,7 +7,7 @@ fractions). engine/query.py runs the same ranking on arrays (`fuse`,
 together: on random lists full of ties, and on real queries over a small
 corpus built to tie (the same words in several documents, one passage found
 by both retrievers at ranks whose reciprocal sums tie exactly), in every mode, hybrid with its third
-list (the agreed head ranked by best sentence, engine/query.py SENTENCE_DEPTH).
+list (the agreed head ranked by best sentence, engine/query.py SENTENCE_DEPTH) and its lead vote (LEAD_RATIO).
 benchmarks/search_parity.py does the same against an older commit on SciFact.
 """
 
@@ -29,7 +29,7 @@ from engine.fusion import (
     rrf,
     strengths,
 )
-from engine.query import SENTENCE, SENTENCE_DEPTH
+from engine.query import LEAD, LEAD_RATIO, SENTENCE, SENTENCE_DEPTH
 from engine.text.answer_span import best_sentence_scores, word_vectors
 from engine.text.inputs import from_text
 from engine.vectors import checked_vectors
@@ -134,6 +134,8 @@ def tie_engine(kx_home) -> Engine:
         if i % 3 == 0:
             text = text.capitalize()  # different bytes, the same words: a tie in both retrievers
         docs.append(from_text(f"{text}. Note {i % 7}.", f"doc-{i:02d}"))
+    # one word no other passage holds: sparse's best by a wide margin for a query that names it (a lead vote)
+    docs.append(from_text("Zeppelin hangar parking. Note 5.", "doc-70"))
     settings = load_settings({"chunk_size": 200, "chunk_overlap": 40, "mmr_depth": 8, "rrf_k": 2})
     engine = Engine(settings, embedder=HashEmbedder())
     engine.ingest("ties", docs)
@@ -155,10 +157,15 @@ def _spec_answer(engine: Engine, text: str, vector: np.ndarray, mode: str, reran
             refs = searcher.refs(c.keys)
             lists[name] = rank_list(Ranked(ref, score) for ref, score in zip(refs, c.scores.tolist()) if ref)
             seq_of.update({ref: key for ref, key in zip(refs, c.keys) if ref})
-        fused = rrf(lists, s.rrf_k)
         retrievers = dict(lists)
-        if len(lists) > 1:  # hybrid's third list: the agreed head by best sentence (query.py SENTENCE_DEPTH)
-            agreed = [f for f in fused[:SENTENCE_DEPTH] if None not in f.ranks.values()]
+        sparse = lists.get("sparse", [])
+        first, second = (sparse[0].score, sparse[1].score) if len(sparse) > 1 else (0.0, 0.0)
+        if len(lists) > 1 and second > 0 and first >= LEAD_RATIO * second:
+            # hybrid's lead vote (query.py LEAD_RATIO): sparse's best, once more at rank 1
+            lists[LEAD] = [Ranked(sparse[0].ref, round(first / second, 6))]
+        fused = rrf(lists, s.rrf_k)
+        if len(retrievers) > 1:  # hybrid's third list: the agreed head by best sentence (query.py SENTENCE_DEPTH)
+            agreed = [f for f in fused[:SENTENCE_DEPTH] if all(f.ranks[n] is not None for n in retrievers)]
             rows = searcher.passages([seq_of[f.ref] for f in agreed])
             scores = best_sentence_scores([rows[seq_of[f.ref]].text for f in agreed], text,
                                           word_vectors(engine.model_card()))
@@ -177,17 +184,18 @@ def _spec_answer(engine: Engine, text: str, vector: np.ndarray, mode: str, reran
             order = picks.order + order[depth:]
     return [(fused[p].ref, _bits(relevance[p]), fused[p].ranks.get("dense"), _bits(fused[p].raw.get("dense")),
              fused[p].ranks.get("sparse"), _bits(fused[p].raw.get("sparse")), fused[p].ranks.get(SENTENCE),
-             _bits(fused[p].raw.get(SENTENCE)), _bits(fused[p].score), p + 1,
+             _bits(fused[p].raw.get(SENTENCE)), _bits(fused[p].raw.get(LEAD)), _bits(fused[p].score), p + 1,
              p + 1 - rank, fused[duplicate_of[p]].ref if p in duplicate_of else None)
             for rank, p in enumerate(order[:k], start=1)]
 
 
 def test_queries_give_the_specs_answers_in_every_mode(tie_engine: Engine) -> None:
     rng = random.Random(11)
-    queries = [" ".join(rng.sample(WORDS, rng.randint(1, 4))) for _ in range(12)] + ["note", "zzz unknown"]
+    queries = [" ".join(rng.sample(WORDS, rng.randint(1, 4))) for _ in range(12)]
+    queries += ["note", "zzz unknown", "zeppelin parking", "parking zeppelin refund"]
     embedder = tie_engine.embedder()
     assert embedder is not None
-    checked = 0
+    checked = leads = 0
     for text in queries:
         vector = checked_vectors(embedder.encode([text]), 1, "the query")[0]  # as run_query takes it
         for mode in ("hybrid", "dense", "sparse"):
@@ -195,11 +203,14 @@ def test_queries_give_the_specs_answers_in_every_mode(tie_engine: Engine) -> Non
                 for k in (3, 10, 40):
                     result = tie_engine.query("ties", text, vector=vector, mode=mode, rerank=rerank, k=k)
                     ours = [(h.passage_ref, _bits(h.score), h.dense_rank, _bits(h.dense_score), h.sparse_rank,
-                             _bits(h.sparse_score), h.sentence_rank, _bits(h.sentence_score), _bits(h.fused_score),
+                             _bits(h.sparse_score), h.sentence_rank, _bits(h.sentence_score), _bits(h.lead_ratio),
+                             _bits(h.fused_score),
                              h.fused_rank, h.mmr_moved, h.duplicate_of) for h in result.hits]
                     assert ours == _spec_answer(tie_engine, text, vector, mode, rerank, k), (text, mode, rerank, k)
                     checked += len(ours)
+                    leads += sum(h.lead_ratio is not None for h in result.hits)
     assert checked > 1000
+    assert leads, "no query had a lead vote; the lead path went unchecked"
 
 
 def test_dense_arrays_are_the_graphs_pairs(tie_engine: Engine) -> None:

@@ -310,6 +310,11 @@ export interface components {
             fused_rank: number;
             /** Fused Score */
             fused_score: number;
+            /**
+             * Lead Ratio
+             * @description Hybrid: set on sparse's best passage when its BM25 score is at least 1.5 times the runner-up's (this ratio); RRF then counts it once more, at rank 1.
+             */
+            lead_ratio?: number | null;
             /** Mmr Moved */
             mmr_moved: number;
             /**
