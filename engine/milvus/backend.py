@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..backend import backend_info, check_page
 from ..config import BackendKind, Settings, load_settings
-from ..embedded.dataset import validate_name
 from ..embedding.cards import ModelCard
 from ..embedding.host import UNSET, ModelHost
 from ..errors import KxError, Status, invalid, not_found
+from ..names import validate_name
 from ..records import (
     DatasetSummary,
     DocumentSummary,
@@ -80,8 +80,10 @@ class MilvusBackend:
     def embedder(self) -> Embedder | None:
         return self.models.embedder()
 
-    def load_model_in_background(self) -> threading.Thread | None:
-        return self.models.load_in_background()
+    def load_model_in_background(self, name: str | None = None) -> threading.Thread | None:
+        """For a query (`name` given): None, the model loads on the query's own thread: whether the dataset
+        exists is a round trip to Milvus, and a missing one's error should not wait for a model load."""
+        return None if name is not None else self.models.load_in_background()
 
     def prepare_model(self, notify: NotifyFn | None = None) -> dict[str, Any] | None:
         return self.models.prepare(notify)
@@ -246,7 +248,7 @@ class MilvusBackend:
         from ..ingest import run_ingest
 
         validate_name(name)
-        return run_ingest(self, name, documents, vectors, on_event, dataset=self._dataset(name))
+        return run_ingest(self, name, documents, vectors, on_event, target=self._dataset(name))
 
     def query(
         self,

@@ -47,9 +47,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..backend import MAX_DOCUMENTS_PAGE, MAX_OFFSET
-from ..embedded.dataset import NAME_PATTERN, NAME_RULE, validate_name
 from ..embedded.engine import Engine
 from ..errors import KxError, Status, invalid, precondition
+from ..names import NAME_PATTERN, NAME_RULE, validate_name
 from ..records import RetrievalMode, VersionView
 from ..text.inputs import RECORD_MEDIA_TYPE, DocumentInput, check_document_name, check_source_path, client_supplied
 from ..version import __version__
