@@ -228,6 +228,14 @@ class Hit:
             data["answer_span"] = list(self.answer_span)  # what JSON, the gateway and the SDK carry
         return data
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Hit:
+        """The hit `to_dict()` gave (its derived fields, such as `chunk`, and unknown ones left out)."""
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        if fields.get("answer_span") is not None:
+            fields["answer_span"] = tuple(fields["answer_span"])
+        return cls(**fields)
+
 
 @dataclass(frozen=True)
 class DocumentSummary:

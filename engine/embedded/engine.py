@@ -35,6 +35,7 @@ from .storage_errors import check_catalogue_kept, check_home_writable, reads_sti
 if TYPE_CHECKING:
     import numpy as np
 
+    from ..agent.records import AgentRun, Step
     from ..embedding.embedders import Embedder
     from .readers import DatasetSearcher
     from .store import Catalogue
@@ -78,6 +79,13 @@ class Engine:
 
     def prepare_model(self, notify: NotifyFn | None = None) -> dict[str, Any] | None:
         return self.models.prepare(notify)
+
+    def run_agent(self, goal: str, dataset: str | None = None, max_steps: int | None = None,
+                  on_step: Callable[[Step], None] | None = None) -> AgentRun:
+        from ..agent.loop import run_agent_here  # deferred: the loop is only loaded when asked for
+
+        embedder = None if self.settings.agent_chat_url or dataset is None else self.embedder()
+        return run_agent_here(self, self.settings, embedder, goal, dataset, max_steps=max_steps, on_step=on_step)
 
     def warm_up(self, dataset: str | None = None, notify: NotifyFn | None = None) -> bool:
         if dataset is not None:

@@ -42,6 +42,7 @@ from .schema import ANALYZER, collections_of
 if TYPE_CHECKING:
     import numpy as np
 
+    from ..agent.records import AgentRun, Step
     from ..embedded.store import LineageState
     from ..embedding.embedders import Embedder
     from .search import MilvusSearcher
@@ -87,6 +88,13 @@ class MilvusBackend:
 
     def prepare_model(self, notify: NotifyFn | None = None) -> dict[str, Any] | None:
         return self.models.prepare(notify)
+
+    def run_agent(self, goal: str, dataset: str | None = None, max_steps: int | None = None,
+                  on_step: Callable[[Step], None] | None = None) -> AgentRun:
+        from ..agent.loop import run_agent_here  # deferred: the loop is only loaded when asked for
+
+        embedder = None if self.settings.agent_chat_url or dataset is None else self.embedder()
+        return run_agent_here(self, self.settings, embedder, goal, dataset, max_steps=max_steps, on_step=on_step)
 
     def warm_up(self, dataset: str | None = None, notify: NotifyFn | None = None) -> bool:
         """Connect and open `dataset`'s reader, or (without one) load the embedding model."""
