@@ -122,8 +122,8 @@ def run_query(
     query_vector = None if vector is None else checked_vectors([vector], 1, "the query vector")[0]
     if text is None and query_vector is None:
         raise invalid("give query text (or a pre-computed query vector)")
-    if text is None and chosen_mode != "dense":
-        if chosen_mode == "sparse":
+    if text is None and chosen_mode != RetrievalMode.DENSE:
+        if chosen_mode == RetrievalMode.SPARSE:
             raise invalid("sparse search needs query text; a vector alone can only search dense")
         notes.append("no query text: searched dense only")
         chosen_mode = RetrievalMode.DENSE
@@ -137,7 +137,7 @@ def run_query(
         raise
     fingerprint = searcher.fingerprint
     notes.extend(searcher.notes)
-    use_dense, use_sparse = chosen_mode in ("dense", "hybrid"), chosen_mode in ("sparse", "hybrid")
+    use_dense, use_sparse = chosen_mode.uses_dense, chosen_mode.uses_sparse
     embedder = None
     card: ModelCard | None = None
     if query_vector is not None:

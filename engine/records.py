@@ -31,6 +31,14 @@ class RetrievalMode(StrEnum):
         except ValueError:
             raise ValueError(f"expected one of {', '.join(cls)}, got {text!r}") from None
 
+    @property
+    def uses_dense(self) -> bool:
+        return self is not RetrievalMode.SPARSE
+
+    @property
+    def uses_sparse(self) -> bool:
+        return self is not RetrievalMode.DENSE
+
 
 class VersionView(StrEnum):
     """Which stored versions a query or a listing shows: each lineage's current one, or every one."""
