@@ -260,12 +260,11 @@ def fuse(lists: Mapping[str, tuple[np.ndarray, np.ndarray]], ref_order: np.ndarr
     names = list(ranks)
 
     def exact(c: int) -> Fraction:
+        # the sum of 1/p over its places as one fraction (numerator: each product leaving one place out):
+        # a run's sort makes one of these per member, so no chain of Fraction additions
         places = [k + int(ranks[name][c]) for name in names if ranks[name][c]]
-        if len(places) == 1:
-            return Fraction(1, places[0])
-        if len(places) == 2:  # 1/a + 1/b as one fraction: a run's sort makes one of these per member
-            return Fraction(places[0] + places[1], places[0] * places[1])
-        return sum((Fraction(1, p) for p in places), Fraction(0))
+        denominator = math.prod(places)
+        return Fraction(sum(denominator // p for p in places), denominator)
 
     # rrf's runs of nearly equal floats, re-sorted by their exact sums where one holds a multi-list passage
     sums = total[order].tolist()
