@@ -7,11 +7,15 @@ caller written against `Backend` cannot tell which one it holds.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
 
 from .errors import invalid
 from .records import DatasetSummary, DocumentSummary, EmbedReport, IngestReport, PassageSpan, QueryResult
 from .text.inputs import DocumentInput
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .embedding.host import ModelHost
 
 EventFn = Callable[[object], None]
 MAX_DOCUMENTS_PAGE = 1000  # documents per list_documents call; page with `offset` for more
@@ -29,6 +33,25 @@ def check_page(offset: int, limit: int) -> None:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_DOCUMENTS_PAGE:
         raise invalid(f"limit must be a whole number from 1 to {MAX_DOCUMENTS_PAGE}, got {limit!r}; "
                       "page through more with offset")
+
+
+def backend_info(settings: Settings, models: ModelHost, datasets: int | None,
+                 backend: dict[str, Any]) -> dict[str, Any]:
+    """`kx info`'s answer, as every in-process backend gives it: `datasets` and `backend` are the backend's."""
+    from .version import __version__  # importlib.metadata: only `kx info` pays for it
+
+    model, advisories = models.describe()
+    return {
+        "version": __version__,
+        "home": str(settings.home),
+        "config_file": str(settings.config_path),
+        "config_file_exists": settings.config_path.exists(),
+        "datasets": datasets,
+        "backend": backend,
+        "embed_model": model,
+        "advisories": advisories,
+        "settings": settings.describe(),
+    }
 
 
 @runtime_checkable

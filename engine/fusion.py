@@ -260,7 +260,11 @@ def fuse(lists: Mapping[str, tuple[np.ndarray, np.ndarray]], ref_order: np.ndarr
     names = list(ranks)
 
     def exact(c: int) -> Fraction:
-        return sum((Fraction(1, k + int(ranks[name][c])) for name in names if ranks[name][c]), Fraction(0))
+        # the sum of 1/p over its places as one fraction (numerator: each product leaving one place out):
+        # a run's sort makes one of these per member, so no chain of Fraction additions
+        places = [k + int(ranks[name][c]) for name in names if ranks[name][c]]
+        denominator = math.prod(places)
+        return Fraction(sum(denominator // p for p in places), denominator)
 
     # rrf's runs of nearly equal floats, re-sorted by their exact sums where one holds a multi-list passage
     sums = total[order].tolist()

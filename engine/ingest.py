@@ -31,7 +31,7 @@ from .embedded.backlog import BesideStage1, StopFn, embed_backlog, prepare_embed
 from .embedded.dataset import Dataset, validate_name
 from .embedded.storage_errors import storage_errors
 from .embedded.store import NewDocument, NewPassage
-from .embedding.cards import ModelCard
+from .embedding.cards import ModelCard, chat_model_advisory
 from .embedding.embedders import no_embedder_error
 from .errors import KxError, Status, invalid
 from .extract import Extracted, extract_many, page_span, section_path
@@ -67,14 +67,6 @@ class IngestEngine(Protocol):
     def model_card(self) -> ModelCard | None: ...
 
     def embedder(self) -> Embedder | None: ...
-
-
-def chat_model_advisory(card: ModelCard) -> str:
-    return (
-        f"embed model {card.name} ({card.architecture}) is a chat / text-generation model, not a sentence "
-        "embedder; its vectors rank poorly for retrieval. Prefer a dedicated embedder such as the default "
-        "all-MiniLM-L6-v2 (KX_SERVE_EMBED_MODEL=default)"
-    )
 
 
 def passage_ref(doc_ref: str, start: int, end: int) -> str:

@@ -24,7 +24,7 @@ from .filters import PassageFilter, parse_where
 from .fingerprint import Fingerprint, check_compatible, current_fingerprint
 from .fusion import fuse, mmr, round_like_python
 from .records import Hit, QueryResult, RetrievalMode, VersionView
-from .text.answer_span import best_sentence_scores, with_answer_spans, word_vectors
+from .text.answer_span import SentenceMemo, best_sentence_scores, with_answer_spans, word_vectors
 from .vectors import checked_vectors
 
 if TYPE_CHECKING:
@@ -165,6 +165,7 @@ def run_query(
         t = time.perf_counter()
         query_vector = embedder.encode([text])[0]
         timings["embed"] = _ms(t)
+    sentences: SentenceMemo = {}   # this query's sentence scores (the sentence list's, then the answer spans')
     with engine.reading(name) as searcher:
         coverage = _dense_coverage(name, searcher, use_dense, notes)
         if use_dense and not use_sparse and searcher.total_passages and not searcher.dense_passages:
@@ -177,9 +178,9 @@ def run_query(
         if narrowing:
             timings["filter"] = _ms(t)
         hits, expanded_terms = _search(engine.settings, searcher, text, query_vector, use_dense, use_sparse, pool,
-                                       k_used, rerank, notes, timings, only, card, expand)
+                                       k_used, rerank, notes, timings, only, card, expand, sentences)
     t = time.perf_counter()
-    hits = with_answer_spans(hits, text, card)
+    hits = with_answer_spans(hits, text, card, sentences)
     timings["answer_span"] = _ms(t)
     timings["total"] = _ms(started)
     return QueryResult(name, text, chosen_mode, rerank, k_used, requested, hits, notes, timings, coverage,
@@ -216,7 +217,7 @@ def _dense_coverage(name: str, searcher: Searcher, use_dense: bool, notes: list[
 def _search(settings: Settings, searcher: Searcher, text: str | None, query_vector: np.ndarray | None,
             use_dense: bool, use_sparse: bool, pool: int, k_used: int, rerank: bool, notes: list[str],
             timings: dict[str, float], only: PassageFilter | None = None, card: ModelCard | None = None,
-            expand: bool = False) -> tuple[list[Hit], list[str] | None]:
+            expand: bool = False, sentences: SentenceMemo | None = None) -> tuple[list[Hit], list[str] | None]:
     """Candidate pools, fusion, MMR and the hits, under the searcher's lock.
 
     Passages travel as candidate numbers and arrays (engine/fusion.py `fuse`):
@@ -251,6 +252,7 @@ def _search(settings: Settings, searcher: Searcher, text: str | None, query_vect
     fused = fuse(columns, ref_order, settings.rrf_k)
     timings["fusion"] = _ms(t)
     added: list[str] | None = None
+    known_rows: dict[Any, Any] = {}
     if expand and len(fused.order):
         t = time.perf_counter()
         top = fused.order[:FEEDBACK_PASSAGES].tolist()
@@ -269,7 +271,8 @@ def _search(settings: Settings, searcher: Searcher, text: str | None, query_vect
         t = time.perf_counter()
         agreed = [c for c in fused.order[:SENTENCE_DEPTH].tolist() if all(fused.ranks[n][c] for n in lists)]
         rows = searcher.passages([keys[c] for c in agreed])
-        scores = best_sentence_scores([rows[keys[c]].text for c in agreed], text, word_vectors(card))
+        scores = best_sentence_scores([rows[keys[c]].text for c in agreed], text, word_vectors(card), sentences)
+        known_rows = rows  # the hits are mostly among them: not read again below
         columns[SENTENCE] = (np.asarray(agreed, dtype=np.int64), round_like_python(np.asarray(scores), 6))
         fused = fuse(columns, ref_order, settings.rrf_k)
         timings["sentence"] = _ms(t)
@@ -301,7 +304,8 @@ def _search(settings: Settings, searcher: Searcher, text: str | None, query_vect
         timings["mmr"] = _ms(t)
 
     chosen = [int(order[p]) for p in positions]
-    rows = searcher.passages([keys[c] for c in chosen])
+    rows = {key: known_rows[key] for key in (keys[c] for c in chosen) if key in known_rows}
+    rows.update(searcher.passages([key for key in (keys[c] for c in chosen) if key not in rows]))
     documents = searcher.documents([rows[keys[c]].doc_ref for c in chosen])
     lineage = searcher.versions(documents)
     ranks = dict(fused.ranks)  # dense, sparse and (hybrid) sentence and lead
@@ -378,9 +382,8 @@ def _candidate_set(searcher: Searcher, lists: dict[str, Candidates]
 
     A passage the catalogue no longer holds (no ref) is left out of every list, before ranks are counted.
     """
-    number: dict[Any, int] = {}
-    members = {name: [number.setdefault(key, len(number)) for key in found.keys] for name, found in lists.items()}
-    keys = list(number)
+    numbered, keys = _numbered([found.keys for found in lists.values()])
+    members = dict(zip(lists, numbered))
     refs = searcher.refs(keys)
     columns = {name: (np.asarray(members[name], dtype=np.int64), found.scores) for name, found in lists.items()}
     if None in refs:
@@ -392,6 +395,24 @@ def _candidate_set(searcher: Searcher, lists: dict[str, Candidates]
             kept = renumber[numbers] >= 0
             columns[name] = (renumber[numbers][kept], scores[kept])
     return keys, refs, columns  # type: ignore[return-value]  # None left out above
+
+
+def _numbered(lists: list[list[Any]]) -> tuple[list[Any], list[Any]]:
+    """Each list's keys as numbers (0, 1, ... in order of first appearance across the lists), and the keys
+    by number. Integer keys (seqs) are numbered with numpy: ~200 candidates a query."""
+    flat = [key for keys in lists for key in keys]
+    if flat and all(type(key) is int for key in flat):
+        array = np.asarray(flat, dtype=np.int64)
+        unique, first, inverse = np.unique(array, return_index=True, return_inverse=True)
+        by_appearance = np.argsort(first, kind="stable")
+        number = np.empty(len(unique), dtype=np.int64)
+        number[by_appearance] = np.arange(len(unique))
+        numbers = number[inverse.reshape(-1)]
+        bounds = np.cumsum([0] + [len(keys) for keys in lists])
+        return [numbers[a:b] for a, b in zip(bounds[:-1], bounds[1:])], unique[by_appearance].tolist()
+    known: dict[Any, int] = {}
+    out = [[known.setdefault(key, len(known)) for key in keys] for keys in lists]
+    return out, list(known)
 
 
 def _check_mode(settings: Settings, mode: str | None) -> RetrievalMode:

@@ -13,10 +13,10 @@ import dataclasses
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
-from ..backend import check_page
+from ..backend import backend_info, check_page
 from ..config import Settings, load_settings
-from ..embedding.cards import ModelCard, model_card_for
-from ..embedding.onnx_cache import runtime_status
+from ..embedding.cards import ModelCard
+from ..embedding.host import UNSET, ModelHost
 from ..errors import KxError, Status, invalid, not_found
 from ..records import (
     DatasetSummary,
@@ -41,96 +41,44 @@ if TYPE_CHECKING:
 EventFn = Callable[[object], None]
 NotifyFn = Callable[[str], None]
 
-_UNSET: Any = object()
-
 
 class Engine:
     """Datasets on this machine, ingested and queried in-process."""
 
-    def __init__(self, settings: Settings | None = None, embedder: Embedder | None = _UNSET,
+    def __init__(self, settings: Settings | None = None, embedder: Embedder | None = UNSET,
                  on_notice: NotifyFn | None = None) -> None:
         self.settings = settings or load_settings()
-        self._embedder = embedder
-        self.on_notice = on_notice  # one line for a person when the model is first prepared (an export)
-        self._card: Any = _UNSET if embedder is _UNSET else (embedder.card if embedder else None)  # ModelCard | None
+        self.models = ModelHost(self.settings, embedder, on_notice)  # the model: card, load, prepare
         self._searchers: dict[str, DatasetSearcher] = {}
         self._searchers_lock = threading.Lock()
-        self._model_lock = threading.Lock()
         # Set (a plain assignment, so a signal handler may do it) when the process is stopping, e.g. `kx serve`
         # after SIGTERM: ingests and embeddings in flight leave at their next progress event (a safe point:
         # what was committed stays, the rest is the next writer's backlog) instead of holding the stop up.
         self.stop_requested = False
 
-    # -- the model ----------------------------------------------------------------
+    # -- the model (its host's) -------------------------------------------------------
+
+    @property
+    def on_notice(self) -> NotifyFn | None:
+        return self.models.on_notice
 
     def model_card(self) -> ModelCard | None:
-        """The configured model, described from its files (no torch). None for 'none'."""
-        if self._card is _UNSET:
-            self._card = model_card_for(self.settings.embed_model)
-        return self._card
+        return self.models.card()
 
     def embedder(self) -> Embedder | None:
-        if self._embedder is _UNSET:
-            # one load even when a server's warm-up and its first request ask at once (two would share 2 cores)
-            with self._model_lock:
-                if self._embedder is _UNSET:
-                    from ..embedding.embedders import load_embedder
-
-                    self._embedder = load_embedder(self.model_card(), self.settings,
-                                                   lambda line: self._notice(line))
-        return self._embedder
+        return self.models.embedder()
 
     def load_model_in_background(self) -> threading.Thread | None:
-        """Start loading the model on a thread (engine/query.py: while a cold query opens the indexes);
-        None when it is loaded already or none is configured. A failed load is left for the next
-        `embedder()` call to raise, on the caller's thread."""
-        if self._embedder is not _UNSET:
-            return None
-        try:
-            if self.model_card() is None:
-                return None
-        except KxError:  # a model that cannot be described: the query says so where it always did
-            return None
-
-        def load() -> None:
-            try:
-                prepare = getattr(self.embedder(), "prepare", None)  # the runtime embedder loads lazily
-                if prepare is not None:
-                    prepare()
-            except BaseException:  # the query's own embedder() or encode raises it again, on its thread
-                pass
-
-        thread = threading.Thread(target=load, name="kx-model-load")
-        thread.start()
-        return thread
-
-    def _notice(self, line: str) -> None:
-        if self.on_notice is not None:
-            self.on_notice(line)
+        return self.models.load_in_background()
 
     def prepare_model(self, notify: NotifyFn | None = None) -> dict[str, Any] | None:
-        """Load the model now, exporting its ONNX graph if this is its first use; the runtime status.
-
-        None when no model is configured. The TUI's warm-up and `kx models prepare` call this.
-        """
-        embedder = self.embedder()
-        prepare = getattr(embedder, "prepare", None)
-        if callable(prepare):
-            prepare(notify)
-        return runtime_status(embedder, self.settings, self.model_card())
+        return self.models.prepare(notify)
 
     def warm_up(self, dataset: str | None = None, notify: NotifyFn | None = None) -> bool:
         if dataset is not None:
             self.searcher(dataset)  # opened and cached: the first query finds them ready
             return True
-        if self.model_card() is None:
-            return False
-        self.prepare_model(notify)  # exports the ONNX graph on first use, saying so through `notify`
-        embedder = self.embedder()
-        if embedder is None:
-            return False
-        embedder.encode(["warm up"])  # loads the weights and pays the first call's one-off costs
-        return True
+        return self.models.warm_up(notify)
 
     # -- reads --------------------------------------------------------------------
 
@@ -171,36 +119,8 @@ class Engine:
         )
 
     def info(self) -> dict[str, Any]:
-        model: dict[str, Any] | None
-        advisories: list[str] = []
-        try:
-            card = self.model_card()
-            model = None
-            if card is not None:
-                embedder = None if self._embedder is _UNSET else self._embedder
-                model = {**card.to_dict(), "runtime": runtime_status(embedder, self.settings, card)}
-            if card is None:
-                advisories.append("no embedding model (KX_SERVE_EMBED_MODEL=none): text ingest and dense search "
-                                  "are off; pre-computed vectors and sparse search still work")
-            elif card.causal_lm:
-                from ..ingest import chat_model_advisory
-
-                advisories.append(chat_model_advisory(card))
-        except KxError as exc:  # shown as the model's state, not repeated as an advisory
-            model = {"error": exc.to_dict()}
-        from ..version import __version__  # importlib.metadata: only `kx info` pays for it
-
-        return {
-            "version": __version__,
-            "home": str(self.settings.home),
-            "config_file": str(self.settings.config_path),
-            "config_file_exists": self.settings.config_path.exists(),
-            "datasets": len(list_dataset_names(self.settings)),
-            "backend": {"kind": "embedded", "path": str(self.settings.datasets_dir)},
-            "embed_model": model,
-            "advisories": advisories,
-            "settings": self.settings.describe(),
-        }
+        return backend_info(self.settings, self.models, len(list_dataset_names(self.settings)),
+                            {"kind": "embedded", "path": str(self.settings.datasets_dir)})
 
     def document_text(self, name: str, doc_ref: str) -> str:
         """The text of one document of dataset `name`, as passages' character ranges refer to it."""

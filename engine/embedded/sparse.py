@@ -249,6 +249,7 @@ class Bm25Scorer:
         # The reader is a snapshot, so entries stay true until the searcher reopens on a newer index.
         self._postings: dict[str, tuple[np.ndarray, np.ndarray, int] | None] = {}
         self._seq: dict[int, int] = {}
+        self._seq_array: np.ndarray | None = None
         self._all_seqs: np.ndarray | None = None
 
     def close(self) -> None:
@@ -306,9 +307,20 @@ class Bm25Scorer:
             cut = np.partition(scores[candidates], candidates.size - k)[candidates.size - k]
             candidates = candidates[scores[candidates] >= cut]  # keep every tie at the cut-off
         order = candidates[np.argsort(-scores[candidates], kind="stable")]
-        seq_of = self._seq_of
-        seqs = np.fromiter((seq_of(doc) for doc in order.tolist()), dtype=np.int64, count=order.size)
-        return seqs, scores[order]
+        return self._seqs_of(order), scores[order]
+
+    def _seqs_of(self, docs: np.ndarray) -> np.ndarray:
+        """The passage seqs of document numbers `docs`: stored fields read once per document per scorer,
+        kept in an array (-1: not read yet)."""
+        if self._seq_array is None:
+            self._seq_array = np.full(self.total, -1, dtype=np.int64)
+        seqs = self._seq_array[docs]
+        unread = seqs < 0
+        if unread.any():
+            for i in np.flatnonzero(unread).tolist():
+                seqs[i] = self._seq_of(int(docs[i]))
+            self._seq_array[docs[unread]] = seqs[unread]
+        return seqs
 
     def docnum_seqs(self) -> np.ndarray:
         """Each document number's passage seq (read once per scorer: a filter masks by it)."""

@@ -253,3 +253,12 @@ def base_card(card: ModelCard) -> ModelCard:
 
 def how_to_set_model() -> str:
     return _HOW_TO_SET
+
+
+def chat_model_advisory(card: ModelCard) -> str:
+    """What `kx info` and an ingest say about a chat (causal-LM) model chosen as the embedder."""
+    return (
+        f"embed model {card.name} ({card.architecture}) is a chat / text-generation model, not a sentence "
+        "embedder; its vectors rank poorly for retrieval. Prefer a dedicated embedder such as the default "
+        "all-MiniLM-L6-v2 (KX_SERVE_EMBED_MODEL=default)"
+    )

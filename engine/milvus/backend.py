@@ -2,8 +2,8 @@
 
 Chosen with KX_BACKEND=milvus; KX_MILVUS_URI names a cluster or `milvus-lite
 server` (http(s)://host:port) or a milvus-lite .db path, KX_MILVUS_TOKEN its
-credentials. What is the embedded engine's stays the embedded engine's: the
-model (loaded by an `Engine` kept for that alone), extraction, chunking and
+credentials. What both backends share stays shared: the model (its own
+`ModelHost`, engine/embedding/host.py), extraction, chunking and
 provenance (engine/ingest.py through engine/milvus/store.py), fusion and MMR
 (engine/query.py through engine/milvus/search.py). What Milvus does: keep
 the rows, build HNSW (COSINE) and BM25 indexes, and answer the two pools.
@@ -20,11 +20,11 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..backend import check_page
+from ..backend import backend_info, check_page
 from ..config import BackendKind, Settings, load_settings
 from ..embedded.dataset import validate_name
-from ..embedded.engine import Engine
 from ..embedding.cards import ModelCard
+from ..embedding.host import UNSET, ModelHost
 from ..errors import KxError, Status, invalid, not_found
 from ..records import (
     DatasetSummary,
@@ -49,20 +49,18 @@ if TYPE_CHECKING:
 
 EventFn = Callable[[object], None]
 NotifyFn = Callable[[str], None]
-_UNSET: Any = object()
 
 
 class MilvusBackend:
     """Datasets kept in Milvus, ingested and queried through the embedded engine's pipeline."""
 
-    def __init__(self, settings: Settings | None = None, embedder: Embedder | None = _UNSET,
+    def __init__(self, settings: Settings | None = None, embedder: Embedder | None = UNSET,
                  on_notice: NotifyFn | None = None) -> None:
         settings = settings or load_settings()
         # the fingerprint and `kx info` follow the backend setting; this object is the milvus backend
         self.settings = dataclasses.replace(settings, backend=BackendKind.MILVUS)
         self.uri = self.settings.milvus_target
-        self._models = (Engine(self.settings, on_notice=on_notice) if embedder is _UNSET
-                        else Engine(self.settings, embedder, on_notice))
+        self.models = ModelHost(self.settings, embedder, on_notice)  # its own model, the embedded engine's kind
         self._conn: MilvusConnection | None = None
         self._store: MilvusStore | None = None
         self._started_lite = False
@@ -70,34 +68,30 @@ class MilvusBackend:
         self._pictures: dict[str, tuple[tuple[int, int], list, LineageState]] = {}   # by dataset: see _lineages
         self._lock = threading.Lock()
 
-    # -- the model (the embedded engine's) ------------------------------------------------
+    # -- the model (its host's) ----------------------------------------------------------
 
     @property
     def on_notice(self) -> NotifyFn | None:
-        return self._models.on_notice
+        return self.models.on_notice
 
     def model_card(self) -> ModelCard | None:
-        return self._models.model_card()
+        return self.models.card()
 
     def embedder(self) -> Embedder | None:
-        return self._models.embedder()
+        return self.models.embedder()
+
+    def load_model_in_background(self) -> threading.Thread | None:
+        return self.models.load_in_background()
 
     def prepare_model(self, notify: NotifyFn | None = None) -> dict[str, Any] | None:
-        return self._models.prepare_model(notify)
+        return self.models.prepare(notify)
 
     def warm_up(self, dataset: str | None = None, notify: NotifyFn | None = None) -> bool:
         """Connect and open `dataset`'s reader, or (without one) load the embedding model."""
         if dataset is not None:
             self.searcher(dataset)
             return True
-        if self.model_card() is None:
-            return False
-        self.prepare_model(notify)
-        embedder = self.embedder()
-        if embedder is None:
-            return False
-        embedder.encode(["warm up"])
-        return True
+        return self.models.warm_up(notify)
 
     # -- the connection -------------------------------------------------------------------
 
@@ -163,14 +157,14 @@ class MilvusBackend:
         )
 
     def info(self) -> dict[str, Any]:
-        data = self._models.info()
-        data["backend"] = self.describe()
+        backend = self.describe()
         try:
-            data["datasets"] = len(self.store().dataset_names())
+            datasets: int | None = len(self.store().dataset_names())
         except KxError as exc:  # info still answers with Milvus down: it says where it tried
-            data["datasets"] = None
-            data["backend"]["error"] = exc.to_dict()
-            data["advisories"].append(exc.message)
+            datasets, backend["error"] = None, exc.to_dict()
+        data = backend_info(self.settings, self.models, datasets, backend)
+        if "error" in backend:
+            data["advisories"].append(backend["error"]["message"])
         return data
 
     def describe(self) -> dict[str, Any]:
@@ -294,7 +288,6 @@ class MilvusBackend:
         yield self.searcher(name)  # no lock: the client is thread-safe and Milvus answers concurrently
 
     def close(self) -> None:
-        self._models.close()
         with self._lock:
             self._searchers.clear()
             self._pictures.clear()

@@ -31,7 +31,8 @@ def models() -> None:
 @click.pass_context
 def prepare(ctx: click.Context, names: tuple[str, ...], retry: bool, as_json: bool) -> None:
     """Export each model to ONNX (once), check it against torch, and say which runtime it will use."""
-    from engine import Engine, load_settings
+    from engine import load_settings
+    from engine.embedding.host import ModelHost
     from engine.embedding.onnx_cache import clear_failure, model_folder
 
     settings = load_settings(ctx.obj["flags"])
@@ -41,13 +42,13 @@ def prepare(ctx: click.Context, names: tuple[str, ...], retry: bool, as_json: bo
     say = (lambda line: None) if as_json else (lambda line: click.echo(line, err=True))
     out = []
     for name in names or (settings.embed_model,):
-        engine = Engine(load_settings({**ctx.obj["flags"], "embed_model": name}))
-        card = engine.model_card()
+        host = ModelHost(load_settings({**ctx.obj["flags"], "embed_model": name}))
+        card = host.card()
         if card is None:
             raise KxError(Status.INVALID_ARGUMENT, f"model {name!r} is 'none': there is nothing to prepare")
         if retry:
-            clear_failure(model_folder(engine.settings, card))
-        status = engine.prepare_model(say)
+            clear_failure(model_folder(host.settings, card))
+        status = host.prepare(say)
         out.append({"model": name, "model_id": card.model_id, **(status or {})})
         if not as_json:
             click.echo(f"{card.model_id}: {status['runtime']}: {status['reason']}")
