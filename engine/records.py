@@ -217,7 +217,7 @@ class Hit:
     sentence_rank: int | None = None
     sentence_score: float | None = None
     # hybrid's lead vote (engine/query.py, LEAD_RATIO): set on sparse's best passage when its BM25 score is at
-    # least 1.5 times the runner-up's (this is that ratio); RRF then counts it once more, at rank 1
+    # least 1.4 times the runner-up's (this is that ratio); RRF then counts it once more, at rank 1
     lead_ratio: float | None = None
 
     @property

@@ -388,7 +388,7 @@ class HitOut(BaseModel):
                                   "(the third RRF list); null outside that head or in a single-retriever mode.")
     sentence_score: float | None = Field(default=None, description="Hybrid: that best sentence's score.")
     lead_ratio: float | None = Field(
-        default=None, description="Hybrid: set on sparse's best passage when its BM25 score is at least 1.5 times "
+        default=None, description="Hybrid: set on sparse's best passage when its BM25 score is at least 1.4 times "
                                   "the runner-up's (this ratio); RRF then counts it once more, at rank 1.")
 
 
