@@ -10,10 +10,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
 
 from .errors import invalid
-from .records import DatasetSummary, DocumentSummary, EmbedReport, IngestReport, PassageSpan, QueryResult
+from .records import (
+    DatasetSummary,
+    DocumentSummary,
+    EmbedReport,
+    IngestReport,
+    PassageSpan,
+    QueryOptions,
+    QueryResult,
+)
 from .text.inputs import DocumentInput
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from .agent.records import AgentRun, Step
     from .config import Settings
     from .embedding.host import ModelHost
@@ -108,19 +118,7 @@ class Backend(Protocol):
         embedding them); how many this call embedded. A no-op where the backend embeds before it commits."""
         ...
 
-    def query(
-        self,
-        name: str,
-        text: str | None = None,
-        *,
-        vector: Sequence[float] | Any | None = None,
-        k: int | None = None,
-        mode: str | None = None,
-        rerank: bool | None = None,
-        where: Sequence[str] | None = None,
-        versions: str | None = None,
-        expand: bool | None = None,
-    ) -> QueryResult:
+    def query(self, name: str, text: str | None = None, **options: Unpack[QueryOptions]) -> QueryResult:
         """The passages that best answer `text` (or `vector`). `where`: filter clauses (engine/filters.py,
         INVALID_ARGUMENT with an example when malformed), applied inside both retrievers before fusion.
         `versions`: "latest" (default: each lineage's current version) or "all". `expand`: pseudo-relevance

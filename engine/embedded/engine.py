@@ -25,6 +25,7 @@ from ..records import (
     EmbedReport,
     IngestReport,
     PassageSpan,
+    QueryOptions,
     QueryResult,
     VersionView,
 )
@@ -34,6 +35,7 @@ from .storage_errors import check_catalogue_kept, check_home_writable, reads_sti
 
 if TYPE_CHECKING:
     import numpy as np
+    from typing_extensions import Unpack
 
     from ..agent.records import AgentRun, Step
     from ..embedding.embedders import Embedder
@@ -270,25 +272,12 @@ class Engine:
 
     # -- query --------------------------------------------------------------------
 
-    def query(
-        self,
-        name: str,
-        text: str | None = None,
-        *,
-        vector: Sequence[float] | np.ndarray | None = None,
-        k: int | None = None,
-        mode: str | None = None,
-        rerank: bool | None = None,
-        where: Sequence[str] | None = None,
-        versions: str | None = None,
-        expand: bool | None = None,
-    ) -> QueryResult:
+    def query(self, name: str, text: str | None = None, **options: Unpack[QueryOptions]) -> QueryResult:
         """engine.query.run_query on this engine, its storage failures turned into KxErrors."""
         from ..query import run_query
 
         with storage_errors(self.settings.datasets_dir / name):
-            return run_query(self, name, text, vector=vector, k=k, mode=mode, rerank=rerank, where=where,
-                             versions=versions, expand=expand)
+            return run_query(self, name, text, **options)
 
     def searcher(self, name: str) -> DatasetSearcher:
         """The dataset's cached readers, reopened when the catalogue has grown since."""

@@ -32,6 +32,7 @@ from ..records import (
     EmbedReport,
     IngestReport,
     PassageSpan,
+    QueryOptions,
     QueryResult,
     VersionView,
 )
@@ -41,6 +42,7 @@ from .schema import ANALYZER, collections_of
 
 if TYPE_CHECKING:
     import numpy as np
+    from typing_extensions import Unpack
 
     from ..agent.records import AgentRun, Step
     from ..embedded.store import LineageState
@@ -258,23 +260,10 @@ class MilvusBackend:
         validate_name(name)
         return run_ingest(self, name, documents, vectors, on_event, target=self._dataset(name))
 
-    def query(
-        self,
-        name: str,
-        text: str | None = None,
-        *,
-        vector: Sequence[float] | np.ndarray | None = None,
-        k: int | None = None,
-        mode: str | None = None,
-        rerank: bool | None = None,
-        where: Sequence[str] | None = None,
-        versions: str | None = None,
-        expand: bool | None = None,
-    ) -> QueryResult:
+    def query(self, name: str, text: str | None = None, **options: Unpack[QueryOptions]) -> QueryResult:
         from ..query import run_query
 
-        return run_query(self, name, text, vector=vector, k=k, mode=mode, rerank=rerank, where=where,
-                             versions=versions, expand=expand)
+        return run_query(self, name, text, **options)
 
     def searcher(self, name: str) -> MilvusSearcher:
         """The dataset's reader; kept, since a Milvus dataset's fingerprint never changes once stamped."""
