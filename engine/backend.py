@@ -19,6 +19,7 @@ from .records import (
     QueryOptions,
     QueryResult,
 )
+from .records import IngestEventFn as EventFn
 from .text.inputs import DocumentInput
 
 if TYPE_CHECKING:
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from .config import Settings
     from .embedding.host import ModelHost
 
-EventFn = Callable[[object], None]
 MAX_DOCUMENTS_PAGE = 1000  # documents per list_documents call; page with `offset` for more
 # The largest whole number every JSON parser reads exactly (2**53 - 1), well inside SQLite's INTEGER: a larger
 # offset is refused here, never an OverflowError there (and a schema's bound that a double cannot hold exactly

@@ -5,7 +5,7 @@ Plain dataclasses with `to_dict()`, so every transport shows the same fields.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypedDict, overload
@@ -123,6 +123,13 @@ class Notice:
 
     kind: Literal["advisory", "waiting", "preparing"]
     message: str
+
+
+# What an ingest, an embed or a rebuild tells its caller while it runs, one event at a time: one typed union,
+# handled by isinstance (the CLI's progress bars, the TUI, the gateway's stream). A folder watcher's own events
+# are engine/watch/watcher.py's WatchEvent.
+IngestEvent = DocumentResult | Progress | Notice
+IngestEventFn = Callable[[IngestEvent], None]
 
 
 @dataclass(frozen=True)

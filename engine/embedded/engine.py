@@ -23,12 +23,14 @@ from ..records import (
     DatasetSummary,
     DocumentSummary,
     EmbedReport,
+    IngestEvent,
     IngestReport,
     PassageSpan,
     QueryOptions,
     QueryResult,
     VersionView,
 )
+from ..records import IngestEventFn as EventFn
 from ..text.inputs import DocumentInput
 from .dataset import Dataset, list_dataset_names
 from .storage_errors import check_catalogue_kept, check_home_writable, reads_still_work, storage_errors
@@ -42,7 +44,6 @@ if TYPE_CHECKING:
     from .readers import DatasetSearcher
     from .store import Catalogue
 
-EventFn = Callable[[object], None]
 NotifyFn = Callable[[str], None]
 
 
@@ -251,7 +252,7 @@ class Engine:
         """`on_event`, raising UNAVAILABLE at the first progress event once `stop_requested` is set."""
         from ..records import Progress
 
-        def emit(event: object) -> None:
+        def emit(event: IngestEvent) -> None:
             if self.stop_requested and isinstance(event, Progress) and event.done < event.total:  # not at the end
                 raise KxError(Status.UNAVAILABLE, "kx is stopping: this work was left at a safe point; what was "
                                                   "committed stays and the rest (its embedding backlog, or the "

@@ -36,6 +36,7 @@ from ..records import (
     QueryResult,
     VersionView,
 )
+from ..records import IngestEventFn as EventFn
 from ..text.inputs import DocumentInput
 from .errors import MilvusConnection, is_local, redacted
 from .schema import ANALYZER, collections_of
@@ -50,7 +51,6 @@ if TYPE_CHECKING:
     from .search import MilvusSearcher
     from .store import MilvusCatalogue, MilvusStore
 
-EventFn = Callable[[object], None]
 NotifyFn = Callable[[str], None]
 
 

@@ -31,6 +31,7 @@ from ..records import (
     QueryResult,
     RetrievalMode,
 )
+from ..records import IngestEventFn as EventFn
 from ..text.inputs import DocumentInput, from_bytes, from_text
 
 if TYPE_CHECKING:
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 
     from ..agent.records import AgentRun, Step
 
-EventFn = Callable[[object], None]
 DEFAULT_URL = "http://127.0.0.1:50151"
 TOKEN_FILE = "gateway.token"
 

@@ -43,7 +43,7 @@ from watchdog.events import (
 from ..config import Settings
 from ..errors import KxError, Status, invalid, not_found, precondition
 from ..names import validate_name
-from ..records import DocumentStatus, DocumentSummary, EmbedReport, IngestReport
+from ..records import DocumentStatus, DocumentSummary, EmbedReport, IngestEventFn, IngestReport
 from ..text.folders import document_name, is_ignored, walk_files
 from ..text.inputs import DocumentInput, from_file
 
@@ -183,9 +183,9 @@ class IngestBackend(Protocol):
     settings: Settings
 
     def ingest(self, name: str, documents: Iterable[DocumentInput], vectors: Any = None,
-               on_event: Callable[[object], None] | None = None) -> IngestReport: ...
+               on_event: IngestEventFn | None = None) -> IngestReport: ...
 
-    def embed(self, name: str, on_event: Callable[[object], None] | None = None) -> EmbedReport: ...
+    def embed(self, name: str, on_event: IngestEventFn | None = None) -> EmbedReport: ...
 
     def list_documents(self, name: str, offset: int = 0, limit: int = 100,
                        versions: str | None = None) -> list[DocumentSummary]: ...
