@@ -24,9 +24,8 @@ from engine.config import Settings
 from engine.errors import KxError
 from engine.records import DocumentSummary, EmbedReport, IngestEventFn, IngestReport
 from engine.text.inputs import DocumentInput
-from engine.watch.watcher import (
+from engine.watch.events import (
     BatchDone,
-    FolderWatcher,
     Ingested,
     Queued,
     Refused,
@@ -35,8 +34,8 @@ from engine.watch.watcher import (
     Unchanged,
     WatchError,
     WatchEvent,
-    inbox_folder,
 )
+from engine.watch.watcher import FolderWatcher, inbox_folder
 
 from ...describe import describe_watch_event
 from ..messages import WatchBatchDone, WatchFailed, WatchFileDone, WatchLineageChanged, WatchQueued
@@ -44,7 +43,7 @@ from .activity import ActivityLog
 
 
 class _LocalIngest:
-    """A Backend with the local settings it was opened with: what the watcher needs (watch.IngestBackend)."""
+    """A Backend with the local settings it was opened with: what the watcher needs (pending.IngestBackend)."""
 
     def __init__(self, backend: Backend, settings: Settings) -> None:
         self.backend = backend
