@@ -14,6 +14,7 @@ from .records import DatasetSummary, DocumentSummary, EmbedReport, IngestReport,
 from .text.inputs import DocumentInput
 
 if TYPE_CHECKING:
+    from .agent.records import AgentRun, Step
     from .config import Settings
     from .embedding.host import ModelHost
 
@@ -124,6 +125,13 @@ class Backend(Protocol):
         INVALID_ARGUMENT with an example when malformed), applied inside both retrievers before fusion.
         `versions`: "latest" (default: each lineage's current version) or "all". `expand`: pseudo-relevance
         feedback from a first pass (engine/expansion.py; default the query_expansion setting)."""
+        ...
+
+    def run_agent(self, goal: str, dataset: str | None = None, max_steps: int | None = None,
+                  on_step: Callable[[Step], None] | None = None) -> AgentRun:
+        """The bounded research loop (engine/agent/) over `dataset`, where this backend's model is: in this
+        process for the in-process backends, on the gateway for KxClient (its steps reported when it is done).
+        `max_steps` may only tighten the KX_AGENT_MAX_STEPS bound."""
         ...
 
     def close(self) -> None: ...

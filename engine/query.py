@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING, Any, ContextManager, Mapping, Protocol, Sequen
 import numpy as np
 
 from .config import Settings
-from .embedded.dataset import Dataset, validate_name
-from .embedded.readers import MAX_QUERY_TERMS, Candidates, Searcher
 from .embedding.cards import ModelCard
 from .embedding.embedders import no_embedder_error
 from .errors import KxError, Status, invalid
@@ -23,7 +21,9 @@ from .expansion import FEEDBACK_PASSAGES, rocchio
 from .filters import PassageFilter, parse_where
 from .fingerprint import Fingerprint, check_compatible, current_fingerprint
 from .fusion import fuse, mmr, round_like_python
+from .names import validate_name
 from .records import Hit, QueryResult, RetrievalMode, VersionView
+from .retrieval import MAX_QUERY_TERMS, Candidates, Searcher
 from .text.answer_span import SentenceMemo, best_sentence_scores, with_answer_spans, word_vectors
 from .vectors import checked_vectors
 
@@ -68,6 +68,11 @@ class QueryEngine(Protocol):
     def searcher(self, name: str) -> Searcher: ...
 
     def reading(self, name: str) -> ContextManager[Searcher]: ...
+
+    def load_model_in_background(self, name: str | None = None) -> threading.Thread | None:
+        """Start loading the model on a thread; None when it is loaded, none is configured, or dataset `name`
+        is known to be missing (its error should come at once)."""
+        ...
 
 
 def run_query(
@@ -119,8 +124,8 @@ def run_query(
     query_vector = None if vector is None else checked_vectors([vector], 1, "the query vector")[0]
     if text is None and query_vector is None:
         raise invalid("give query text (or a pre-computed query vector)")
-    if text is None and chosen_mode != "dense":
-        if chosen_mode == "sparse":
+    if text is None and chosen_mode != RetrievalMode.DENSE:
+        if chosen_mode == RetrievalMode.SPARSE:
             raise invalid("sparse search needs query text; a vector alone can only search dense")
         notes.append("no query text: searched dense only")
         chosen_mode = RetrievalMode.DENSE
@@ -134,7 +139,7 @@ def run_query(
         raise
     fingerprint = searcher.fingerprint
     notes.extend(searcher.notes)
-    use_dense, use_sparse = chosen_mode in ("dense", "hybrid"), chosen_mode in ("sparse", "hybrid")
+    use_dense, use_sparse = chosen_mode.uses_dense, chosen_mode.uses_sparse
     embedder = None
     card: ModelCard | None = None
     if query_vector is not None:
@@ -194,13 +199,9 @@ def _load_model_meanwhile(engine: QueryEngine, name: str, mode: RetrievalMode, t
     waits for it. None when the model is not needed or already loaded, or the dataset is missing (its
     error comes at once). The thread is not a daemon: an interpreter leaving first (an error, a bad
     fingerprint) waits for it, since ONNX Runtime torn down in the middle of a load aborts the process."""
-    start = getattr(engine, "load_model_in_background", None)
-    if start is None or vector is not None or text is None or mode == RetrievalMode.SPARSE:
+    if vector is not None or text is None or mode == RetrievalMode.SPARSE:
         return None
-    if not Dataset(engine.settings, name).exists():
-        return None
-    thread: threading.Thread | None = start()
-    return thread
+    return engine.load_model_in_background(name)
 
 
 def _dense_coverage(name: str, searcher: Searcher, use_dense: bool, notes: list[str]) -> float:
@@ -438,16 +439,15 @@ def _expanded_lists(searcher: Searcher, text: str | None, query_vector: np.ndarr
 
     `top_keys` and `top_scores`: the first pass's best fused passages (the feedback) and their fused scores.
     """
-    out, added = dict(lists), []
+    out, added = dict(lists), list[str]()
     keys = list(top_keys)
     if "sparse" in lists and text is not None:
-        expand_sparse = getattr(searcher, "sparse_expanded", None)
-        if expand_sparse is None:
+        if not searcher.expands_sparse:
             notes.append("query expansion: this backend expands the dense list only")
         else:
             rows = searcher.passages(keys)
-            out["sparse"], added = expand_sparse(text, [(rows[k].text, w) for k, w in zip(keys, top_scores)],
-                                                 pool, only)
+            out["sparse"], added = searcher.sparse_expanded(
+                text, [(rows[k].text, w) for k, w in zip(keys, top_scores)], pool, only)
     if "dense" in lists and query_vector is not None and keys:
         out["dense"] = searcher.dense_candidates(rocchio(query_vector, searcher.vectors(keys)), pool, only)
     return out, added

@@ -31,6 +31,14 @@ class RetrievalMode(StrEnum):
         except ValueError:
             raise ValueError(f"expected one of {', '.join(cls)}, got {text!r}") from None
 
+    @property
+    def uses_dense(self) -> bool:
+        return self is not RetrievalMode.SPARSE
+
+    @property
+    def uses_sparse(self) -> bool:
+        return self is not RetrievalMode.DENSE
+
 
 class VersionView(StrEnum):
     """Which stored versions a query or a listing shows: each lineage's current one, or every one."""
@@ -227,6 +235,14 @@ class Hit:
         if self.answer_span is not None:
             data["answer_span"] = list(self.answer_span)  # what JSON, the gateway and the SDK carry
         return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Hit:
+        """The hit `to_dict()` gave (its derived fields, such as `chunk`, and unknown ones left out)."""
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        if fields.get("answer_span") is not None:
+            fields["answer_span"] = tuple(fields["answer_span"])
+        return cls(**fields)
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Callable, Protocol
 
 from ..config import Settings
 from ..embedding.embedders import no_embedder_error
+from ..embedding.host import prepare_embedder
 from ..errors import KxError
-from ..records import Notice, Progress
+from ..records import Progress
 
 if TYPE_CHECKING:
     from ..embedding.embedders import Embedder
@@ -51,13 +52,6 @@ def paced_batch(configured: int, passages: int, seconds: float) -> int:
         return configured
     fits = int(BATCH_SECONDS * passages / seconds)
     return max(min(configured, fits), min(_MIN_BATCH, configured))
-
-
-def prepare_embedder(embedder: Embedder, emit: EventFn) -> None:
-    """Load the model now if it loads lazily; a first use exports its ONNX graph, said through `emit`."""
-    prepare = getattr(embedder, "prepare", None)
-    if callable(prepare):
-        prepare(lambda line: emit(Notice("preparing", line)))
 
 
 class ModelSource(Protocol):
@@ -199,6 +193,10 @@ class BesideStage1:
         """
         if self.error is not None and not isinstance(self.error, KxError):
             raise self.error
+
+    def complete(self, catalogue: Catalogue) -> int:
+        """Stage 1 is done: wait for this thread's share, then embed what is left on the caller's thread."""
+        return embed_backlog(self.engine, self.dataset, catalogue, self.emit, self.should_stop, self.finish())
 
     def finish(self) -> int:
         """Stage 1 is done: wait until the thread has embedded what waits (or stopped); re-raise its failure."""

@@ -18,6 +18,7 @@ from ..config import Settings, load_settings
 from ..embedding.cards import ModelCard
 from ..embedding.host import UNSET, ModelHost
 from ..errors import KxError, Status, invalid, not_found
+from ..names import validate_name
 from ..records import (
     DatasetSummary,
     DocumentSummary,
@@ -28,12 +29,13 @@ from ..records import (
     VersionView,
 )
 from ..text.inputs import DocumentInput
-from .dataset import Dataset, list_dataset_names, validate_name
+from .dataset import Dataset, list_dataset_names
 from .storage_errors import check_catalogue_kept, check_home_writable, reads_still_work, storage_errors
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from ..agent.records import AgentRun, Step
     from ..embedding.embedders import Embedder
     from .readers import DatasetSearcher
     from .store import Catalogue
@@ -68,11 +70,22 @@ class Engine:
     def embedder(self) -> Embedder | None:
         return self.models.embedder()
 
-    def load_model_in_background(self) -> threading.Thread | None:
+    def load_model_in_background(self, name: str | None = None) -> threading.Thread | None:
+        """The model loading on a thread (engine/query.py: while a cold query opens dataset `name`'s indexes);
+        None when it is loaded, none is configured, or `name` does not exist (its error comes at once)."""
+        if name is not None and not Dataset(self.settings, name).exists():
+            return None
         return self.models.load_in_background()
 
     def prepare_model(self, notify: NotifyFn | None = None) -> dict[str, Any] | None:
         return self.models.prepare(notify)
+
+    def run_agent(self, goal: str, dataset: str | None = None, max_steps: int | None = None,
+                  on_step: Callable[[Step], None] | None = None) -> AgentRun:
+        from ..agent.loop import run_agent_here  # deferred: the loop is only loaded when asked for
+
+        embedder = None if self.settings.agent_chat_url or dataset is None else self.embedder()
+        return run_agent_here(self, self.settings, embedder, goal, dataset, max_steps=max_steps, on_step=on_step)
 
     def warm_up(self, dataset: str | None = None, notify: NotifyFn | None = None) -> bool:
         if dataset is not None:
@@ -200,12 +213,14 @@ class Engine:
     ) -> IngestReport:
         """engine.ingest.run_ingest on this engine, its storage failures turned into KxErrors."""
         from ..ingest import run_ingest
+        from .backlog import BesideStage1
 
         folder = self.settings.datasets_dir / validate_name(name)  # a bad name touches no file
         check_home_writable(self.settings.home, self.settings.datasets_dir)
         check_catalogue_kept(folder)
         with storage_errors(self.settings.datasets_dir / name):
-            return run_ingest(self, name, documents, vectors, self._unless_stopping(on_event), should_stop=should_stop)
+            return run_ingest(self, name, documents, vectors, self._unless_stopping(on_event),
+                              target=Dataset(self.settings, name), stage_two=BesideStage1, should_stop=should_stop)
 
     def embed(self, name: str, on_event: EventFn | None = None,
               should_stop: Callable[[], bool] | None = None) -> EmbedReport:

@@ -24,9 +24,10 @@ from typing import Callable, Protocol
 
 from ..config import Settings
 from ..errors import KxError, Status, invalid
+from ..names import validate_name
 from ..records import DocumentResult, EmbedReport, IngestReport, Notice
 from ..text.inputs import DocumentInput
-from .dataset import Dataset, validate_name
+from .dataset import Dataset
 from .store import Catalogue
 
 EventFn = Callable[[object], None]

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..backend import backend_info, check_page
 from ..config import BackendKind, Settings, load_settings
-from ..embedded.dataset import validate_name
 from ..embedding.cards import ModelCard
 from ..embedding.host import UNSET, ModelHost
 from ..errors import KxError, Status, invalid, not_found
+from ..names import validate_name
 from ..records import (
     DatasetSummary,
     DocumentSummary,
@@ -42,6 +42,7 @@ from .schema import ANALYZER, collections_of
 if TYPE_CHECKING:
     import numpy as np
 
+    from ..agent.records import AgentRun, Step
     from ..embedded.store import LineageState
     from ..embedding.embedders import Embedder
     from .search import MilvusSearcher
@@ -80,11 +81,20 @@ class MilvusBackend:
     def embedder(self) -> Embedder | None:
         return self.models.embedder()
 
-    def load_model_in_background(self) -> threading.Thread | None:
-        return self.models.load_in_background()
+    def load_model_in_background(self, name: str | None = None) -> threading.Thread | None:
+        """For a query (`name` given): None, the model loads on the query's own thread: whether the dataset
+        exists is a round trip to Milvus, and a missing one's error should not wait for a model load."""
+        return None if name is not None else self.models.load_in_background()
 
     def prepare_model(self, notify: NotifyFn | None = None) -> dict[str, Any] | None:
         return self.models.prepare(notify)
+
+    def run_agent(self, goal: str, dataset: str | None = None, max_steps: int | None = None,
+                  on_step: Callable[[Step], None] | None = None) -> AgentRun:
+        from ..agent.loop import run_agent_here  # deferred: the loop is only loaded when asked for
+
+        embedder = None if self.settings.agent_chat_url or dataset is None else self.embedder()
+        return run_agent_here(self, self.settings, embedder, goal, dataset, max_steps=max_steps, on_step=on_step)
 
     def warm_up(self, dataset: str | None = None, notify: NotifyFn | None = None) -> bool:
         """Connect and open `dataset`'s reader, or (without one) load the embedding model."""
@@ -246,7 +256,7 @@ class MilvusBackend:
         from ..ingest import run_ingest
 
         validate_name(name)
-        return run_ingest(self, name, documents, vectors, on_event, dataset=self._dataset(name))
+        return run_ingest(self, name, documents, vectors, on_event, target=self._dataset(name))
 
     def query(
         self,

@@ -33,7 +33,7 @@ from ..records import (
 from ..text.inputs import DocumentInput, from_bytes, from_text
 
 if TYPE_CHECKING:
-    from ..agent.records import AgentRun
+    from ..agent.records import AgentRun, Step
 
 EventFn = Callable[[object], None]
 DEFAULT_URL = "http://127.0.0.1:50151"
@@ -132,11 +132,13 @@ class KxClient:
         return self.query(name, text, vector=vector, k=k, mode=mode, rerank=rerank, where=where, versions=versions,
                           expand=expand)
 
-    def run_agent(self, goal: str, dataset: str | None = None, max_steps: int | None = None) -> AgentRun:
+    def run_agent(self, goal: str, dataset: str | None = None, max_steps: int | None = None,
+                  on_step: Callable[[Step], None] | None = None) -> AgentRun:
         """Run the agent on the gateway (POST /v1/agent/runs): its transcript and cited answer.
 
         The run happens where the engine is, bounded by the gateway's
-        KX_AGENT_* settings (`max_steps` can only tighten them).
+        KX_AGENT_* settings (`max_steps` can only tighten them); `on_step`
+        hears each step once the run is over (the gateway answers whole).
         """
         from ..agent.records import AgentRun
 
@@ -145,7 +147,11 @@ class KxClient:
             body["dataset"] = dataset
         if max_steps is not None:
             body["max_steps"] = max_steps
-        return AgentRun.from_dict(self._call("POST", "/v1/agent/runs", body))
+        run = AgentRun.from_dict(self._call("POST", "/v1/agent/runs", body))
+        for step in run.steps:
+            if on_step is not None:
+                on_step(step)
+        return run
 
     def health(self) -> dict[str, Any]:
         return self._call("GET", "/v1/health")

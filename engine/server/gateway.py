@@ -47,9 +47,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..backend import MAX_DOCUMENTS_PAGE, MAX_OFFSET
-from ..embedded.dataset import NAME_PATTERN, NAME_RULE, validate_name
 from ..embedded.engine import Engine
 from ..errors import KxError, Status, invalid, precondition
+from ..names import NAME_PATTERN, NAME_RULE, validate_name
 from ..records import RetrievalMode, VersionView
 from ..text.inputs import RECORD_MEDIA_TYPE, DocumentInput, check_document_name, check_source_path, client_supplied
 from ..version import __version__
@@ -680,12 +680,10 @@ def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
     )
     @app.post(f"{API_PREFIX}/agent/runs", tags=["agent"], responses=_ERRORS, response_class=JSONResponse)
     def agent_run(body: AgentRunIn) -> JSONResponse:
-        from ..agent import run_agent_on  # deferred: the loop is only loaded when asked for
-
         if body.dataset is not None:
             validate_name(body.dataset)
         # bounded by the gateway's own KX_AGENT_* settings; runs in the threadpool like every engine call
-        return JSONResponse(run_agent_on(engine, body.goal, body.dataset, max_steps=body.max_steps).to_dict())
+        return JSONResponse(engine.run_agent(body.goal, body.dataset, max_steps=body.max_steps).to_dict())
 
     app.add_middleware(_Guard, token=token, max_bytes=limit, allow_local=allow_local,
                        health_needs_token=health_needs_token, policy=policy)

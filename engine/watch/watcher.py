@@ -41,8 +41,8 @@ from watchdog.events import (
 )
 
 from ..config import Settings
-from ..embedded.dataset import validate_name
 from ..errors import KxError, Status, invalid, not_found, precondition
+from ..names import validate_name
 from ..records import DocumentStatus, DocumentSummary, EmbedReport, IngestReport
 from ..text.folders import document_name, is_ignored, walk_files
 from ..text.inputs import DocumentInput, from_file
