@@ -3,117 +3,17 @@
 Sentence cutting and scoring are checked on hand-made passages, with the bundled model's real
 word-piece table (memory-mapped, no model run); one slow test asks the real engine over the
 shipped handbook and reads the spans through --json's record and the SDK's parser.
+
+The end-to-end half (a model, processes or servers); the rest is tests/unit/test_answer_span.py.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from engine import Engine, load_settings
-from engine.embedding.cards import model_card_for
-from engine.records import Hit
-from engine.text.answer_span import (
-    MAX_SENTENCE,
-    WordVectors,
-    answer_spans,
-    best_span,
-    sentence_ranges,
-    with_answer_spans,
-    word_vectors,
-)
-
-
-def pieces(text: str) -> list[str]:
-    return [text[a:b] for a, b in sentence_ranges(text)]
-
-
-def test_sentences_end_at_punctuation_blank_lines_and_list_items_never_at_a_wrapped_line() -> None:
-    text = ("The model maps sentences to a 384\ndimensional space.  It was trained\non a TPU v3-8!\n\n"
-            "## Usage\nInstall it:\n- pip install kx\n- kx --help\n1. one thing\n\"Is it quoted?\" she asked.")
-    assert pieces(text) == [
-        "The model maps sentences to a 384\ndimensional space.",   # a PDF's wrapped line stays inside
-        "It was trained\non a TPU v3-8!",
-        "## Usage",                     # a heading is a line of its own
-        "Install it:",
-        "- pip install kx",
-        "- kx --help",
-        "1. one thing\n\"Is it quoted?\"",  # "1." is a list number, not a sentence end
-        "she asked.",
-    ]
-    # ranges are trimmed, ordered, within the text
-    ranges = sentence_ranges(text)
-    assert all(text[a:b] == text[a:b].strip() and a < b for a, b in ranges)
-    assert all(ranges[i][1] <= ranges[i + 1][0] for i in range(len(ranges) - 1))
-    assert sentence_ranges("") == [] and sentence_ranges(" \n\n ") == []
-
-
-def test_a_piece_longer_than_max_sentence_is_cut_at_its_line_breaks() -> None:
-    code = "\n".join(f"x{i} = compute({i}, {i + 1})  # step {i}" for i in range(20))
-    assert len(code) > MAX_SENTENCE
-    assert pieces(code) == code.split("\n")
-
-
-def test_overlap_alone_picks_the_sentence_holding_the_query_words_and_joins_a_close_neighbour() -> None:
-    text = ("Parcels are packed in recycled boxes. Parcels ship from the Leeds warehouse every weekday. "
-            "Returns go to Bradford.")
-    start, end = best_span(text, "where do parcels ship from", None)
-    assert text[start:end] == "Parcels ship from the Leeds warehouse every weekday."
-    # stems: "shipping" and "shipped" find "ship"; no query word at all gives the first sentence
-    assert text[slice(*best_span(text, "shipping", None))].startswith("Parcels ship from")
-    assert best_span(text, "zebra", None) == (0, len("Parcels are packed in recycled boxes."))
-    assert best_span("   ", "parcels", None) is None
-
-
-@pytest.fixture(scope="module")
-def vectors() -> WordVectors:
-    found = word_vectors(model_card_for("default"))
-    assert found is not None, "the bundled model ships model.safetensors and vocab.txt"
-    return found
-
-
-def test_word_vectors_come_from_the_bundled_models_own_table(vectors: WordVectors) -> None:
-    a, b, c = (vectors.vector(t) for t in ("the ship sailed", "a boat at sea", "tax returns are due"))
-    assert abs(float(np.linalg.norm(a)) - 1.0) < 1e-5
-    assert float(a @ b) > float(a @ c)  # related words sit closer in the model's own space
-    assert not np.any(vectors.vector("∮∯∰"))  # nothing known: a zero vector, not NaN
-    assert word_vectors(model_card_for("default")) is vectors  # loaded once per model folder
-
-
-def test_word_vectors_refuse_a_folder_without_weights(tmp_path: Path) -> None:
-    assert WordVectors.load(tmp_path) is None
-    (tmp_path / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{broken}")
-    (tmp_path / "vocab.txt").write_text("[PAD]\n")
-    assert WordVectors.load(tmp_path) is None
-
-
-def test_the_word_piece_cosine_finds_a_paraphrase_that_shares_no_word(vectors: WordVectors) -> None:
-    text = ("The office is open on weekdays. Staff may bring a dog to work on Fridays. "
-            "The canteen serves lunch from noon.")
-    # no word of the query is in the answering sentence: the overlap says nothing, the table does
-    start, end = answer_spans([text], "pets allowed at the workplace", vectors)[0]
-    assert "dog" in text[start:end]
-    assert best_span(text, "pets allowed at the workplace", None) != (start, end)
-
-
-def hit(text: str, char_start: int) -> Hit:
-    return Hit(rank=1, score=1.0, text=text, passage_ref="p", document_ref="d", document_name="doc",
-               chunk_index=0, chunk_count=1, char_start=char_start, char_end=char_start + len(text),
-               dense_rank=1, dense_score=0.5, sparse_rank=None, sparse_score=None, fused_score=0.1,
-               fused_rank=1, mmr_moved=0)
-
-
-def test_with_answer_spans_gives_document_coordinates_and_leaves_queries_without_text_alone() -> None:
-    text = "Alpha beta. Refunds take five days. Gamma delta."
-    [out] = with_answer_spans([hit(text, 1000)], "how long do refunds take", None)
-    assert out.answer_span is not None
-    start, end = out.answer_span
-    assert text[start - 1000:end - 1000] == "Refunds take five days."
-    assert dataclasses.replace(out, answer_span=None) == hit(text, 1000)  # nothing else changed
-    assert with_answer_spans([hit(text, 0)], None, None)[0].answer_span is None
 
 
 @pytest.mark.slow

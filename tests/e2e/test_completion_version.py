@@ -1,22 +1,18 @@
-"""`kx --version` and `kx completion bash|zsh|fish`."""
+"""`kx --version` and `kx completion bash|zsh|fish`.
+
+The end-to-end half (a model, processes or servers); the rest is tests/unit/test_completion_version.py.
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 
-from engine.version import __version__
-
 from ..helpers import REPO, run_cli
-
-
-def test_version_is_the_package_metadata() -> None:
-    result = run_cli("--version")
-    assert result.code == 0 and result.stdout == f"kx {__version__}\n"
+from ..unit.test_completion_version import _complete  # noqa: F401 - helpers and fixtures
 
 
 @pytest.mark.parametrize(("shell", "marker"), [("bash", "complete -o nosort -F _kx_completion kx"),
@@ -24,19 +20,6 @@ def test_version_is_the_package_metadata() -> None:
 def test_completion_prints_each_shells_script(shell: str, marker: str) -> None:
     result = run_cli("completion", shell)
     assert result.code == 0 and marker in result.stdout and "_KX_COMPLETE" in result.stdout
-
-
-def test_completion_refuses_another_shell() -> None:
-    result = run_cli("completion", "tcsh")
-    assert result.code == 2 and "'tcsh' is not one of 'bash', 'zsh', 'fish'" in result.stderr
-
-
-def _complete(words: str, cword: int) -> list[str]:
-    env = {**os.environ, "_KX_COMPLETE": "bash_complete", "COMP_WORDS": words, "COMP_CWORD": str(cword),
-           "PYTHONPATH": str(REPO)}
-    out = subprocess.run([sys.executable, "-m", "kx_tui"], env=env, capture_output=True, text=True, timeout=120,
-                         cwd=REPO).stdout
-    return [line.split(",", 1)[1] for line in out.splitlines()]
 
 
 @pytest.mark.slow

@@ -4,63 +4,25 @@ Extraction is read back the way the catalogue will see it (`Extracted`:
 text, page starts, sections, title, notes), and hostile files go through the
 worker pool the ingest uses (`extract_many`), with extractors injected by
 import path (tests/extract_faults.py) to hang, crash or exhaust memory.
+
+The end-to-end half (a model, processes or servers); the rest is tests/unit/test_documents.py.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import time
-import zipfile
-from pathlib import Path
 
 import pytest
 
 from engine import load_settings
 from engine.errors import KxError, Status
 from engine.extract import EXTRACTORS, extract, extract_many, page_span, section_path
-from engine.extract.detect import detect_format
 from engine.extract.pdf import _clean_pages
-from engine.text.inputs import DocumentInput, from_bytes, from_file, from_text
+from engine.text.inputs import DocumentInput, from_bytes, from_text
 
-from ..helpers import SHARED_DOCS, needs_shared
-
-DOCS = SHARED_DOCS
-needs_docs = needs_shared("docs")
-BIG = 50 * 2**20
-
-
-def _doc(relative: str) -> DocumentInput:
-    return from_file(DOCS / relative, BIG)
-
-
-def _read(relative: str):
-    return extract(_doc(relative))
-
-
-def _refusal(doc: DocumentInput) -> KxError:
-    with pytest.raises(KxError) as caught:
-        extract(doc)
-    return caught.value
-
-
-def _blank_pdf(pages: int = 2) -> bytes:
-    import pypdfium2 as pdfium
-
-    pdf = pdfium.PdfDocument.new()
-    for _ in range(pages):
-        pdf.new_page(595, 842)
-    out = io.BytesIO()
-    pdf.save(out)
-    return out.getvalue()
-
-
-def _flat(text: str) -> str:
-    return " ".join(text.split())
-
-
-# -- PDF ------------------------------------------------------------------------------
+from ..unit.test_documents import BIG, DOCS, _blank_pdf, _doc, _flat, _our_workers, _read, _refusal, needs_docs  # noqa: F401 - helpers and fixtures
 
 
 @needs_docs
@@ -134,11 +96,6 @@ def test_a_page_that_is_mostly_image_is_ingested_with_a_note() -> None:
     assert len(extracted.notes) == 1 and "page 1 is mostly image" in extracted.notes[0] and "OCR" in extracted.notes[0]
 
 
-def test_a_pdf_without_a_text_layer_is_refused_suggesting_ocr() -> None:
-    error = _refusal(from_bytes(_blank_pdf(3), name="scan.pdf", media_type="application/pdf"))
-    assert "no text layer" in error.message and "OCR" in error.message and "3 pages" in error.message
-
-
 @needs_docs
 def test_damaged_and_fake_pdfs_are_refused_with_the_reason() -> None:
     data = (DOCS / "pdf" / "1601.03642.pdf").read_bytes()
@@ -156,20 +113,6 @@ def test_an_absurd_page_count_is_refused_before_reading_pages() -> None:
         extract(doc, load_settings({"extract_max_pages": 5}))
     assert caught.value.status is Status.RESOURCE_EXHAUSTED
     assert "8 pages, over the 5-page limit (KX_EXTRACT_MAX_PAGES)" in caught.value.message
-
-
-def test_the_content_decides_the_format_not_the_name() -> None:
-    pdf = _blank_pdf(1)
-    assert detect_format(from_bytes(pdf, name="report.txt")) == "pdf"
-    assert detect_format(from_bytes(b"\xef\xbb\xbf \n<!DOCTYPE html><html><p>x</p></html>", name="page.txt")) == "html"
-    assert detect_format(from_bytes(b"  <html lang=en><body>x</body></html>", name="a")) == "html"
-    assert detect_format(from_bytes(b'<?xml version="1.0"?>\n<html xmlns="http://www.w3.org/1999/xhtml"/>')) == "html"
-    assert detect_format(DocumentInput("f", b"<div>fragment</div>", "/x/f.html")) == "html"
-    assert detect_format(DocumentInput("f", b"<div>not a page</div>", "/x/f.md")) == "markdown"
-    assert detect_format(from_text("# Title\n\nbody")) == "text"
-
-
-# -- DOCX -----------------------------------------------------------------------------
 
 
 @needs_docs
@@ -208,60 +151,6 @@ def test_docx_comments_are_not_body_text() -> None:
         assert comment not in text
 
 
-def _docx(body: str, styles: str = "") -> bytes:
-    ns = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("[Content_Types].xml", "<Types/>")
-        archive.writestr("word/document.xml", f"<w:document {ns}><w:body>{body}</w:body></w:document>")
-        if styles:
-            archive.writestr("word/styles.xml", f"<w:styles {ns}>{styles}</w:styles>")
-    return out.getvalue()
-
-
-def _p(text: str, style: str = "") -> str:
-    props = f'<w:pPr><w:pStyle w:val="{style}"/></w:pPr>' if style else ""
-    return f"<w:p>{props}<w:r><w:t xml:space=\"preserve\">{text}</w:t></w:r></w:p>"
-
-
-def test_docx_tables_and_tracked_changes_read_as_accepted_in_order() -> None:
-    body = (
-        _p("Quarterly Report", "Title") + _p("Budget", "H1")
-        + '<w:p><w:r><w:t xml:space="preserve">We spend </w:t></w:r>'
-          '<w:del w:id="1"><w:r><w:delText>nine</w:delText></w:r></w:del>'
-          '<w:ins w:id="2"><w:r><w:t>twelve</w:t></w:r></w:ins><w:r><w:t xml:space="preserve"> euros.</w:t></w:r></w:p>'
-        + "<w:tbl><w:tr><w:tc>" + _p("Item") + "</w:tc><w:tc>" + _p("Cost") + "</w:tc></w:tr>"
-          "<w:tr><w:tc>" + _p("Paper") + "</w:tc><w:tc>" + _p("4 euros") + "</w:tc></w:tr></w:tbl>"
-        + _p("After the table.")
-        + '<w:p><w:pPr><w:outlineLvl w:val="1"/></w:pPr><w:r><w:t>Outlined</w:t></w:r></w:p>' + _p("Tail.")
-    )
-    styles = ('<w:style w:styleId="Title"><w:name w:val="Title"/></w:style>'
-              '<w:style w:styleId="H1"><w:name w:val="heading 1"/></w:style>')
-    extracted = extract(from_bytes(_docx(body, styles), name="report.docx"))
-    assert extracted.text == ("Quarterly Report\nBudget\nWe spend twelve euros.\nItem | Cost\nPaper | 4 euros\n"
-                              "After the table.\nOutlined\nTail.")
-    assert extracted.title == "Quarterly Report"
-    assert section_path(extracted.sections, extracted.text.index("Tail")) == "Budget › Outlined"
-
-
-def test_a_zip_bomb_named_docx_is_refused_before_it_inflates() -> None:
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-        with archive.open("word/document.xml", "w") as member:
-            for _ in range(64):
-                member.write(bytes(2**20))  # 64 MiB of zeros, ~64 KiB compressed
-    data = out.getvalue()
-    assert len(data) < 2**20
-    error = _refusal(from_bytes(data, name="bomb.docx"))
-    assert error.status is Status.RESOURCE_EXHAUSTED and "refused before unpacking" in error.message
-    small_limit = load_settings({"extract_max_unpacked_mb": 16})
-    with pytest.raises(KxError, match="over the 16,777,216-byte limit"):
-        extract(from_bytes(data, name="bomb.docx"), small_limit)
-
-
-# -- HTML -----------------------------------------------------------------------------
-
-
 @needs_docs
 @pytest.mark.parametrize("name, article, chrome", [
     ("theguardian.com.academics.html",
@@ -292,89 +181,6 @@ def test_a_page_with_next_to_no_article_is_ingested_with_what_it_has() -> None:
     assert "speaks during a televised policy debate in Taipei" in extracted.text  # the caption, its "body"
     assert "READ FULL ARTICLE" not in extracted.text and "FOLLOW" not in extracted.text
     assert len(extracted.notes) == 1 and "article body seems not to have been saved" in extracted.notes[0]
-
-
-def test_html_headings_become_sections_and_a_page_without_an_article_falls_back() -> None:
-    para = "<p>" + "The committee reviewed the proposal and found several issues with the budget. " * 4 + "</p>"
-    page = (f"<!doctype html><html><head><title>Guide | Example</title><style>p{{}}</style></head><body>"
-            f"<nav><a href='/'>Home</a> <a href='/about'>About us</a></nav><article><h1>Guide to kx</h1>{para}"
-            f"<h2>Install steps</h2>{para}<h3>On Linux</h3>{para}</article>"
-            "<footer>Copyright 2020 Example Corp</footer><script>track()</script></body></html>")
-    extracted = extract(from_bytes(page.encode(), name="guide.html"))
-    assert section_path(extracted.sections, len(extracted.text) - 1) == "Guide to kx › Install steps › On Linux"
-    for s in extracted.sections:
-        assert extracted.text[s.start:].startswith(s.title)
-    assert not any(chrome in extracted.text for chrome in ("Copyright 2020", "track()", "About us"))
-    bare = extract(from_bytes(b"<html><head><title>Contact</title><script>x()</script></head><body>"
-                              b"<footer>Write to 1 Main Street</footer></body></html>", name="contact.html"))
-    assert bare.text == "Contact\n\nWrite to 1 Main Street"  # trafilatura finds no article: all visible text
-    assert len(bare.notes) == 1 and "no main content was found" in bare.notes[0]
-
-
-# -- EPUB and Markdown ------------------------------------------------------------------
-
-
-def test_an_epub_reads_its_chapters_in_spine_order_with_chapter_sections(tmp_path: Path) -> None:
-    from ebooklib import epub
-
-    book = epub.EpubBook()
-    book.set_identifier("kx-test-book")
-    book.set_title("A Small Book")
-    book.set_language("en")
-    first = epub.EpubHtml(title="The Beginning", file_name="z_first.xhtml", lang="en")
-    first.content = "<h1>The Beginning</h1><p>Alpha sentence opens the book.</p><h2>An aside</h2><p>Beta aside.</p>"
-    second = epub.EpubHtml(title="The Middle", file_name="a_second.xhtml", lang="en")
-    second.content = "<h1>The Middle</h1><p>Gamma sentence in the middle.</p>"
-    for chapter in (first, second):
-        book.add_item(chapter)
-    book.toc = (first, second)
-    book.add_item(epub.EpubNcx())
-    book.add_item(epub.EpubNav())
-    book.spine = ["nav", first, second]
-    path = tmp_path / "small.epub"
-    epub.write_epub(str(path), book)
-
-    extracted = extract(from_file(path, BIG))
-    text = extracted.text
-    assert extracted.title == "A Small Book" and extracted.media_type == "application/epub+zip"
-    assert text.index("Alpha sentence") < text.index("Beta aside") < text.index("Gamma sentence")
-    assert section_path(extracted.sections, text.index("Beta aside")) == "The Beginning › An aside"
-    assert section_path(extracted.sections, text.index("Gamma sentence")) == "The Middle"
-    assert text.count("The Beginning") == 1  # the chapter's own <h1> is not repeated
-
-
-def test_markdown_headings_are_sections_and_front_matter_is_metadata() -> None:
-    source = ("---\ntitle: Colour guide\ntags: [ui]\nauthor: Ann\n---\n\n# Colours\n\nIntro.\n\n## Named colours\n\n"
-              "```python\n# not a heading\nx = 1\n```\n\nRed is #ff0000.\n\n### Aliases ###\n\nCrimson.\n")
-    extracted = extract(DocumentInput("color", source.encode(), "/docs/color.md", "text/markdown"))
-    text = extracted.text
-    assert text.startswith("# Colours") and "title:" not in text and "Ann" not in text
-    assert extracted.title == "Colour guide" and extracted.metadata == {"author": "Ann"}
-    assert [(s.level, s.title) for s in extracted.sections] == [(1, "Colours"), (2, "Named colours"), (3, "Aliases")]
-    assert section_path(extracted.sections, text.index("Crimson")) == "Colours › Named colours › Aliases"
-    assert section_path(extracted.sections, text.index("x = 1")) == "Colours › Named colours"
-    plain = extract(DocumentInput("n", b"# not markdown here\nplain", "/docs/n.txt", "text/plain"))
-    assert plain.sections == () and plain.text == "# not markdown here\nplain"
-    with pytest.raises(KxError, match="only YAML front matter"):
-        extract(DocumentInput("e", b"---\ntitle: x\n---\n", "/docs/e.md", "text/markdown"))
-
-
-# -- the worker pool ----------------------------------------------------------------------
-
-
-def _our_workers() -> list[int]:
-    """Extraction worker processes started by this test process (still running)."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid() and b"engine.extract.worker" in cmdline \
-                and stat.rsplit(")", 1)[1].split()[0] != "Z":
-            found.append(int(pid))
-    return found
 
 
 @needs_docs
@@ -419,18 +225,3 @@ def test_an_abandoned_extraction_stops_its_workers() -> None:
     assert _our_workers()
     stream.close()
     assert _our_workers() == []
-
-
-def test_a_pdf_title_comes_from_metadata_only_when_the_first_page_agrees() -> None:
-    from engine.extract.pdf import pick_title
-
-    page = "1\nThe WiLI benchmark dataset for written\nlanguage identification\nMartin Thoma\nAbstract—This paper"
-    # nine of its ten words are at the top of the page: the metadata's fuller title is kept
-    assert pick_title("The WiLI benchmark dataset for written natural language identification", page) == \
-        "The WiLI benchmark dataset for written natural language identification"
-    creativity = "1\nCreativity in Machine Learning\nMartin Thoma\nE-Mail: info@martin-thoma.de\nAbstract—Recent"
-    assert pick_title("Art in Machine Learning", creativity) == "Creativity in Machine Learning"
-    assert pick_title("Microsoft Word - draft3.docx", "The Crazy Ones\nOctober 14, 1998\n") == "The Crazy Ones"
-    assert pick_title(None, "English:\nHello World\n") is None          # a label, not a heading
-    assert pick_title(None, "A PDF with a JPEG image.") is None          # a sentence, not a heading
-    assert pick_title(None, "") is None

@@ -1,122 +1,16 @@
-"""`kx datasets rebuild NAME --as NEW`: a new dataset from the stored originals, lineages and retirements kept."""
+"""`kx datasets rebuild NAME --as NEW`: a new dataset from the stored originals, lineages and retirements kept.
+
+The end-to-end half (a model, processes or servers); the rest is tests/unit/test_rebuild.py.
+"""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
 
-import engine.embedded.rebuild as rebuild_module
-from engine import Engine, KxError, Status, load_settings
-from engine.records import DocumentStatus, Progress
-from engine.text.inputs import from_text
-
-from ..helpers import HashEmbedder, assert_dataset_consistent, catalogue_counts, run_cli
-
-LONG = " ".join(f"Sentence {i} of the staff handbook explains the travel policy." for i in range(30))
-
-
-def _source(hash_engine: Engine) -> None:
-    for text in ("The office opens at eight.", "The office opens at nine."):
-        hash_engine.ingest("src", [from_text(text, name="guide/draft")])
-    hash_engine.rename("src", [("guide/draft", "guide/hours", None)])   # a renamed file: its history goes along
-    hash_engine.ingest("src", [from_text(LONG, name="travel"), from_text("Bikes go in the yard.", name="bikes")])
-    hash_engine.retire("src", ["bikes"])
-
-
-def _small_chunks() -> Engine:
-    return Engine(load_settings({"chunk_size": 120, "chunk_overlap": 20}), embedder=HashEmbedder())
-
-
-def test_a_rebuild_keeps_names_versions_and_retirements_under_new_settings(hash_engine: Engine,
-                                                                            kx_home: Path) -> None:
-    _source(hash_engine)
-    with sqlite3.connect(kx_home / "datasets" / "src" / "catalog.sqlite") as db:   # ingested in 2020
-        db.execute("UPDATE documents SET ingested_at = ingested_at - 200000000")
-    hash_engine.close()
-    before = catalogue_counts(kx_home, "src")
-    other = _small_chunks()
-    report = other.rebuild("src", "small")
-    assert report.created and report.count(DocumentStatus.ADDED) == 4
-    assert catalogue_counts(kx_home, "src") == before  # the source is only read
-    assert hash_engine.dataset_summary("src").fingerprint["chunk_size"] == 200
-    small = other.dataset_summary("small")
-    assert small.fingerprint["chunk_size"] == 120 and small.backlog == 0
-    assert (small.documents, small.versions, small.retired) == (2, 4, 1)
-    assert small.passages > before[1]  # shorter passages: more of them
-    shown = [(d.name, d.version, d.retired, d.source_path, d.ingested_at)
-             for d in other.list_documents("small", versions="all")]
-    assert shown == [(d.name, d.version, d.retired, d.source_path, d.ingested_at)
-                     for d in hash_engine.list_documents("src", versions="all")]   # the dates too
-    hits = other.query("small", "office opens", k=5)
-    assert [h.text for h in hits if h.document_name == "guide/hours"] == ["The office opens at nine."]
-    assert all(h.document_name != "bikes" for h in other.query("small", "bikes yard", k=5))
-    for engine in (hash_engine, other):   # a date filter answers the same on both
-        dataset = "src" if engine is hash_engine else "small"
-        assert len(engine.query(dataset, "office opens", k=5, where=["before:2021-01-01"])) > 0
-        assert len(engine.query(dataset, "office opens", k=5, where=["after:2021-01-01"])) == 0
-    assert_dataset_consistent(kx_home, "small")
-
-
-def test_a_stopped_rebuild_continues_and_a_foreign_target_is_refused(hash_engine: Engine, kx_home: Path,
-                                                                    monkeypatch) -> None:
-    _source(hash_engine)
-    monkeypatch.setattr(rebuild_module, "BATCH_BYTES", 1)  # one original a batch
-    other = _small_chunks()
-    seen = []
-
-    def stop_after_two(event: object) -> None:
-        if isinstance(event, Progress) and event.stage == "reading" and event.done == 1:
-            seen.append(event)
-            if len(seen) == 2:
-                raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        other.rebuild("src", "small", on_event=stop_after_two)
-    done = other.dataset_summary("small").versions
-    assert done is not None and 0 < done < 4
-    report = other.rebuild("src", "small")
-    assert [r.status for r in report.results].count(DocumentStatus.UNCHANGED) == done
-    assert other.dataset_summary("small").versions == 4
-    assert_dataset_consistent(kx_home, "small")
-
-    other.ingest("mine", [from_text("Something else.")])
-    with pytest.raises(KxError) as caught:
-        other.rebuild("src", "mine")
-    assert caught.value.status is Status.ALREADY_EXISTS and "pick another name" in caught.value.message
-    with pytest.raises(KxError) as caught:
-        other.rebuild("src", "src")
-    assert caught.value.status is Status.INVALID_ARGUMENT
-
-
-def test_a_rebuild_stopped_inside_its_first_batch_continues(hash_engine: Engine, kx_home: Path) -> None:
-    """Found by the crash campaign (benchmarks/crashes.py --rebuild): the mark that lets the same command
-    continue was written after the first batch's ingest, so a kill between that batch's first commit and its
-    end left a target the next rebuild refused as "exists already"."""
-    _source(hash_engine)
-    other = Engine(load_settings({"chunk_size": 120, "chunk_overlap": 20, "ingest_commit_passages": 1}),
-                   embedder=HashEmbedder())
-
-    def stop_at_first_added(event: object) -> None:
-        if getattr(event, "status", None) == DocumentStatus.ADDED:
-            raise KeyboardInterrupt  # as a kill would: the first commit is in, the batch is not done
-
-    with pytest.raises(KeyboardInterrupt):
-        other.rebuild("src", "small", on_event=stop_at_first_added)
-    assert other.dataset_summary("small").versions == 1
-    report = other.rebuild("src", "small")
-    assert [r.status for r in report.results].count(DocumentStatus.UNCHANGED) == 1
-    assert other.dataset_summary("small").versions == 4
-    assert_dataset_consistent(kx_home, "small")
-
-
-def test_the_fingerprint_refusal_names_the_rebuild_command(hash_engine: Engine) -> None:
-    _source(hash_engine)
-    with pytest.raises(KxError) as caught:
-        _small_chunks().ingest("src", [from_text("More.")])
-    assert "kx datasets rebuild src --as NEW_NAME" in caught.value.message
+from ..helpers import run_cli
 
 
 @pytest.mark.slow

@@ -6,65 +6,30 @@ at each kind of moment, each required to exit 0 within 10 s with nothing
 committed lost. Beside it: `kx datasets ingest` stopped mid-way keeps what it
 committed (a first ingest used to remove the new dataset whole), `kx serve`
 stopped while it opens, and the TUI leaving on SIGTERM.
+
+The end-to-end half (a model, processes or servers); the rest is tests/unit/test_stopping.py.
 """
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import sqlite3
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from engine import Engine, load_settings
-from kx_tui.cli.stopping import Interrupted, StopSignals
-
-from ..helpers import HashEmbedder, kx_process
+from ..helpers import kx_process
 from ..sigterm_commands import (
     EMBED_MOMENTS,
     SERVE_MOMENTS,
-    make_backlog_template,
     run_embed_round,
     run_ingest_round,
     run_serve_round,
 )
-from ..sigterm_rounds import MOMENTS, prepare_model, run_round
-
-
-def test_the_handler_only_counts_and_the_previous_handler_comes_back() -> None:
-    before = signal.getsignal(signal.SIGTERM)
-    with StopSignals() as stop:
-        assert signal.getsignal(signal.SIGTERM) == stop._on_signal
-        stop.checkpoint()  # nothing asked yet: no raise
-        os.kill(os.getpid(), signal.SIGTERM)
-        deadline = time.monotonic() + 5
-        while not stop.count and time.monotonic() < deadline:
-            time.sleep(0.01)  # the handler runs between two bytecodes of this thread
-        assert (stop.count, stop.name) == (1, "SIGTERM")
-        with pytest.raises(Interrupted, match="stopped by SIGTERM"):
-            stop.checkpoint()
-    assert signal.getsignal(signal.SIGTERM) == before
-
-
-def test_a_signal_while_the_main_thread_holds_a_lock_the_handler_would_need_is_harmless() -> None:
-    """The deadlock that hung `kx datasets watch`: a handler taking a lock its own thread holds."""
-    lock = threading.Lock()
-    with StopSignals() as stop:
-        with lock:  # anything the main thread may hold: a console's lock, an Event's condition
-            os.kill(os.getpid(), signal.SIGTERM)
-            for _ in range(1000):
-                pass  # bytecodes for the handler to run between
-        assert stop.count == 1
-
-
-@pytest.fixture(scope="module")
-def prepared_cache(model_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    prepare_model(model_cache, tmp_path_factory.mktemp("prepare"))
-    return model_cache
+from ..sigterm_rounds import MOMENTS, run_round
+from ..unit.test_stopping import _handler_installed, _serve_then_sigterm, backlog_template, prepared_cache  # noqa: F401 - helpers and fixtures
 
 
 @pytest.mark.slow
@@ -122,35 +87,6 @@ def test_sigterm_mid_ingest_keeps_every_commit_of_a_new_dataset(kx_home: Path, t
     assert 3 <= kept < 45  # the dataset was kept with its commits, not removed as "never received a document"
 
 
-def _serve_then_sigterm(wait_until_serving: bool) -> tuple[int, float]:
-    import re
-    import urllib.request
-
-    proc = kx_process("serve", "--port", "0")
-    try:
-        assert proc.stdout is not None
-        banner = proc.stdout.readline()
-        port = re.search(r":(\d+) ", banner)
-        assert port, banner
-        if wait_until_serving:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port.group(1)}/v1/health", timeout=2):
-                        break
-                except OSError:
-                    assert time.monotonic() < deadline, "the gateway never answered"
-                    time.sleep(0.1)
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=20)
-        return proc.returncode, time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=30)
-
-
 @pytest.mark.slow
 def test_sigterm_between_the_banner_and_uvicorns_own_handlers_is_not_lost(kx_home: Path) -> None:
     """Before, a SIGTERM in this window either killed the process (-15) or met a no-op handler and was lost."""
@@ -162,32 +98,6 @@ def test_sigterm_between_the_banner_and_uvicorns_own_handlers_is_not_lost(kx_hom
 def test_sigterm_once_serving_drains_and_exits_0(kx_home: Path) -> None:
     code, seconds = _serve_then_sigterm(wait_until_serving=True)
     assert code == 0 and seconds < 10
-
-
-async def test_the_tui_leaves_on_sigterm(kx_home: Path) -> None:
-    from kx_tui.tui.app import KxApp
-
-    app = KxApp(Engine(load_settings({}), embedder=HashEmbedder()), samples=None)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.pause()
-        handler = signal.getsignal(signal.SIGTERM)
-        assert handler not in (signal.SIG_DFL, None), "the app did not take SIGTERM over"
-        os.kill(os.getpid(), signal.SIGTERM)
-        for _ in range(100):
-            if not app.is_running:
-                break
-            await pilot.pause(0.05)
-    assert not app.is_running
-    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # given back on the way out
-
-
-
-@pytest.fixture(scope="module")
-def backlog_template(prepared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A home whose dataset holds 40 documents committed without vectors (an ingest stopped before stage 2)."""
-    template = tmp_path_factory.mktemp("backlog-template")
-    assert make_backlog_template(template, prepared_cache, files=40) > 0
-    return template
 
 
 @pytest.mark.slow
@@ -252,13 +162,3 @@ def test_a_sigterm_while_kx_starts_is_counted_and_honoured_once_the_command_runs
     # a command that does not handle stops leaves before it starts, exit 0, saying so (or, if it was already
     # past the hand-over, by SIGTERM's ordinary action)
     assert listing.returncode == 0 and "before the command started" in list_err or listing.returncode == -15
-
-
-def _handler_installed(pid: int) -> bool:
-    """Whether process `pid` catches SIGTERM now (its SigCgt mask in /proc)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    caught = next((line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), "0")
-    return bool(int(caught, 16) & (1 << (signal.SIGTERM - 1)))

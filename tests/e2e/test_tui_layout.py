@@ -1,5 +1,8 @@
 """80×24 without cut fields: footers that keep Help and Quit, hit headers, compare's chunk column, the documents
-table, and the agent's steps (wrapped, with focus left where the user put it). Pilot over a real engine."""
+table, and the agent's steps (wrapped, with focus left where the user put it). Pilot over a real engine.
+
+The end-to-end half (a model, processes or servers); the rest is tests/unit/test_tui_layout.py.
+"""
 
 from __future__ import annotations
 
@@ -10,52 +13,14 @@ import pytest
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Input, OptionList, Static
 
-from engine import Engine, load_settings
-from engine.text.inputs import from_text
 from kx_tui.tui.app import KxApp
 from kx_tui.tui.screens.agent import AgentScreen
 from kx_tui.tui.screens.compare import CompareScreen
 from kx_tui.tui.screens.document_table import DocumentsScreen
-from kx_tui.tui.widgets.footer import KeysFooter
 from kx_tui.tui.widgets.results import ResultsList
 
+from ..unit.test_tui_layout import LONG_NAME, SMALL, TEXTS, _engine, _footer_fits, _screen_text, _settle  # noqa: F401 - helpers and fixtures
 from .test_tui_workbench import BlockingEmbedder, _until
-
-SMALL = (80, 24)
-LONG_NAME = "policies/customer-service/refunds-and-returns-for-enterprise-customers"
-TEXTS = {
-    LONG_NAME: "Customers may ask for a refund within 30 days of purchase. Refunds go back to the original "
-               "payment method within five working days.",
-    "leave": "Every employee has 25 days of annual leave a year. Unused days carry over until March.",
-    "security": "Laptops must use full-disk encryption. Report a lost device within one hour.",
-}
-
-
-def _engine(embedder=None) -> Engine:
-    from ..helpers import HashEmbedder
-
-    engine = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=embedder or HashEmbedder())
-    engine.ingest("policies", [from_text(text, name) for name, text in TEXTS.items()])
-    return engine
-
-
-async def _settle(app: KxApp, pilot) -> None:
-    for _ in range(4):
-        await pilot.pause()
-        await app.workers.wait_for_complete()
-    await pilot.pause()
-
-
-def _screen_text(app: KxApp) -> list[str]:
-    return [strip.text.rstrip() for strip in app.screen._compositor.render_strips()]
-
-
-def _footer_fits(app: KxApp, *keys: str) -> None:
-    footer = app.screen.query_one(KeysFooter)
-    assert footer.virtual_size.width <= footer.size.width == SMALL[0], "the footer runs off the edge"
-    last = _screen_text(app)[-1]
-    for key in keys:
-        assert key in last, (key, last)
 
 
 @pytest.mark.slow  # drives the whole Textual app: seconds
@@ -139,19 +104,3 @@ async def test_agent_steps_wrap_and_focus_stays_where_the_user_left_it(kx_home: 
         await _settle(app, pilot)
         assert app.focused is screen.query_one("#agent-citations", OptionList)
     engine.close()
-
-
-@pytest.mark.parametrize("width", [80, 200])
-def test_a_hit_header_never_cuts_a_field(width: int) -> None:
-    from engine.records import Hit
-    from kx_tui.tui.widgets.results import hit_header
-
-    hit = Hit(rank=3, score=0.0317, text="x", passage_ref="p", document_ref="d", document_name="reports/payments",
-              chunk_index=0, chunk_count=12, char_start=0, char_end=1, dense_rank=3, dense_score=0.5,
-              sparse_rank=None, sparse_score=None, fused_score=0.03, fused_rank=4, mmr_moved=1,
-              page_start=1, page_end=2, section="1 Scope", document_title="Payments review, Q3")
-    lines = hit_header(hit, [hit], width=width - 30).plain.splitlines()
-    assert all(len(line) <= width - 30 for line in lines)
-    text = " ".join(lines)
-    assert "[chunk 1/12]" in lines[0] and "dense #3 · sparse —" in text and "MMR ▲1" in text
-    assert ("0.0317" in lines[0]) == (width == 200)   # the score is what a narrow line drops

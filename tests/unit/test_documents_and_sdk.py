@@ -1,0 +1,139 @@
+"""Listing a dataset's documents (CLI, gateway, SDK) and the SDK shaped like the seed's snippet.
+
+The gateway here is the real ASGI app under a real uvicorn server on a
+loopback port, run in a thread of this process so it can share the test's
+engine (the tiny HashEmbedder, or the real model for the seed's snippet).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import socket
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from engine import Engine, KxError, Status, load_settings
+from engine.records import QueryResult
+from engine.text.inputs import from_file, from_text
+from kx_tui.tui.app import SAMPLES
+
+from ..helpers import HashEmbedder, run_cli
+
+
+@contextmanager
+def serving(engine: Engine) -> Iterator[tuple[str, str]]:
+    """(url, token) of a gateway over `engine`, until the block ends."""
+    import uvicorn
+
+    from engine.server.gateway import create_app
+
+    token = secrets.token_urlsafe(32)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(engine, token), log_level="warning", access_log=False,
+                                           lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the gateway did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}", token
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def _ingest_handbook(engine: Engine) -> None:
+    engine.ingest("handbook", [from_file(f, engine.settings.max_document_bytes) for f in sorted(SAMPLES.glob("*.md"))])
+    engine.ingest("handbook", [from_text("Staff parking is free in the north lot after six.", name="parking")])
+
+
+@pytest.fixture
+def handbook(kx_home: Path) -> Engine:
+    engine = Engine(load_settings({"chunk_size": 400, "chunk_overlap": 80}), embedder=HashEmbedder())
+    _ingest_handbook(engine)
+    yield engine
+    engine.close()
+
+
+def test_list_documents_pages_in_ingest_order_with_their_provenance(handbook: Engine) -> None:
+    everything = handbook.list_documents("handbook")
+    assert [d.name for d in everything] == [f.stem for f in sorted(SAMPLES.glob("*.md"))] + ["parking"]
+    first = everything[0]
+    assert first.media_type == "text/markdown" and first.source_path.endswith(".md") and first.size > 0
+    assert first.passages == len(handbook.document_passages("handbook", first.ref)) > 1
+    assert everything[-1].source_path is None and everything[-1].passages == 1
+    assert handbook.list_documents("handbook", offset=2, limit=3) == everything[2:5]
+    assert handbook.list_documents("handbook", offset=99) == []
+    for offset, limit in ((-1, 10), (0, 0), (0, 1001), (True, 10)):
+        with pytest.raises(KxError) as caught:
+            handbook.list_documents("handbook", offset=offset, limit=limit)
+        assert caught.value.code == "INVALID_ARGUMENT"
+    with pytest.raises(KxError) as caught:
+        handbook.list_documents("nothing-here")
+    assert caught.value.code == "NOT_FOUND" and "kx datasets ingest" in caught.value.message
+
+
+def test_document_passages_lie_where_their_text_is(handbook: Engine) -> None:
+    doc = handbook.list_documents("handbook")[0]
+    text = handbook.document_text("handbook", doc.ref)
+    spans = handbook.document_passages("handbook", doc.ref)
+    assert [s.chunk_index for s in spans] == list(range(doc.passages))
+    assert spans[0].char_start == 0 and 0 < spans[-1].char_end <= len(text)
+    assert all(a.char_start < b.char_start < a.char_end for a, b in zip(spans, spans[1:]))  # overlapping, in order
+    hits = handbook.query("handbook", "refund", k=64, mode="sparse")
+    by_ref = {s.ref: s for s in spans}
+    for hit in hits:
+        if hit.document_ref == doc.ref:
+            span = by_ref[hit.passage_ref]
+            assert (span.char_start, span.char_end) == (hit.char_start, hit.char_end)
+    with pytest.raises(KxError) as caught:
+        handbook.document_passages("handbook", "0" * 64)
+    assert caught.value.code == "NOT_FOUND"
+
+
+def test_the_documents_command_prints_a_table_and_json(handbook: Engine) -> None:
+    listed = run_cli("datasets", "documents", "handbook")
+    assert listed.code == 0, listed.stderr
+    for doc in handbook.list_documents("handbook"):
+        assert doc.name in listed.stdout
+    assert "handbook: documents 1–7 of 7" in listed.stdout
+    page = run_cli("datasets", "documents", "handbook", "--offset", "2", "--limit", "3", "--json")
+    assert page.code == 0, page.stderr
+    data = json.loads(page.stdout)
+    assert (data["dataset"], data["offset"], data["limit"], data["total"]) == ("handbook", 2, 3, 7)
+    assert data["documents"] == [d.to_dict() for d in handbook.list_documents("handbook", offset=2, limit=3)]
+    more = run_cli("datasets", "documents", "handbook", "--limit", "2")
+    assert "--offset 2 for the next ones" in more.stdout
+    missing = run_cli("datasets", "documents", "nope")
+    assert missing.code == Status.NOT_FOUND.exit_code and missing.stderr.startswith("error: NOT_FOUND: ")
+    bad = run_cli("datasets", "documents", "handbook", "--limit", "0")
+    assert bad.code == 2 and "--limit" in bad.stderr
+
+
+def test_a_query_result_is_the_sequence_of_its_hits(handbook: Engine) -> None:
+    result = handbook.query("handbook", "refund within days", k=5)
+    assert isinstance(result, QueryResult) and len(result) == len(result.hits) == 5
+    assert result[0] is result.hits[0] and result[-1] is result.hits[-1] and result[1:3] == result.hits[1:3]
+    assert list(result) == result.hits and result.hits[2] in result
+    with pytest.raises(IndexError):
+        result[5]
+    empty = handbook.query("handbook", "zyxwvut", k=5, mode="sparse")
+    assert len(empty) == 0 and not empty and list(empty) == []
+
+
+def test_kx_error_code_is_the_status_name() -> None:
+    for status in Status:
+        error = KxError(status, "what to do next")
+        assert error.code == status.name and error.to_dict() == {"code": status.name, "message": "what to do next"}

@@ -1,0 +1,65 @@
+"""Folders in one command: `kx datasets ingest NAME FOLDER` walks it with the watcher's own rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine import Engine
+from engine.records import DocumentStatus
+from engine.text.folders import document_name, folder_documents, is_ignored
+
+
+def _tree(root: Path) -> Path:
+    files = {
+        "guide/index.md": "# Guide\n\nThe guide explains how refunds are granted within thirty days.",
+        "api/index.md": "# API\n\nThe endpoint /v2/tokens issues a bearer token for one hour.",
+        "api/deep/errors.txt": "Error 429 means too many requests; back off and retry.",
+        "notes.rst": "Notes\n=====\n\nThe office closes at five on Fridays.",
+        ".hidden/secret.md": "never ingested",
+        "guide/.draft.md": "never ingested either",
+        "guide/index.md~": "an editor backup",
+        "api/download.part": "half a download",
+    }
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+def test_the_watcher_and_folder_ingest_share_one_rule_set() -> None:
+    import engine.watch.watcher as watch
+
+    assert watch.is_ignored is is_ignored and watch.document_name is document_name
+    assert document_name("guide/index.md") == "guide/index"
+
+
+def test_a_nested_folder_is_walked_with_the_watchers_rules_and_names(tmp_path: Path) -> None:
+    docs = folder_documents(_tree(tmp_path / "docs"), 1 << 20)
+    assert [d.name for d in docs] == ["notes", "api/index", "api/deep/errors", "guide/index"]  # walk order
+    assert all(d.error is None and d.source_path and d.source_path.startswith(str(tmp_path)) for d in docs)
+
+
+def test_folder_ingest_names_two_index_files_apart(tmp_path: Path, hash_engine: Engine) -> None:
+    report = hash_engine.ingest("tree", folder_documents(_tree(tmp_path / "docs"), 1 << 20))
+    assert report.count(DocumentStatus.ADDED) == 4
+    names = sorted(d.name for d in hash_engine.list_documents("tree"))
+    assert names == ["api/deep/errors", "api/index", "guide/index", "notes"]
+    again = hash_engine.ingest("tree", folder_documents(tmp_path / "docs", 1 << 20))
+    assert again.count(DocumentStatus.UNCHANGED) == 4
+
+
+def test_a_folder_with_nothing_readable_makes_no_dataset(tmp_path: Path, hash_engine: Engine, kx_home: Path) -> None:
+    empty = tmp_path / "empty"
+    (empty / ".git").mkdir(parents=True)
+    (empty / ".git" / "HEAD").write_text("ref: main")
+    docs = folder_documents(empty, 1 << 20)
+    assert len(docs) == 1 and docs[0].error is not None and "holds no files" in docs[0].error.message
+    report = hash_engine.ingest("nothing", docs)
+    assert report.count(DocumentStatus.REFUSED) == 1 and not report.created
+    assert not (kx_home / "datasets" / "nothing").exists()
+    assert [s.name for s in hash_engine.list_datasets()] == []
+
+
+def test_ignored_names_are_the_watchers() -> None:
+    assert is_ignored(".git/config") and is_ignored("a/#x#") and is_ignored("x.swp") and not is_ignored("a/b.md")
