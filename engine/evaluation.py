@@ -17,10 +17,10 @@ from .records import RetrievalMode
 
 # Columns a report can hold: (label, mode, rerank)
 VARIANTS: dict[str, tuple[RetrievalMode, bool]] = {
-    "dense": (RetrievalMode.DENSE, False),
-    "sparse": (RetrievalMode.SPARSE, False),
-    "hybrid": (RetrievalMode.HYBRID, False),
-    "hybrid+mmr": (RetrievalMode.HYBRID, True),
+    RetrievalMode.DENSE.value: (RetrievalMode.DENSE, False),
+    RetrievalMode.SPARSE.value: (RetrievalMode.SPARSE, False),
+    RetrievalMode.HYBRID.value: (RetrievalMode.HYBRID, False),
+    f"{RetrievalMode.HYBRID.value}+mmr": (RetrievalMode.HYBRID, True),
 }
 MEASURES = ("nDCG@10", "R@100", "RR@10")
 MEASURE_LABELS = {"nDCG@10": "nDCG@10", "R@100": "Recall@100", "RR@10": "MRR@10"}

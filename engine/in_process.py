@@ -26,6 +26,10 @@ class InProcessBackend(ABC):
 
     settings: Settings
     models: ModelHost
+    # Set (a plain assignment, so a signal handler may do it) when the process is stopping, e.g. `kx serve`
+    # after SIGTERM: work in flight leaves at its next safe point; the embedded engine's ingests and
+    # embeddings read it at each progress event.
+    stop_requested: bool = False
 
     @abstractmethod
     def searcher(self, name: str) -> Any:

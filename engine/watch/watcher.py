@@ -52,7 +52,6 @@ from .events import (
     Queued,
     Refused,
     Renamed,
-    Retired,
     Signature,
     Unchanged,
     WatchError,
@@ -60,6 +59,7 @@ from .events import (
     WatchEventFn,
 )
 from .pending import IngestBackend, PendingFiles, file_signature, inbox_folder, leads_outside, outside_refusal
+from .reconcile import reconcile
 
 DEFAULT_SETTLE_SECONDS = 1.0  # an editor's save or a local copy is quiet well within a second
 DEFAULT_TICK_SECONDS = 0.05
@@ -399,66 +399,10 @@ class FolderWatcher:
             self._note(path)
 
     def _reconcile(self) -> None:
-        """Retire the documents of this folder whose files are gone (deleted, or moved out or away); one whose
-        current bytes are now a file under another name in the folder was renamed unseen (while nobody
-        watched, or reported as a delete and a create): its lineage moves there instead."""
+        """The dataset's documents from this folder whose files are gone: retired, or renamed (reconcile.py)."""
         with self._cond:
             self._reconcile_due = None
-        present = {document_name(os.path.relpath(path, self._root)): path for path in walk_files(self._root)}
-        inside = self._root.rstrip(os.sep) + os.sep
-        gone: dict[str, tuple[str, str]] = {}   # name -> (source path, current ref)
-        live: dict[str, str] = {}               # name -> current ref, every lineage shown
-        offset = 0
-        try:
-            while True:
-                page = self.engine.list_documents(self.dataset, offset, 1000)
-                live.update({d.name: d.ref for d in page})
-                gone.update({d.name: (d.source_path, d.ref) for d in page if d.source_path
-                             and d.source_path.startswith(inside) and d.name not in present})
-                if len(page) < 1000:
-                    break
-                offset += len(page)
-        except KxError as exc:
-            if exc.status is Status.NOT_FOUND:  # no dataset yet: nothing to retire
-                return
-            raise
-        if not gone:
-            return
-        moves = self._unseen_renames(gone, present, live)
-        if moves:
-            moved = set(self.engine.rename(self.dataset, moves))
-            for old, new, path in moves:
-                if old in moved:
-                    gone.pop(old, None)
-                    self._emit(Renamed(path, new, old))
-        if gone:
-            for name in self.engine.retire(self.dataset, sorted(gone)):
-                self._emit(Retired(gone[name][0], name))
-
-    def _unseen_renames(self, gone: dict[str, tuple[str, str]], present: dict[str, str],
-                        live: dict[str, str]) -> list[tuple[str, str, str]]:
-        """(old name, new name, path) for gone documents whose current bytes a present file holds: one the
-        dataset has under its new name already, or (read and hashed here) one it does not know yet."""
-        import hashlib
-
-        wanted = {ref: name for name, (_path, ref) in gone.items()}
-        moves = []
-        for name, path in present.items():
-            if not wanted:
-                break
-            ref = live.get(name)
-            if ref is None:   # not in the dataset yet
-                try:
-                    if os.path.getsize(path) > self.engine.settings.max_document_bytes:
-                        continue
-                    with open(path, "rb") as handle:
-                        ref = hashlib.sha256(handle.read()).hexdigest()
-                except OSError:
-                    continue
-            old = wanted.pop(ref, None)
-            if old is not None:
-                moves.append((old, name, path))
-        return moves
+        reconcile(self.engine, self.dataset, self._root, self._emit)
 
     def _report_outside_folder(self, path: str) -> None:
         """Say once that a linked folder leading out of the watched one is not followed."""

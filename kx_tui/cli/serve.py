@@ -116,7 +116,7 @@ def _warm_up(engine: Any) -> threading.Thread:
         except KxError as exc:  # the first request that needs the model reports it properly
             click.echo(f"embedding model not ready: {exc.message}", err=True)
             return
-        if not getattr(engine, "stop_requested", False):
+        if not engine.stop_requested:
             _resume_backlogs(engine)
 
     thread = threading.Thread(target=warm, name="kx-warm-up", daemon=True)
@@ -133,7 +133,7 @@ def _resume_backlogs(engine: Any) -> None:
     for dataset in waiting:
         click.echo(f"{dataset.name}: embedding the {dataset.backlog:,} passages an earlier ingest left "
                    "(queries meanwhile say how much dense covers)", err=True)
-        if getattr(engine, "stop_requested", False):
+        if engine.stop_requested:
             return
         try:
             report = engine.embed(dataset.name)

@@ -1,10 +1,5 @@
-"""The agent's loop and its offline brain: the handbook with the real model, end to end.
-
-One handbook dataset (the shipped samples, the bundled all-MiniLM-L6-v2) is
-built for the session (conftest's handbook_home); each test runs the loop through the in-process engine
-or the CLI, as a user would.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_agent.py.
+"""The end-to-end half of tests/unit/test_agent.py (a model, processes or servers there):
+The agent's loop and its offline brain: the handbook with the real model, end to end.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""answer_span: the sentence or two of each hit that answer the query (engine/text/answer_span.py).
-
-Sentence cutting and scoring are checked on hand-made passages, with the bundled model's real
-word-piece table (memory-mapped, no model run); one slow test asks the real engine over the
-shipped handbook and reads the spans through --json's record and the SDK's parser.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_answer_span.py.
+"""The end-to-end half of tests/unit/test_answer_span.py (a model, processes or servers there):
+answer_span: the sentence or two of each hit that answer the query (engine/text/answer_span.py).
 """
 
 from __future__ import annotations

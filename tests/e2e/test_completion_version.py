@@ -1,6 +1,5 @@
-"""`kx --version` and `kx completion bash|zsh|fish`.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_completion_version.py.
+"""The end-to-end half of tests/unit/test_completion_version.py (a model, processes or servers there):
+`kx --version` and `kx completion bash|zsh|fish`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
-"""Document formats: real PDF, DOCX and HTML files from ../shared/data/docs, and EPUB/Markdown/DOCX built here.
-
-Extraction is read back the way the catalogue will see it (`Extracted`:
-text, page starts, sections, title, notes), and hostile files go through the
-worker pool the ingest uses (`extract_many`), with extractors injected by
-import path (tests/extract_faults.py) to hang, crash or exhaust memory.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_documents.py.
+"""The end-to-end half of tests/unit/test_documents.py (a model, processes or servers there):
+Document formats: real PDF, DOCX and HTML files from ../shared/data/docs, and EPUB/Markdown/DOCX built here.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""Listing a dataset's documents (CLI, gateway, SDK) and the SDK shaped like the seed's snippet.
-
-The gateway here is the real ASGI app under a real uvicorn server on a
-loopback port, run in a thread of this process so it can share the test's
-engine (the tiny HashEmbedder, or the real model for the seed's snippet).
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_documents_and_sdk.py.
+"""The end-to-end half of tests/unit/test_documents_and_sdk.py (a model, processes or servers there):
+Listing a dataset's documents (CLI, gateway, SDK) and the SDK shaped like the seed's snippet.
 """
 
 from __future__ import annotations

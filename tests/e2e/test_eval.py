@@ -1,6 +1,5 @@
-"""`kx eval`: standard IR measures per mode, a document counted once at its best passage.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_eval.py.
+"""The end-to-end half of tests/unit/test_eval.py (a model, processes or servers there):
+`kx eval`: standard IR measures per mode, a document counted once at its best passage.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""Query expansion (engine/expansion.py): RM3 weights and the Rocchio vector worked by hand, then
-`kx datasets query --expand` end to end over the real bundled model.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_expansion.py.
+"""The end-to-end half of tests/unit/test_expansion.py (a model, processes or servers there):
+Query expansion (engine/expansion.py): RM3 weights and the Rocchio vector worked by hand, then
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""Every failure a status: damaged or odd storage, an unusable KX_HOME, out-of-range numbers, odd names.
-
-Each case was an `INTERNAL: unexpected ...` (exit 10) or a silent wrong
-answer before; each is now a named status whose message says which path and
-what to do, through the engine and the CLI.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_failure_statuses.py.
+"""The end-to-end half of tests/unit/test_failure_statuses.py (a model, processes or servers there):
+Every failure a status: damaged or odd storage, an unusable KX_HOME, out-of-range numbers, odd names.
 """
 
 from __future__ import annotations

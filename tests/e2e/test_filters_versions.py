@@ -1,6 +1,5 @@
-"""Filters (`--where`) and versions: narrowed inside both retrievers, the latest version of each lineage by default.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_filters_versions.py.
+"""The end-to-end half of tests/unit/test_filters_versions.py (a model, processes or servers there):
+Filters (`--where`) and versions: narrowed inside both retrievers, the latest version of each lineage by default.
 """
 
 from __future__ import annotations

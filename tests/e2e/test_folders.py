@@ -1,6 +1,5 @@
-"""Folders in one command: `kx datasets ingest NAME FOLDER` walks it with the watcher's own rules.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_folders.py.
+"""The end-to-end half of tests/unit/test_folders.py (a model, processes or servers there):
+Folders in one command: `kx datasets ingest NAME FOLDER` walks it with the watcher's own rules.
 """
 
 from __future__ import annotations

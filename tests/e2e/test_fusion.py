@@ -1,6 +1,5 @@
-"""Tests for engine.fusion against values worked out by hand in the comments.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_fusion.py.
+"""The end-to-end half of tests/unit/test_fusion.py (a model, processes or servers there):
+Tests for engine.fusion against values worked out by hand in the comments.
 """
 
 from __future__ import annotations

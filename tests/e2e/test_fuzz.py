@@ -1,14 +1,5 @@
-"""Fuzzing with hypothesis: CLI argument lists, JSONL lines, file bytes and gateway requests.
-
-A fast slice runs by default (25 inputs per target); `--fuzz-examples N`
-(or KX_FUZZ_EXAMPLES=N) runs N per target, KX_FUZZ_SEED picks the seed.
-Every target counts the inputs it really ran and asserts: no traceback, no
-INTERNAL error, no HTTP 500, every refusal a KxError status. The model is
-the tiny test embedder (the inputs, not the model, are under test), and
-commands that would run until stopped (`serve`, `watch`, the TUI) return
-at once.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_fuzz.py.
+"""The end-to-end half of tests/unit/test_fuzz.py (a model, processes or servers there):
+Fuzzing with hypothesis: CLI argument lists, JSONL lines, file bytes and gateway requests.
 """
 
 from __future__ import annotations

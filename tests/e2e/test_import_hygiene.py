@@ -1,6 +1,5 @@
-"""The engine is headless, and commands that need no model import neither torch nor numpy.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_import_hygiene.py.
+"""The end-to-end half of tests/unit/test_import_hygiene.py (a model, processes or servers there):
+The engine is headless, and commands that need no model import neither torch nor numpy.
 """
 
 from __future__ import annotations

@@ -1,13 +1,5 @@
-"""`kx mcp` driven by the `mcp` SDK's own client.
-
-In-process (fast): the server over a small dataset made with the hash
-embedder (a paper with pages and sections, two plain notes), every tool, its
-errors, the ingest policy and path confinement. Over stdio and streamable HTTP
-(slow, a real `kx mcp` process with the bundled model): initialize, list the
-tools, call each one, a bad argument, a missing dataset; HTTP needs the
-gateway's token and refuses a foreign Host, like `kx serve`.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_mcp.py.
+"""The end-to-end half of tests/unit/test_mcp.py (a model, processes or servers there):
+`kx mcp` driven by the `mcp` SDK's own client.
 """
 
 from __future__ import annotations

@@ -1,14 +1,5 @@
-"""What only the Milvus backend has to prove: its operational edges, `kx info`, and the surfaces over it.
-
-The shared contract is tests/e2e/test_backend_contract.py. Here: a refused
-connection, a server that never answers and one that rejects the token are
-UNAVAILABLE / UNAUTHENTICATED naming the URI; a milvus-lite .db held by
-another process is FAILED_PRECONDITION; writes go in batches and a passage
-longer than a Milvus VARCHAR comes back whole; `kx info` shows the backend
-with the token hidden; and the CLI with the real model, the TUI and the
-gateway work unchanged over Milvus.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_milvus.py.
+"""The end-to-end half of tests/unit/test_milvus.py (a model, processes or servers there):
+What only the Milvus backend has to prove: its operational edges, `kx info`, and the surfaces over it.
 """
 
 from __future__ import annotations

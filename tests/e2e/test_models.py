@@ -1,11 +1,5 @@
-"""Embedding models: described from their files, found offline, and refused clearly.
-
-Everything here is real: a tiny GPT-2 causal LM with random weights is built
-in a temporary folder (no network, no downloads), described by
-`engine.embedding.cards`, loaded by the real sentence-transformers embedder and driven
-through the real `kx` CLI.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_models.py.
+"""The end-to-end half of tests/unit/test_models.py (a model, processes or servers there):
+Embedding models: described from their files, found offline, and refused clearly.
 """
 
 from __future__ import annotations

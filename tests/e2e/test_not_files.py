@@ -1,10 +1,5 @@
-"""Files that are not files: devices, FIFOs, sockets and links out of a watched folder.
-
-A read never blocks and never takes more than the size limit + 1 bytes;
-what is refused says what it is. Each kx command runs as its own process
-with a timeout, so a regression shows as a failure, not a hung suite.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_not_files.py.
+"""The end-to-end half of tests/unit/test_not_files.py (a model, processes or servers there):
+Files that are not files: devices, FIFOs, sockets and links out of a watched folder.
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
-"""The two-stage ingest: keyword-searchable at once, embedded behind, resumable after any stop.
-
-Unit tests use the deterministic HashEmbedder and stop stage 2 on purpose
-(`should_stop`); the end-to-end test runs the real `kx` in its own process
-with the real model, queries it from this one while it embeds, kills it, and
-finishes the backlog with two `kx datasets embed` racing each other.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_pipeline.py.
+"""The end-to-end half of tests/unit/test_pipeline.py (a model, processes or servers there):
+The two-stage ingest: keyword-searchable at once, embedded behind, resumable after any stop.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""Provenance on every passage: pages, section paths and document titles, from extraction to every surface.
-
-The extractors themselves are tested with their formats; here an `Extracted`
-built by hand (pages and headings known exactly) is handed to ingest, so
-each test can say which page and section every passage must carry.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_provenance.py.
+"""The end-to-end half of tests/unit/test_provenance.py (a model, processes or servers there):
+Provenance on every passage: pages, section paths and document titles, from extraction to every surface.
 """
 
 from __future__ import annotations

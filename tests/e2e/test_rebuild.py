@@ -1,6 +1,5 @@
-"""`kx datasets rebuild NAME --as NEW`: a new dataset from the stored originals, lineages and retirements kept.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_rebuild.py.
+"""The end-to-end half of tests/unit/test_rebuild.py (a model, processes or servers there):
+`kx datasets rebuild NAME --as NEW`: a new dataset from the stored originals, lineages and retirements kept.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""The line per request that `kx serve` (and `kx mcp --http`) write on stderr.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_request_log.py.
+"""The end-to-end half of tests/unit/test_request_log.py (a model, processes or servers there):
+The line per request that `kx serve` (and `kx mcp --http`) write on stderr.
 """
 
 from __future__ import annotations

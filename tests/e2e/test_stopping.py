@@ -1,13 +1,5 @@
-"""Stopping is always clean: Ctrl-C and SIGTERM are counted by the handler and acted on as ordinary code.
-
-The fast slice of the SIGTERM campaign (benchmarks/sigterm.py runs 50
-rounds): real `kx datasets watch` processes on 100-file folders, one SIGTERM
-at each kind of moment, each required to exit 0 within 10 s with nothing
-committed lost. Beside it: `kx datasets ingest` stopped mid-way keeps what it
-committed (a first ingest used to remove the new dataset whole), `kx serve`
-stopped while it opens, and the TUI leaving on SIGTERM.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_stopping.py.
+"""The end-to-end half of tests/unit/test_stopping.py (a model, processes or servers there):
+Stopping is always clean: Ctrl-C and SIGTERM are counted by the handler and acted on as ordinary code.
 """
 
 from __future__ import annotations

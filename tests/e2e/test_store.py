@@ -1,6 +1,5 @@
-"""The dataset store: names, dedupe, refusals, provenance, fingerprint, derived indexes.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_store.py.
+"""The end-to-end half of tests/unit/test_store.py (a model, processes or servers there):
+The dataset store: names, dedupe, refusals, provenance, fingerprint, derived indexes.
 """
 
 from __future__ import annotations

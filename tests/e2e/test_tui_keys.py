@@ -1,9 +1,5 @@
-"""The keys a daily user reaches for, on every screen: `?`, `q`, the palette, n / p, `y` and `o`.
-
-Driven through App.run_test() and Pilot over a real engine (HashEmbedder for
-speed) whose documents were read from real files, so hits carry a source path.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_tui_keys.py.
+"""The end-to-end half of tests/unit/test_tui_keys.py (a model, processes or servers there):
+The keys a daily user reaches for, on every screen: `?`, `q`, the palette, n / p, `y` and `o`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""80×24 without cut fields: footers that keep Help and Quit, hit headers, compare's chunk column, the documents
-table, and the agent's steps (wrapped, with focus left where the user put it). Pilot over a real engine.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_tui_layout.py.
+"""The end-to-end half of tests/unit/test_tui_layout.py (a model, processes or servers there):
+80×24 without cut fields: footers that keep Help and Quit, hit headers, compare's chunk column, the documents
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The commands as scripts meet them: tables that fit a terminal by leaving columns out and print every value
-whole into a pipe; the question after the dataset's name; extraction notes in ingest results.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_tui_scripts.py.
+"""The end-to-end half of tests/unit/test_tui_scripts.py (a model, processes or servers there):
+The commands as scripts meet them: tables that fit a terminal by leaving columns out and print every value
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""Snippets as a reader sees them: Markdown shown as its text (code kept), the query's words and the hit's
-best-answer span (`Hit.answer_span`, when the engine gives one) highlighted in the hit list and the passage view.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_tui_snippets.py.
+"""The end-to-end half of tests/unit/test_tui_snippets.py (a model, processes or servers there):
+Snippets as a reader sees them: Markdown shown as its text (code kept), the query's words and the hit's
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""The workbench's structure as a user meets it: warm start, the document browser, compare's passage pane, help.
-
-Driven through App.run_test() and Pilot key presses over a real engine (the
-tiny HashEmbedder for speed; a stand-in that blocks until released, to catch
-a query typed while the model is still loading).
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_tui_workbench.py.
+"""The end-to-end half of tests/unit/test_tui_workbench.py (a model, processes or servers there):
+The workbench's structure as a user meets it: warm start, the document browser, compare's passage pane, help.
 """
 
 from __future__ import annotations

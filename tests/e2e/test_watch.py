@@ -1,9 +1,5 @@
-"""Watched-folder auto-ingest: the real watchdog observer on temporary folders, the real engine.
-
-Every wait is bounded and wakes on the watcher's own events (or, for a
-separate process, on its output lines); no test sleeps a fixed time.
-
-The end-to-end half (a model, processes or servers); the rest is tests/unit/test_watch.py.
+"""The end-to-end half of tests/unit/test_watch.py (a model, processes or servers there):
+Watched-folder auto-ingest: the real watchdog observer on temporary folders, the real engine.
 """
 
 from __future__ import annotations

@@ -1,0 +1,73 @@
+"""A watched folder against its dataset, at start and after a delete or a move: the documents whose files are
+gone are retired, and one whose current bytes now sit in a file under another name was renamed unseen (while
+nobody watched, or reported as a delete and a create), so its lineage moves there instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+from ..errors import KxError, Status
+from ..text.folders import document_name, walk_files
+from .events import Renamed, Retired, WatchEventFn
+from .pending import IngestBackend
+
+
+def reconcile(backend: IngestBackend, dataset: str, root: str, emit: WatchEventFn) -> None:
+    """Retire or rename (through `backend`) the documents of `dataset` from folder `root` whose files are gone;
+    each is reported through `emit` (Retired, Renamed)."""
+    present = {document_name(os.path.relpath(path, root)): path for path in walk_files(root)}
+    inside = root.rstrip(os.sep) + os.sep
+    gone: dict[str, tuple[str, str]] = {}   # name -> (source path, current ref)
+    live: dict[str, str] = {}               # name -> current ref, every lineage shown
+    offset = 0
+    try:
+        while True:
+            page = backend.list_documents(dataset, offset, 1000)
+            live.update({d.name: d.ref for d in page})
+            gone.update({d.name: (d.source_path, d.ref) for d in page if d.source_path
+                         and d.source_path.startswith(inside) and d.name not in present})
+            if len(page) < 1000:
+                break
+            offset += len(page)
+    except KxError as exc:
+        if exc.status is Status.NOT_FOUND:  # no dataset yet: nothing to retire
+            return
+        raise
+    if not gone:
+        return
+    moves = unseen_renames(gone, present, live, backend.settings.max_document_bytes)
+    if moves:
+        moved = set(backend.rename(dataset, moves))
+        for old, new, path in moves:
+            if old in moved:
+                gone.pop(old, None)
+                emit(Renamed(path, new, old))
+    if gone:
+        for name in backend.retire(dataset, sorted(gone)):
+            emit(Retired(gone[name][0], name))
+
+
+def unseen_renames(gone: dict[str, tuple[str, str]], present: dict[str, str], live: dict[str, str],
+                   max_bytes: int) -> list[tuple[str, str, str]]:
+    """(old name, new name, path) for gone documents whose current bytes a present file holds: one the
+    dataset has under its new name already, or (read and hashed here) one it does not know yet."""
+    wanted = {ref: name for name, (_path, ref) in gone.items()}
+    moves = []
+    for name, path in present.items():
+        if not wanted:
+            break
+        ref = live.get(name)
+        if ref is None:   # not in the dataset yet
+            try:
+                if os.path.getsize(path) > max_bytes:
+                    continue
+                with open(path, "rb") as handle:
+                    ref = hashlib.sha256(handle.read()).hexdigest()
+            except OSError:
+                continue
+        old = wanted.pop(ref, None)
+        if old is not None:
+            moves.append((old, name, path))
+    return moves
