@@ -25,7 +25,7 @@ from .text.inputs import DocumentInput
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from .agent.records import AgentRun, Step
+    from .agent_run import AgentRun, Step
     from .config import Settings
     from .embedding.host import ModelHost
 

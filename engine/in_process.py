@@ -13,7 +13,7 @@ from .embedding.cards import ModelCard
 from .embedding.host import ModelHost
 
 if TYPE_CHECKING:
-    from .agent.records import AgentRun, Step
+    from .agent_run import AgentRun, Step
     from .backend import Backend
     from .embedding.embedders import Embedder
 

@@ -21,10 +21,10 @@ import json
 import re
 from typing import Any
 
+from ..agent_run import CHAT, AgentRun, Citation, StopReason
 from ..errors import KxError, Status
 from ..records import RetrievalMode
 from .reader import Bounds, Reader
-from .records import CHAT, AgentRun, Citation, StopReason
 
 SHORT_REF = 12
 MAX_TOOL_K = 64

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..agent_run import AgentRun
 from ..backend import Backend
 from ..config import Settings
 from ..errors import invalid, precondition
 from .reader import Bounds, Brain, EmbedFn, Reader, StepFn, citation_label
-from .records import AgentRun
 
 if TYPE_CHECKING:
     from ..embedding.embedders import Embedder

@@ -44,11 +44,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..agent_run import OFFLINE, AgentRun, Citation, StopReason
 from ..fusion import mmr
 from ..records import Hit
 from .fused import FusedCandidates
 from .reader import EmbedFn, Reader
-from .records import OFFLINE, AgentRun, Citation, StopReason
 from .text import CLAUSE, GOAL, PHRASE, SENTENCE, content_words, feedback_terms, goal_parts, normalised, sentences
 
 RELEVANT_FLOOR = 0.25      # all-MiniLM-L6-v2 cosines of unrelated text sit below ~0.15

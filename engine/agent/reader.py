@@ -21,11 +21,11 @@ from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
+from ..agent_run import AgentRun, Citation, Step, StopReason
 from ..backend import Backend
 from ..config import Settings
 from ..errors import invalid
 from ..records import Hit
-from .records import AgentRun, Citation, Step, StopReason
 
 StepFn = Callable[[Step], None]
 EmbedFn = Callable[[Sequence[str]], np.ndarray]

@@ -37,7 +37,7 @@ from ..text.inputs import DocumentInput, from_bytes, from_text
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from ..agent.records import AgentRun, Step
+    from ..agent_run import AgentRun, Step
 
 DEFAULT_URL = "http://127.0.0.1:50151"
 TOKEN_FILE = "gateway.token"
@@ -143,7 +143,7 @@ class KxClient:
         KX_AGENT_* settings (`max_steps` can only tighten them); `on_step`
         hears each step once the run is over (the gateway answers whole).
         """
-        from ..agent.records import AgentRun
+        from ..agent_run import AgentRun
 
         body: dict[str, Any] = {"goal": goal}
         if dataset is not None:

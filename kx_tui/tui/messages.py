@@ -131,14 +131,14 @@ class WatchFailed(Message):
 
 @dataclass
 class AgentStepped(Message):
-    """One step of an agent run, as it happens (engine.agent.records.Step)."""
+    """One step of an agent run, as it happens (engine.agent_run.Step)."""
 
     step: object
 
 
 @dataclass
 class AgentFinished(Message):
-    """An agent run's transcript and cited answer (engine.agent.records.AgentRun)."""
+    """An agent run's transcript and cited answer (engine.agent_run.AgentRun)."""
 
     run: object
 

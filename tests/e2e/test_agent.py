@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from engine import Engine
-from engine.agent.records import AgentRun
 from engine.agent.text import normalised
+from engine.agent_run import AgentRun
 
 from ..helpers import run_cli
 from ..unit.test_agent import HANDBOOK, REFUNDS, handbook  # noqa: F401 - helpers and fixtures

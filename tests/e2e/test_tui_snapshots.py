@@ -93,7 +93,7 @@ def _deterministic(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(ModelWarmup, "describe", pinned)
     monkeypatch.setattr(document_module, "datetime", _FixedClock)
-    from engine.agent.records import AgentRun
+    from engine.agent_run import AgentRun
 
     summary = AgentRun.summary
 

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ..records import Hit
+from .records import Hit
 
 
 class StopReason(StrEnum):
