@@ -27,8 +27,9 @@ class InProcessBackend(ABC):
     settings: Settings
     models: ModelHost
     # Set (a plain assignment, so a signal handler may do it) when the process is stopping, e.g. `kx serve`
-    # after SIGTERM: work in flight leaves at its next safe point; the embedded engine's ingests and
-    # embeddings read it at each progress event.
+    # after SIGTERM: the embedded engine's ingests and embeddings in flight leave at their next progress event
+    # (a safe point: what was committed stays, the rest is the next writer's backlog) instead of holding the
+    # stop up.
     stop_requested: bool = False
 
     @abstractmethod

@@ -55,10 +55,6 @@ class Engine(InProcessBackend):
         self.models = ModelHost(self.settings, embedder, on_notice)  # the model: card, load, prepare
         self._searchers: dict[str, DatasetSearcher] = {}
         self._searchers_lock = threading.Lock()
-        # Set (a plain assignment, so a signal handler may do it) when the process is stopping, e.g. `kx serve`
-        # after SIGTERM: ingests and embeddings in flight leave at their next progress event (a safe point:
-        # what was committed stays, the rest is the next writer's backlog) instead of holding the stop up.
-        self.stop_requested = False
 
     # -- the model (the rest is InProcessBackend's, engine/in_process.py) -------------------------
 
