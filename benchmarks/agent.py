@@ -88,7 +88,6 @@ def _queries(collection: str, n: int) -> tuple[list[tuple[str, str]], dict[str, 
 
 
 def run(collection: str, n: int, cache: Path) -> dict:
-    from engine.agent import run_agent_on
 
     engine = _engine(collection, cache)
     queries, qrels = _queries(collection, n)
@@ -97,7 +96,7 @@ def run(collection: str, n: int, cache: Path) -> dict:
     for qid, text in queries:
         relevant = qrels[qid]
         started = time.perf_counter()
-        agent = run_agent_on(engine, text, collection)
+        agent = engine.run_agent(text, collection)
         agent_s = time.perf_counter() - started
         read_docs = {hit["document_name"] for hit in agent.read.values()}
         budget = max(1, len(agent.read))

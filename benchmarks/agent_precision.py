@@ -39,7 +39,6 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     from engine import Engine, load_settings
-    from engine.agent import run_agent_on
     from engine.text.inputs import from_file
 
     engine = Engine(load_settings({"home": str(args.home)}, env={}))
@@ -48,7 +47,7 @@ def main() -> None:
     rows = []
     for goal, document, topic in GOALS:
         started = time.perf_counter()
-        run = run_agent_on(engine, goal, "handbook")
+        run = engine.run_agent(goal, "handbook")
         claims = [line for line in run.answer.splitlines() if line.startswith("- ")]
         on_topic = [line for line in claims
                     if f"[{document}" in line and any(f" {t}" in f" {line.lower()}" for t in topic)]

@@ -22,27 +22,28 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Protocol, Sequence
 
 import numpy as np
 
 from .config import Settings
-from .embedded.backlog import BesideStage1, StopFn, embed_backlog, prepare_embedder
-from .embedded.dataset import Dataset, validate_name
-from .embedded.storage_errors import storage_errors
-from .embedded.store import NewDocument, NewPassage
 from .embedding.cards import ModelCard, chat_model_advisory
 from .embedding.embedders import no_embedder_error
+from .embedding.host import prepare_embedder
 from .errors import KxError, Status, invalid
 from .extract import Extracted, extract_many, page_span, section_path
 from .fingerprint import Fingerprint, check_compatible, current_fingerprint
+from .names import validate_name
 from .records import (
     DocumentResult,
     DocumentStatus,
+    IngestEvent,
     IngestReport,
     Notice,
     Progress,
 )
+from .records import IngestEventFn as EventFn
+from .rows import DocumentRow, NewDocument, NewPassage
 from .text.chunking import chunk_text
 from .text.inputs import DocumentInput
 from .vectors import checked_vectors
@@ -50,7 +51,7 @@ from .vectors import checked_vectors
 if TYPE_CHECKING:
     from .embedding.embedders import Embedder
 
-EventFn = Callable[[object], None]
+StopFn = Callable[[], bool]
 
 # A commit group closes after this long even when small, so the first documents are searchable within seconds.
 COMMIT_SECONDS = 2.0
@@ -67,6 +68,82 @@ class IngestEngine(Protocol):
     def model_card(self) -> ModelCard | None: ...
 
     def embedder(self) -> Embedder | None: ...
+
+
+class IngestCatalogue(Protocol):
+    """What an ingest writes through, under the target's write lock: the embedded SQLite catalogue
+    (engine/embedded/store.py) or Milvus's (engine/milvus/store.py)."""
+
+    def fingerprint(self) -> Fingerprint | None: ...
+
+    def known_refs(self, refs: Sequence[str]) -> set[str]: ...
+
+    def document(self, ref: str) -> DocumentRow | None: ...
+
+    def commit_documents(self, documents: Sequence[NewDocument], vectors: np.ndarray | None,
+                         fingerprint: Fingerprint) -> None:
+        """One group, durably; `vectors` None only for a target with a stage two (the embedding backlog)."""
+        ...
+
+    def record_current(self, pairs: Sequence[tuple[str, str]]) -> int: ...
+
+    def counts(self) -> tuple[int, int]: ...
+
+
+class IngestTarget(Protocol):
+    """Where an ingest's documents go: the embedded `Dataset` (engine/embedded/dataset.py) or `MilvusDataset`."""
+
+    def exists(self) -> bool: ...
+
+    def writing(self, on_wait: Callable[[str], None] | None = None) -> ContextManager[Any]:
+        """Hold the write lock and yield the catalogue (an IngestCatalogue), creating the dataset if needed."""
+        ...
+
+    def storage_guard(self) -> ContextManager[None]:
+        """Storage failures (a full disk, a damaged file) told as KxErrors while the ingest runs."""
+        ...
+
+    def sync_sparse(self, catalogue: Any, on_stage: Callable[[str], None] | None = None,
+                    on_progress: Callable[[int, int], None] | None = None) -> None:
+        """Keyword search catches up with the committed passages (nothing to do where the store indexes rows)."""
+        ...
+
+    def sync_dense(self, catalogue: Any) -> None:
+        """The dense index catches up with the stored vectors (nothing to do where the store indexes rows)."""
+        ...
+
+    def sync_indexes(self, catalogue: Any, on_stage: Callable[[str], None] | None = None) -> None: ...
+
+    def discard(self) -> None:
+        """Remove what a first ingest that stored nothing left behind."""
+        ...
+
+
+class StageTwo(Protocol):
+    """The embedding backlog embedded beside stage 1 (engine/embedded/backlog.py's BesideStage1)."""
+
+    def emit(self, event: IngestEvent) -> None:
+        """Both stages' events, one at a time, to the caller."""
+        ...
+
+    def start(self) -> None:
+        """A group was committed without vectors: embed it (loading the model the first time)."""
+        ...
+
+    def raise_if_stopped(self) -> None: ...
+
+    def complete(self, catalogue: Any) -> int:
+        """Stage 1 is done: embed the rest of the backlog; how many passages were embedded."""
+        ...
+
+    def stop(self) -> None:
+        """Abandon the chunk in hand (always called before the write lock is let go)."""
+        ...
+
+
+# A target that commits passages before their vectors comes with its stage two: (engine, target, emit,
+# should_stop) -> StageTwo. One that needs each row's vector (Milvus) has none: each group is embedded first.
+StageTwoFactory = Callable[[IngestEngine, Any, EventFn, StopFn | None], StageTwo]
 
 
 def passage_ref(doc_ref: str, start: int, end: int) -> str:
@@ -88,7 +165,9 @@ def run_ingest(
     documents: Iterable[DocumentInput],
     vectors: Sequence[Sequence[float]] | np.ndarray | None = None,
     on_event: EventFn | None = None,
-    dataset: Any = None,
+    *,
+    target: IngestTarget,
+    stage_two: StageTwoFactory | None = None,
     should_stop: StopFn | None = None,
 ) -> IngestReport:
     """Add documents to dataset `name`, creating it on first use, then embed its backlog.
@@ -100,10 +179,9 @@ def run_ingest(
     asked between embedding chunks: True leaves the rest of the backlog to
     the next writer (nothing committed is lost).
 
-    `dataset` is where the documents go: by default the embedded `Dataset`;
-    another backend passes its own with the same face (`exists`, `writing`
-    yielding a catalogue, `sync_indexes`, `discard`, `defers_embedding`),
-    e.g. engine/milvus/store.py.
+    `target` is where the documents go (the embedded `Dataset`, Milvus's
+    `MilvusDataset`); `stage_two`, given by a backend whose catalogue holds
+    passages without vectors, embeds them behind stage 1.
     """
     emit = on_event or (lambda _event: None)
     validate_name(name)
@@ -118,7 +196,7 @@ def run_ingest(
     model_card = card if card is not None and card.dimension == dimension else None
     current = current_fingerprint(engine.settings, model_card, dimension)
 
-    dataset = Dataset(engine.settings, name) if dataset is None else dataset
+    dataset = target
     created = not dataset.exists()
     if created and docs and all(doc.error is not None for doc in docs):
         # refused as a whole (nothing readable): no dataset is made and nothing stored is touched
@@ -127,10 +205,9 @@ def run_ingest(
             emit(result)
         return IngestReport(name, refusals, False, 0, 0, [])
     unusable_model = False
-    defers = given is None and bool(getattr(dataset, "defers_embedding", False))
     # stage 2 runs beside stage 1 from its first commit: the model loads (a first use exports it) and then
     # embeds while extraction goes on in its worker processes; no wait before the first keyword answer
-    beside = BesideStage1(engine, dataset, emit, should_stop) if defers else None
+    beside = stage_two(engine, dataset, emit, should_stop) if given is None and stage_two is not None else None
     if beside is not None:
         emit = beside.emit  # both stages' events reach the caller one at a time
     totals = (0, 0)
@@ -138,14 +215,14 @@ def run_ingest(
     committer: _Committer | None = None
     try:
         # storage failures become KxErrors here already, so a full disk can be told with what went in first
-        with storage_errors(getattr(dataset, "folder", engine.settings.datasets_dir / name)), \
+        with dataset.storage_guard(), \
                 dataset.writing(on_wait=lambda message: emit(Notice("waiting", message))) as catalogue:
             stored = catalogue.fingerprint()
             if stored is not None:
                 _check_stored(name, stored, current, given is not None)
             fingerprint = stored or current
             committer = _Committer(engine, dataset, catalogue, fingerprint, results, emit,
-                                   bool(getattr(dataset, "defers_embedding", False)), len(docs), beside)
+                                   stage_two is not None, len(docs), beside)
             try:
                 _prepare(engine.settings, docs, given, catalogue, results, emit, committer)
                 committer.flush()
@@ -156,8 +233,7 @@ def run_ingest(
                 totals = catalogue.counts()
                 if beside is not None:
                     try:
-                        already = beside.finish()
-                        embed_backlog(engine, dataset, catalogue, emit, should_stop, already)
+                        beside.complete(catalogue)
                     except KxError as exc:
                         # the model cannot embed: a dataset this command created would be pinned to it for
                         # good (its fingerprint), so it goes; an existing one keeps its commits as a backlog
@@ -284,9 +360,9 @@ def _new_document(doc: DocumentInput, ref: str, extracted: Extracted, spans) -> 
 class _Committer:
     """Groups cut documents and commits each group: to the backlog (two stages) or with its vectors."""
 
-    def __init__(self, engine: IngestEngine, dataset: Any, catalogue: Any, fingerprint: Fingerprint,
-                 results: list[DocumentResult | None], emit: EventFn, defers: bool, documents: int,
-                 beside: BesideStage1 | None = None) -> None:
+    def __init__(self, engine: IngestEngine, dataset: IngestTarget, catalogue: IngestCatalogue,
+                 fingerprint: Fingerprint, results: list[DocumentResult | None], emit: EventFn, defers: bool,
+                 documents: int, beside: StageTwo | None = None) -> None:
         self.engine, self.dataset, self.catalogue, self.fingerprint = engine, dataset, catalogue, fingerprint
         self.beside = beside
         self.results, self.emit, self.defers = results, emit, defers
@@ -354,9 +430,9 @@ class _Committer:
             self.committed += size
             for p in group:
                 doc = p.document
-                self.results[p.position] = DocumentResult(doc.name, DocumentStatus.ADDED, doc.ref,
-                                                          len(doc.passages), doc.source_path)
-                self.emit(self.results[p.position])
+                added = DocumentResult(doc.name, DocumentStatus.ADDED, doc.ref, len(doc.passages), doc.source_path)
+                self.results[p.position] = added
+                self.emit(added)
         self._reading(self.read)
 
 

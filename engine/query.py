@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING, Any, ContextManager, Mapping, Protocol, Sequen
 import numpy as np
 
 from .config import Settings
-from .embedded.dataset import Dataset, validate_name
-from .embedded.readers import MAX_QUERY_TERMS, Candidates, Searcher
 from .embedding.cards import ModelCard
 from .embedding.embedders import no_embedder_error
 from .errors import KxError, Status, invalid
@@ -23,7 +21,9 @@ from .expansion import FEEDBACK_PASSAGES, rocchio
 from .filters import PassageFilter, parse_where
 from .fingerprint import Fingerprint, check_compatible, current_fingerprint
 from .fusion import fuse, mmr, round_like_python
+from .names import validate_name
 from .records import Hit, QueryResult, RetrievalMode, VersionView
+from .retrieval import MAX_QUERY_TERMS, Candidates, Searcher
 from .text.answer_span import SentenceMemo, best_sentence_scores, with_answer_spans, word_vectors
 from .vectors import checked_vectors
 
@@ -45,12 +45,14 @@ SENTENCE = "sentence"
 # it once more, at rank 1 (a one-passage list, LEAD). RRF keeps ranks only, so a passage whose rare query
 # words no other passage holds (BM25 26.6 against 15.2 next) weighs as little as a narrow first place, and
 # a middling dense rank (32nd among passages of the same paper) pulled it to 8th. A BM25 margin that wide is
-# rarely wrong: the first passage of such lists was right for 18 of 19 QA questions and 22 of 27 SciFact
-# queries, against 0.83 and 0.61 for hybrid's first hit. Sparse only: BM25 scores grow with the query
-# words' rarity and a ratio of them means something, while cosines crowd into a narrow band. Needs a
-# runner-up to compare with. Measured (BENCHMARKS.md, "lead vote"): QA success@1 0.833 -> 0.852 and
-# success@5 0.944 -> 0.963, Cranfield +0.001, CISI 0, SciFact -0.001; ratios 1.4-1.6 give the same QA.
-LEAD_RATIO = 1.5
+# rarely wrong where answers are one passage: such a first passage was right for 21 of 22 QA questions and
+# 31 of 42 SciFact queries, against 0.83 and 0.61 for hybrid's first hit. Sparse only: BM25 scores grow
+# with the query words' rarity and a ratio of them means something, while cosines crowd into a narrow band
+# (a dense lead at 1.2 x cost SciFact 0.001 more and gained nothing). Needs a runner-up to compare with.
+# Measured (BENCHMARKS.md, "The lead vote"): QA success@1 0.815 -> 0.833, success@5 0.944 -> 0.963,
+# Cranfield +0.001, CISI +0.003, SciFact -0.001 (nDCG@10, MMR on); 1.4 was the best ratio of 1.3-1.75
+# on all four sets together.
+LEAD_RATIO = 1.4
 LEAD = "lead"
 
 
@@ -66,6 +68,11 @@ class QueryEngine(Protocol):
     def searcher(self, name: str) -> Searcher: ...
 
     def reading(self, name: str) -> ContextManager[Searcher]: ...
+
+    def load_model_in_background(self, name: str | None = None) -> threading.Thread | None:
+        """Start loading the model on a thread; None when it is loaded, none is configured, or dataset `name`
+        is known to be missing (its error should come at once)."""
+        ...
 
 
 def run_query(
@@ -117,8 +124,8 @@ def run_query(
     query_vector = None if vector is None else checked_vectors([vector], 1, "the query vector")[0]
     if text is None and query_vector is None:
         raise invalid("give query text (or a pre-computed query vector)")
-    if text is None and chosen_mode != "dense":
-        if chosen_mode == "sparse":
+    if text is None and chosen_mode != RetrievalMode.DENSE:
+        if chosen_mode == RetrievalMode.SPARSE:
             raise invalid("sparse search needs query text; a vector alone can only search dense")
         notes.append("no query text: searched dense only")
         chosen_mode = RetrievalMode.DENSE
@@ -132,7 +139,7 @@ def run_query(
         raise
     fingerprint = searcher.fingerprint
     notes.extend(searcher.notes)
-    use_dense, use_sparse = chosen_mode in ("dense", "hybrid"), chosen_mode in ("sparse", "hybrid")
+    use_dense, use_sparse = chosen_mode.uses_dense, chosen_mode.uses_sparse
     embedder = None
     card: ModelCard | None = None
     if query_vector is not None:
@@ -192,13 +199,9 @@ def _load_model_meanwhile(engine: QueryEngine, name: str, mode: RetrievalMode, t
     waits for it. None when the model is not needed or already loaded, or the dataset is missing (its
     error comes at once). The thread is not a daemon: an interpreter leaving first (an error, a bad
     fingerprint) waits for it, since ONNX Runtime torn down in the middle of a load aborts the process."""
-    start = getattr(engine, "load_model_in_background", None)
-    if start is None or vector is not None or text is None or mode == RetrievalMode.SPARSE:
+    if vector is not None or text is None or mode == RetrievalMode.SPARSE:
         return None
-    if not Dataset(engine.settings, name).exists():
-        return None
-    thread: threading.Thread | None = start()
-    return thread
+    return engine.load_model_in_background(name)
 
 
 def _dense_coverage(name: str, searcher: Searcher, use_dense: bool, notes: list[str]) -> float:
@@ -436,16 +439,15 @@ def _expanded_lists(searcher: Searcher, text: str | None, query_vector: np.ndarr
 
     `top_keys` and `top_scores`: the first pass's best fused passages (the feedback) and their fused scores.
     """
-    out, added = dict(lists), []
+    out, added = dict(lists), list[str]()
     keys = list(top_keys)
     if "sparse" in lists and text is not None:
-        expand_sparse = getattr(searcher, "sparse_expanded", None)
-        if expand_sparse is None:
+        if not searcher.expands_sparse:
             notes.append("query expansion: this backend expands the dense list only")
         else:
             rows = searcher.passages(keys)
-            out["sparse"], added = expand_sparse(text, [(rows[k].text, w) for k, w in zip(keys, top_scores)],
-                                                 pool, only)
+            out["sparse"], added = searcher.sparse_expanded(
+                text, [(rows[k].text, w) for k, w in zip(keys, top_scores)], pool, only)
     if "dense" in lists and query_vector is not None and keys:
         out["dense"] = searcher.dense_candidates(rocchio(query_vector, searcher.vectors(keys)), pool, only)
     return out, added

@@ -5,15 +5,29 @@ Plain dataclasses with `to_dict()`, so every transport shows the same fields.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypedDict, overload
 
 
 def chunk_label(index: int, count: int) -> str:
     """`[chunk i/N]`, 1-based: how every surface names a passage's place in its document."""
     return f"[chunk {index + 1}/{count}]"
+
+
+class QueryOptions(TypedDict, total=False):
+    """A query's options beside its dataset and text, written once: every Backend's `query(name, text,
+    **options)` takes these, and engine/query.py's `run_query` is their one definition (a unit test holds
+    the two together). Whatever is not given is the settings' (over a gateway: the server's)."""
+
+    vector: Sequence[float] | Any    # a pre-computed query vector (a list, or a numpy array)
+    k: int | None
+    mode: RetrievalMode | str | None
+    rerank: bool | None
+    where: Sequence[str] | None      # filter clauses (engine/filters.py)
+    versions: str | None             # "latest" (each lineage's current version) or "all"
+    expand: bool | None              # pseudo-relevance feedback (engine/expansion.py)
 
 
 class RetrievalMode(StrEnum):
@@ -30,6 +44,14 @@ class RetrievalMode(StrEnum):
             return cls(str(text).strip().lower())
         except ValueError:
             raise ValueError(f"expected one of {', '.join(cls)}, got {text!r}") from None
+
+    @property
+    def uses_dense(self) -> bool:
+        return self is not RetrievalMode.SPARSE
+
+    @property
+    def uses_sparse(self) -> bool:
+        return self is not RetrievalMode.DENSE
 
 
 class VersionView(StrEnum):
@@ -101,6 +123,13 @@ class Notice:
 
     kind: Literal["advisory", "waiting", "preparing"]
     message: str
+
+
+# What an ingest, an embed or a rebuild tells its caller while it runs, one event at a time: one typed union,
+# handled by isinstance (the CLI's progress bars, the TUI, the gateway's stream). A folder watcher's own events
+# are engine/watch/watcher.py's WatchEvent.
+IngestEvent = DocumentResult | Progress | Notice
+IngestEventFn = Callable[[IngestEvent], None]
 
 
 @dataclass(frozen=True)
@@ -209,7 +238,7 @@ class Hit:
     sentence_rank: int | None = None
     sentence_score: float | None = None
     # hybrid's lead vote (engine/query.py, LEAD_RATIO): set on sparse's best passage when its BM25 score is at
-    # least 1.5 times the runner-up's (this is that ratio); RRF then counts it once more, at rank 1
+    # least 1.4 times the runner-up's (this is that ratio); RRF then counts it once more, at rank 1
     lead_ratio: float | None = None
 
     @property
@@ -227,6 +256,14 @@ class Hit:
         if self.answer_span is not None:
             data["answer_span"] = list(self.answer_span)  # what JSON, the gateway and the SDK carry
         return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Hit:
+        """The hit `to_dict()` gave (its derived fields, such as `chunk`, and unknown ones left out)."""
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        if fields.get("answer_span") is not None:
+            fields["answer_span"] = tuple(fields["answer_span"])
+        return cls(**fields)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ engine/agent/loop.py is the entry point, reader.py the Reader and its bounds; of
 are the two brains; records.py the transcript and answer.
 """
 
-from .loop import Bounds, citation_label, run_agent, run_agent_on
-from .records import AgentRun, Citation, Step
+from .loop import Bounds, citation_label, run_agent, run_agent_here
+from .records import AgentRun, Citation, Step, StopReason
 
-__all__ = ["AgentRun", "Bounds", "Citation", "Step", "citation_label", "run_agent", "run_agent_on"]
+__all__ = ["AgentRun", "Bounds", "Citation", "Step", "StopReason", "citation_label", "run_agent", "run_agent_here"]

@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import KxError, Status
 from ..records import RetrievalMode
 from .reader import Bounds, Reader
-from .records import BUDGET_TIME, CHAT, ENOUGH, NO_CORPUS, AgentRun, Citation
+from .records import CHAT, AgentRun, Citation, StopReason
 
 SHORT_REF = 12
 MAX_TOOL_K = 64
@@ -164,7 +164,7 @@ class ChatBrain:
                 if not isinstance(calls, list):
                     calls = [calls]  # not the protocol's list: answered as one malformed call
                 if not calls:
-                    stop, answer = ENOUGH, self._content(message)
+                    stop, answer = StopReason.ENOUGH, self._content(message)
                     break
                 messages.append({"role": "assistant", "content": message.get("content"), "tool_calls": calls})
                 for call in calls:
@@ -174,7 +174,7 @@ class ChatBrain:
         except KxError as exc:
             if exc.status is not Status.UNAVAILABLE or "time bound" not in exc.message:
                 raise
-            stop, answer = BUDGET_TIME, ""
+            stop, answer = StopReason.BUDGET_TIME, ""
             notes.append("the chat model did not answer within the time bound; the passages read are in the "
                          "transcript")
         answer, citations, stripped = resolve_citations(answer, reader)
@@ -222,7 +222,7 @@ class ChatBrain:
                  "cited or checked against your documents"]
         if stripped:
             notes.append(f"stripped {len(stripped)} citation(s): there was no corpus to cite")
-        return AgentRun(goal=goal, dataset=None, brain=CHAT, steps=[], stop_reason=NO_CORPUS, answer=answer,
+        return AgentRun(goal=goal, dataset=None, brain=CHAT, steps=[], stop_reason=StopReason.NO_CORPUS, answer=answer,
                         citations=[], read={}, notes=notes, stripped_citations=stripped,
                         elapsed_ms=round((time.monotonic() - started) * 1000.0, 1))
 

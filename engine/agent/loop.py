@@ -12,7 +12,7 @@ An unknown dataset is NOT_FOUND before any step is taken.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..backend import Backend
 from ..config import Settings
@@ -20,7 +20,10 @@ from ..errors import invalid, precondition
 from .reader import Bounds, Brain, EmbedFn, Reader, StepFn, citation_label
 from .records import AgentRun
 
-__all__ = ["Bounds", "Reader", "citation_label", "check_goal", "run_agent", "run_agent_on"]
+if TYPE_CHECKING:
+    from ..embedding.embedders import Embedder
+
+__all__ = ["Bounds", "Reader", "citation_label", "check_goal", "run_agent", "run_agent_here"]
 
 MAX_GOAL_CHARS = 4000
 
@@ -83,24 +86,11 @@ def run_agent(
     return brain.run(goal, Reader(backend, dataset, bounds, on_step))
 
 
-def run_agent_on(backend: Any, goal: str, dataset: str | None = None, *, max_steps: int | None = None,
-                 on_step: StepFn | None = None) -> AgentRun:
-    """Run the agent wherever `backend` keeps the engine: in this process, or on its gateway.
-
-    An in-process Engine runs the loop here with its own embedder; a KxClient
-    asks its gateway to run it (POST /v1/agent/runs), where the embedder
-    lives, and reports the steps once the run is over.
-    """
-    if hasattr(backend, "run_agent"):
-        run = backend.run_agent(goal, dataset=dataset, max_steps=max_steps)
-        for step in run.steps:
-            if on_step is not None:
-                on_step(step)
-        return run
-    settings = backend.settings
-    embed = None
-    if not settings.agent_chat_url and dataset is not None:
-        embedder = backend.embedder()
-        if embedder is not None:
-            embed = embedder.encode
+def run_agent_here(backend: Backend, settings: Settings, embedder: Embedder | None, goal: str,
+                   dataset: str | None = None, *, max_steps: int | None = None,
+                   on_step: StepFn | None = None) -> AgentRun:
+    """An in-process backend's `run_agent` (Engine, MilvusBackend): the loop runs here, with the backend's
+    embedder (the offline brain judges passages with it; None: none is configured, or the chat brain runs).
+    A KxClient asks its gateway instead."""
+    embed = None if embedder is None else embedder.encode
     return run_agent(backend, settings, goal, dataset, embed=embed, max_steps=max_steps, on_step=on_step)

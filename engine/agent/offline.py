@@ -48,7 +48,7 @@ from ..fusion import mmr
 from ..records import Hit
 from .fused import FusedCandidates
 from .reader import EmbedFn, Reader
-from .records import ENOUGH, NO_NEW, OFFLINE, AgentRun, Citation
+from .records import OFFLINE, AgentRun, Citation, StopReason
 from .text import CLAUSE, GOAL, PHRASE, SENTENCE, content_words, feedback_terms, goal_parts, normalised, sentences
 
 RELEVANT_FLOOR = 0.25      # all-MiniLM-L6-v2 cosines of unrelated text sit below ~0.15
@@ -151,17 +151,17 @@ class OfflineBrain:
             if stop:
                 break
             if round_new == 0:
-                stop = NO_NEW
+                stop = StopReason.NO_NEW
                 break
             keys = tuple(s.text for s in self._answer_sentences(goal_vector, reader, relevance))
             unchanged = unchanged + 1 if keys == answer_keys else 0
             if unchanged >= STEADY_ROUNDS:
-                stop = ENOUGH
+                stop = StopReason.ENOUGH
                 break
             answer_keys = keys
             search = self._feedback(goal, goal_vector, reader, relevance, fused, rounds)
             if search is None or f"{FEEDBACK}:{search.query.lower()}" in asked:
-                stop = ENOUGH  # every relevant passage has already lent its words
+                stop = StopReason.ENOUGH  # every relevant passage has already lent its words
                 break
             plan, rounds = [search], rounds + 1
         return self._finish(goal, goal_vector, reader, relevance, stop)
@@ -260,7 +260,7 @@ class OfflineBrain:
         return [pool[i] for i in picked]
 
     def _finish(self, goal: str, goal_vector: np.ndarray, reader: Reader, relevance: dict[str, float],
-                stop: str) -> AgentRun:
+                stop: StopReason) -> AgentRun:
         chosen = self._answer_sentences(goal_vector, reader, relevance)
         if not chosen:
             best = max(relevance.values(), default=None)

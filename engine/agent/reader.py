@@ -25,7 +25,7 @@ from ..backend import Backend
 from ..config import Settings
 from ..errors import invalid
 from ..records import Hit
-from .records import BUDGET_PASSAGES, BUDGET_STEPS, BUDGET_TIME, AgentRun, Citation, Step
+from .records import AgentRun, Citation, Step, StopReason
 
 StepFn = Callable[[Step], None]
 EmbedFn = Callable[[Sequence[str]], np.ndarray]
@@ -82,14 +82,14 @@ class Reader:
         self.steps: list[Step] = []
         self.hits: dict[str, Hit] = {}          # every passage read, in the order first read
 
-    def exhausted(self) -> str | None:
+    def exhausted(self) -> StopReason | None:
         """The bound already reached, or None while the run may go on."""
         if len(self.steps) >= self.bounds.max_steps:
-            return BUDGET_STEPS
+            return StopReason.BUDGET_STEPS
         if len(self.hits) >= self.bounds.max_passages:
-            return BUDGET_PASSAGES
+            return StopReason.BUDGET_PASSAGES
         if self.seconds_left() <= 0:
-            return BUDGET_TIME
+            return StopReason.BUDGET_TIME
         return None
 
     def seconds_left(self) -> float:
@@ -168,11 +168,11 @@ class Reader:
         hit = self.hits[ref]
         return Citation(ref, citation_label(hit), hit.document_name, hit.document_ref)
 
-    def finish(self, goal: str, brain: str, stop_reason: str, answer: str, citations: list[Citation],
+    def finish(self, goal: str, brain: str, stop_reason: StopReason, answer: str, citations: list[Citation],
                **extra: Any) -> AgentRun:
         return AgentRun(goal=goal, dataset=self.dataset, brain=brain, steps=self.steps, stop_reason=stop_reason,
                         answer=answer, citations=citations,
-                        read={ref: hit.to_dict() for ref, hit in self.hits.items()},
+                        read=dict(self.hits),
                         elapsed_ms=round((time.monotonic() - self.started) * 1000.0, 1), **extra)
 
 

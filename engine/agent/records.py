@@ -2,22 +2,29 @@
 
 Plain dataclasses with `to_dict()` / `from_dict()`, so the CLI, the gateway
 and the SDK show the same fields. A step is one search (or one refused tool
-call); `read` maps every passage ref the run read to the hit as the engine
+call); `read` maps every passage ref the run read to the `Hit` as the engine
 returned it, so a citation can always be opened in its document.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
 
-# Why a run stopped.
-ENOUGH = "enough"                      # the brain judged that reading more would not change the answer
-NO_NEW = "no new passages"             # a round brought no new relevant passage
-BUDGET_STEPS = "budget: steps"
-BUDGET_PASSAGES = "budget: passages"
-BUDGET_TIME = "budget: time"
-NO_CORPUS = "no dataset"               # the chat brain answered as a plain agent
+from ..records import Hit
+
+
+class StopReason(StrEnum):
+    """Why a run stopped (a StrEnum: JSON, the gateway and the SDK carry its text)."""
+
+    ENOUGH = "enough"                      # the brain judged that reading more would not change the answer
+    NO_NEW = "no new passages"             # a round brought no new relevant passage
+    BUDGET_STEPS = "budget: steps"
+    BUDGET_PASSAGES = "budget: passages"
+    BUDGET_TIME = "budget: time"
+    NO_CORPUS = "no dataset"               # the chat brain answered as a plain agent
+
 
 OFFLINE, CHAT = "offline", "chat"
 
@@ -73,10 +80,10 @@ class AgentRun:
     dataset: str | None
     brain: str
     steps: list[Step]
-    stop_reason: str
+    stop_reason: StopReason
     answer: str
     citations: list[Citation]
-    read: dict[str, dict[str, Any]]              # passage ref -> the hit's fields, as first read
+    read: dict[str, Hit]                         # passage ref -> the hit, as first read
     notes: list[str] = field(default_factory=list)
     stripped_citations: list[str] = field(default_factory=list)   # refs the model cited but never read
     found: bool = True
@@ -100,16 +107,17 @@ class AgentRun:
             "notes": list(self.notes),
             "elapsed_ms": self.elapsed_ms,
             "steps": [s.to_dict() for s in self.steps],
-            "read": dict(self.read),
+            "read": {ref: hit.to_dict() for ref, hit in self.read.items()},
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AgentRun:
         return cls(
             goal=data["goal"], dataset=data.get("dataset"), brain=data["brain"],
-            steps=[Step(**s) for s in data.get("steps", [])], stop_reason=data["stop_reason"],
+            steps=[Step(**s) for s in data.get("steps", [])], stop_reason=StopReason(data["stop_reason"]),
             answer=data["answer"], citations=[Citation(**c) for c in data.get("citations", [])],
-            read=dict(data.get("read", {})), notes=list(data.get("notes", [])),
+            read={ref: Hit.from_dict(hit) for ref, hit in data.get("read", {}).items()},
+            notes=list(data.get("notes", [])),
             stripped_citations=list(data.get("stripped_citations", [])), found=bool(data.get("found", True)),
             elapsed_ms=float(data.get("elapsed_ms", 0.0)),
         )

@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING, Callable, Protocol
 
 from ..config import Settings
 from ..embedding.embedders import no_embedder_error
+from ..embedding.host import prepare_embedder
 from ..errors import KxError
-from ..records import Notice, Progress
+from ..records import IngestEvent, Progress
+from ..records import IngestEventFn as EventFn
 
 if TYPE_CHECKING:
     from ..embedding.embedders import Embedder
@@ -32,7 +34,6 @@ if TYPE_CHECKING:
     from .dense import DenseIndex
     from .store import Catalogue
 
-EventFn = Callable[[object], None]
 StopFn = Callable[[], bool]
 
 # The dense graph is rewritten whole on save (~0.05 s per 10k passages), so it is saved on a clock, not per chunk.
@@ -51,13 +52,6 @@ def paced_batch(configured: int, passages: int, seconds: float) -> int:
         return configured
     fits = int(BATCH_SECONDS * passages / seconds)
     return max(min(configured, fits), min(_MIN_BATCH, configured))
-
-
-def prepare_embedder(embedder: Embedder, emit: EventFn) -> None:
-    """Load the model now if it loads lazily; a first use exports its ONNX graph, said through `emit`."""
-    prepare = getattr(embedder, "prepare", None)
-    if callable(prepare):
-        prepare(lambda line: emit(Notice("preparing", line)))
 
 
 class ModelSource(Protocol):
@@ -178,7 +172,7 @@ class BesideStage1:
         self.embedded = 0
         self._thread: threading.Thread | None = None
 
-    def emit(self, event: object) -> None:
+    def emit(self, event: IngestEvent) -> None:
         """Stage 1's and stage 2's events, one at a time, to the command's one consumer."""
         with self._lock:
             self._emit(event)
@@ -199,6 +193,10 @@ class BesideStage1:
         """
         if self.error is not None and not isinstance(self.error, KxError):
             raise self.error
+
+    def complete(self, catalogue: Catalogue) -> int:
+        """Stage 1 is done: wait for this thread's share, then embed what is left on the caller's thread."""
+        return embed_backlog(self.engine, self.dataset, catalogue, self.emit, self.should_stop, self.finish())
 
     def finish(self) -> int:
         """Stage 1 is done: wait until the thread has embedded what waits (or stopped); re-raise its failure."""

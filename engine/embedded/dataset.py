@@ -13,32 +13,23 @@ can reach outside KX_HOME.
 from __future__ import annotations
 
 import contextlib
-import re
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..config import Settings
-from ..errors import invalid, not_found
+from ..errors import not_found
+from ..names import NAME_RE, validate_name
+from .storage_errors import storage_errors
 from .store import Catalogue, CatalogueEmpty
 
 if TYPE_CHECKING:  # the indexes import numpy; listing datasets never opens them
     from .dense import DenseIndex
     from .sparse import SparseIndex
 
-NAME_PATTERN = r"[a-z0-9][a-z0-9_-]{0,63}"  # the gateway's OpenAPI schema states it too
-_NAME = re.compile(NAME_PATTERN)
-NAME_RULE = "1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit (e.g. 'handbook')"
-
-
-def validate_name(name: str) -> str:
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        shown = repr(name)[:80] if isinstance(name, str) else type(name).__name__
-        raise invalid(f"dataset name {shown} is not allowed; use {NAME_RULE}")
-    return name
-
-
 class Dataset:
-    # Passages may be committed before their vectors (the embedding backlog, engine/embedded/backlog.py).
-    defers_embedding = True
+    """One dataset's folder: the ingest target of the embedded backend (engine/ingest.py's IngestTarget).
+
+    Passages may be committed before their vectors (the embedding backlog, engine/embedded/backlog.py).
+    """
 
     def __init__(self, settings: Settings, name: str) -> None:
         self.name = validate_name(name)
@@ -56,6 +47,10 @@ class Dataset:
                 f"dataset '{self.name}' does not exist (datasets: {have}); "
                 f"create it with: kx datasets ingest {self.name} --file FILE"
             )
+
+    def storage_guard(self) -> contextlib.AbstractContextManager[None]:
+        """A full disk or a damaged catalogue under this folder, told as a KxError."""
+        return storage_errors(self.folder)
 
     @contextlib.contextmanager
     def writing(self, on_wait: Callable[[str], None] | None = None) -> Iterator[Catalogue]:
@@ -211,4 +206,4 @@ def list_dataset_names(settings: Settings) -> list[str]:
     root = settings.datasets_dir
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if _NAME.fullmatch(p.name) and (p / "catalog.sqlite").exists())
+    return sorted(p.name for p in root.iterdir() if NAME_RE.fullmatch(p.name) and (p / "catalog.sqlite").exists())

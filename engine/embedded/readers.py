@@ -11,23 +11,18 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
-from dataclasses import dataclass
-from typing import Any, Protocol
 
 import numpy as np
 
 from ..atomic import read_json
 from ..filters import PassageFilter, Where
 from ..fingerprint import Fingerprint
-from ..fusion import round_like_python
+from ..retrieval import MAX_QUERY_TERMS, Candidates, Searcher  # noqa: F401 - Searcher: the face it has
+from ..rows import DocumentRow, PassageRow
 from .dataset import Dataset
 from .sparse import Bm25Scorer
-from .store import Catalogue, DocumentRow, LineageMarks, LineageState, PassageRow
+from .store import Catalogue, LineageMarks, LineageState
 
-_SCORE_DECIMALS = 6
-# Sparse queries look up at most this many distinct indexed terms (the rarest):
-# a pasted 100,000-character query must not turn into an OR of 20,000 postings.
-MAX_QUERY_TERMS = 512
 # seq -> passage ref entries kept in memory per open dataset (~100 bytes each)
 _REF_CACHE_LIMIT = 500_000
 # A filtered dense search scores at most this many allowed passages exactly (their stored vectors, cached
@@ -55,67 +50,6 @@ def dense_ef(pool: int) -> int:
     return max(4 * pool, 256)
 
 
-@dataclass
-class Candidates:
-    """One retriever's list: passage keys with their raw scores (rounded to 6 decimals), best first.
-
-    Keys are what the backend reads passages by (seqs here, refs in Milvus);
-    equal scores are not yet in ref order: fusion (engine/fusion.py `fuse`)
-    orders them, reading refs through `Searcher.refs`.
-    """
-
-    keys: list[Any]
-    scores: np.ndarray       # float64, one per key
-    dropped_terms: int = 0   # query terms left out to keep a huge query fast
-    kept_terms: str = "rarest"  # which MAX_QUERY_TERMS terms a huge query kept (said in the query's notes)
-
-    @classmethod
-    def of(cls, keys: list[Any], scores: np.ndarray | list[float]) -> Candidates:
-        """A list from raw scores, rounded as every retriever's are before ranking."""
-        return cls(list(keys), round_like_python(np.asarray(scores, dtype=np.float64), _SCORE_DECIMALS))
-
-    @classmethod
-    def empty(cls) -> Candidates:
-        return cls([], np.zeros(0, dtype=np.float64))
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-
-class Searcher(Protocol):
-    """What engine/query.py reads a dataset through: the embedded `DatasetSearcher` below, or another
-    backend's (engine/milvus/search.py). Passage keys (`Candidates.keys`) are whatever the backend numbers
-    passages by: commit-order integers here, refs in Milvus."""
-
-    fingerprint: Fingerprint
-    notes: list[str]
-    dense_passages: int   # passages the dense index holds (embedded so far)
-    total_passages: int   # passages committed (all of them keyword-searchable)
-
-    def dense_candidates(self, vector: np.ndarray, pool: int, only: PassageFilter | None = None) -> Candidates: ...
-
-    def sparse_candidates(self, text: str, pool: int, only: PassageFilter | None = None) -> Candidates: ...
-
-    def passage_filter(self, where: Where, versions: str) -> PassageFilter | None:
-        """The passages a query may answer with: `where`'s, of the current versions only unless
-        `versions` is "all"; None when that is every passage."""
-        ...
-
-    def versions(self, documents: dict[str, DocumentRow]) -> dict[str, tuple[int, str | None]]:
-        """For documents (by ref): (version number from 1, the ref of the version superseding it or None)."""
-        ...
-
-    def refs(self, keys: list[Any]) -> list[str | None]:
-        """Each key's passage ref (None for a key the catalogue no longer holds), in order."""
-        ...
-
-    def passages(self, seqs: list[Any]) -> dict[Any, PassageRow]: ...
-
-    def vectors(self, seqs: list[Any]) -> np.ndarray: ...
-
-    def documents(self, refs: list[str]) -> dict[str, DocumentRow]: ...
-
-
 def shown_documents(rows: dict[str, DocumentRow], state: LineageState) -> dict[str, DocumentRow]:
     """`rows` with a renamed lineage's documents under the name (and path) the lineage has now."""
     if not state.renamed:
@@ -131,6 +65,8 @@ def shown_documents(rows: dict[str, DocumentRow], state: LineageState) -> dict[s
 class DatasetSearcher:
     """Open readers for one dataset. Callers use it under `lock` (whoosh and SQLite
     handles are not safe to share between threads mid-call) and check `closed`."""
+
+    expands_sparse = True  # its BM25 is scored here: query expansion reaches the sparse list too
 
     def __init__(self, dataset: Dataset, bm25_k1: float, bm25_b: float,
                  previous: DatasetSearcher | None = None) -> None:

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..config import Settings
 from ..errors import KxError
+from ..records import IngestEventFn as EventFn
+from ..records import Notice
 from .cards import ModelCard, chat_model_advisory, model_card_for
 
 if TYPE_CHECKING:
@@ -127,3 +129,10 @@ class ModelHost:
     def _notice(self, line: str) -> None:
         if self.on_notice is not None:
             self.on_notice(line)
+
+
+def prepare_embedder(embedder: Embedder, emit: EventFn) -> None:
+    """Load the model now if it loads lazily; a first use exports its ONNX graph, said through `emit`."""
+    prepare = getattr(embedder, "prepare", None)  # the runtime embedders load lazily; a test's does not
+    if callable(prepare):
+        prepare(lambda line: emit(Notice("preparing", line)))

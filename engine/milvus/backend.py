@@ -22,36 +22,38 @@ from typing import TYPE_CHECKING, Any
 
 from ..backend import backend_info, check_page
 from ..config import BackendKind, Settings, load_settings
-from ..embedded.dataset import validate_name
-from ..embedding.cards import ModelCard
 from ..embedding.host import UNSET, ModelHost
 from ..errors import KxError, Status, invalid, not_found
+from ..in_process import InProcessBackend
+from ..names import validate_name
 from ..records import (
     DatasetSummary,
     DocumentSummary,
     EmbedReport,
     IngestReport,
     PassageSpan,
+    QueryOptions,
     QueryResult,
     VersionView,
 )
+from ..records import IngestEventFn as EventFn
 from ..text.inputs import DocumentInput
 from .errors import MilvusConnection, is_local, redacted
 from .schema import ANALYZER, collections_of
 
 if TYPE_CHECKING:
     import numpy as np
+    from typing_extensions import Unpack
 
     from ..embedded.store import LineageState
     from ..embedding.embedders import Embedder
     from .search import MilvusSearcher
     from .store import MilvusCatalogue, MilvusStore
 
-EventFn = Callable[[object], None]
 NotifyFn = Callable[[str], None]
 
 
-class MilvusBackend:
+class MilvusBackend(InProcessBackend):
     """Datasets kept in Milvus, ingested and queried through the embedded engine's pipeline."""
 
     def __init__(self, settings: Settings | None = None, embedder: Embedder | None = UNSET,
@@ -68,30 +70,12 @@ class MilvusBackend:
         self._pictures: dict[str, tuple[tuple[int, int], list, LineageState]] = {}   # by dataset: see _lineages
         self._lock = threading.Lock()
 
-    # -- the model (its host's) ----------------------------------------------------------
+    # -- the model (the rest is InProcessBackend's, engine/in_process.py) -------------------------
 
-    @property
-    def on_notice(self) -> NotifyFn | None:
-        return self.models.on_notice
-
-    def model_card(self) -> ModelCard | None:
-        return self.models.card()
-
-    def embedder(self) -> Embedder | None:
-        return self.models.embedder()
-
-    def load_model_in_background(self) -> threading.Thread | None:
-        return self.models.load_in_background()
-
-    def prepare_model(self, notify: NotifyFn | None = None) -> dict[str, Any] | None:
-        return self.models.prepare(notify)
-
-    def warm_up(self, dataset: str | None = None, notify: NotifyFn | None = None) -> bool:
-        """Connect and open `dataset`'s reader, or (without one) load the embedding model."""
-        if dataset is not None:
-            self.searcher(dataset)
-            return True
-        return self.models.warm_up(notify)
+    def load_model_in_background(self, name: str | None = None) -> threading.Thread | None:
+        """For a query (`name` given): None, the model loads on the query's own thread: whether the dataset
+        exists is a round trip to Milvus, and a missing one's error should not wait for a model load."""
+        return None if name is not None else self.models.load_in_background()
 
     # -- the connection -------------------------------------------------------------------
 
@@ -246,25 +230,12 @@ class MilvusBackend:
         from ..ingest import run_ingest
 
         validate_name(name)
-        return run_ingest(self, name, documents, vectors, on_event, dataset=self._dataset(name))
+        return run_ingest(self, name, documents, vectors, on_event, target=self._dataset(name))
 
-    def query(
-        self,
-        name: str,
-        text: str | None = None,
-        *,
-        vector: Sequence[float] | np.ndarray | None = None,
-        k: int | None = None,
-        mode: str | None = None,
-        rerank: bool | None = None,
-        where: Sequence[str] | None = None,
-        versions: str | None = None,
-        expand: bool | None = None,
-    ) -> QueryResult:
+    def query(self, name: str, text: str | None = None, **options: Unpack[QueryOptions]) -> QueryResult:
         from ..query import run_query
 
-        return run_query(self, name, text, vector=vector, k=k, mode=mode, rerank=rerank, where=where,
-                             versions=versions, expand=expand)
+        return run_query(self, name, text, **options)
 
     def searcher(self, name: str) -> MilvusSearcher:
         """The dataset's reader; kept, since a Milvus dataset's fingerprint never changes once stamped."""

@@ -31,10 +31,13 @@ from typing import Any
 
 import numpy as np
 
-from ..embedded.readers import MAX_QUERY_TERMS, Candidates, dense_ef, shown_documents
-from ..embedded.store import DocumentRow, LineageState, PassageRow
+from ..embedded.readers import dense_ef, shown_documents
+from ..embedded.store import LineageState
+from ..errors import precondition
 from ..filters import PassageFilter, Where
 from ..fingerprint import Fingerprint
+from ..retrieval import MAX_QUERY_TERMS, Candidates
+from ..rows import DocumentRow, PassageRow
 from .store import PASSAGE_FIELDS, MilvusCatalogue, passage_row, quoted
 
 _DOC_CACHE_LIMIT = 100_000   # committed document rows kept (they never change: the store is append-only)
@@ -44,6 +47,8 @@ _WORD = re.compile(r"\w+")
 
 class MilvusSearcher:
     """Readers of one dataset on Milvus. Milvus's client is thread-safe: `lock` only marks the protocol."""
+
+    expands_sparse = False  # Milvus scores BM25 on the server: query expansion reaches the dense list only
 
     def __init__(self, catalogue: MilvusCatalogue, fingerprint: Fingerprint) -> None:
         self.lock = threading.RLock()
@@ -148,6 +153,12 @@ class MilvusSearcher:
             anns_field="vector", limit=pool, output_fields=PASSAGE_FIELDS,
             search_params={"metric_type": "COSINE", "params": {"ef": dense_ef(pool)}}, **self._search_filter(only))
         return self._candidates(found[0], lambda distance: float(distance))
+
+    def sparse_expanded(self, text: str, feedback: list[tuple[str, float]], pool: int,
+                        only: PassageFilter | None = None) -> tuple[Candidates, list[str]]:
+        """Not offered (`expands_sparse` is False): Milvus's BM25 function scores the query's own words."""
+        raise precondition("query expansion of the BM25 list needs the embedded backend; on Milvus it expands "
+                           "the dense list only")
 
     def sparse_candidates(self, text: str, pool: int, only: PassageFilter | None = None) -> Candidates:
         words = _WORD.findall(text.lower())

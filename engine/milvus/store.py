@@ -38,9 +38,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..embedded.store import DocumentRow, LineageState, LineageWrites, NewDocument, PassageRow
-from ..errors import KxError, Status, not_found
+from ..embedded.store import LineageState, LineageWrites
+from ..errors import KxError, Status, not_found, precondition
 from ..fingerprint import Fingerprint
+from ..rows import DocumentRow, NewDocument, PassageRow
 from . import schema
 from .schema import (
     PLACEHOLDER,
@@ -356,10 +357,13 @@ class MilvusCatalogue(LineageWrites):
         self.store.upsert(self.lineages_col, rows)
         return len(events)
 
-    def commit_documents(self, documents: Sequence[NewDocument], vectors: np.ndarray,
+    def commit_documents(self, documents: Sequence[NewDocument], vectors: np.ndarray | None,
                          fingerprint: Fingerprint) -> None:
         """Write a group of documents: passages and texts first, the document rows last (the durable point)."""
         import numpy as np
+
+        if vectors is None:  # an ingest gives Milvus no stage two: every group comes with its vectors
+            raise precondition("Milvus stores a passage with its vector; this group came without vectors")
 
         if self._registered() is None:
             self._create(fingerprint)
@@ -424,10 +428,9 @@ class MilvusCatalogue(LineageWrites):
 
 
 class MilvusDataset:
-    """One dataset on Milvus, with the face engine/ingest.py expects of `Dataset`."""
-
-    # Milvus rows need their vector: each group is embedded before it is committed (one stage).
-    defers_embedding = False
+    """One dataset on Milvus: engine/ingest.py's IngestTarget. Milvus rows need their vector, so each group
+    is embedded before it is committed (one stage: the ingest gets no stage two), and Milvus indexes the
+    rows itself."""
 
     def __init__(self, store: MilvusStore, name: str) -> None:
         self.store = store
@@ -454,6 +457,17 @@ class MilvusDataset:
             yield MilvusCatalogue(self.store, self.name)
         finally:
             lock.release()
+
+    def storage_guard(self) -> contextlib.AbstractContextManager[None]:
+        """Nothing on this machine's disk to translate: the connection tells its own failures (.errors)."""
+        return contextlib.nullcontext()
+
+    def sync_sparse(self, catalogue: MilvusCatalogue, on_stage: Callable[[str], None] | None = None,
+                    on_progress: Callable[[int, int], None] | None = None) -> None:
+        """Nothing to catch up: Milvus's BM25 function indexes each row as it is written."""
+
+    def sync_dense(self, catalogue: MilvusCatalogue) -> None:
+        """Nothing to catch up: each row carries its vector, and Milvus builds its HNSW index itself."""
 
     def sync_indexes(self, catalogue: MilvusCatalogue, on_stage: Callable[[str], None] | None = None) -> None:
         """Milvus indexes what it holds itself; flushing seals the new rows into segments now."""

@@ -9,6 +9,8 @@ is built, not here: `kx datasets list` reads fingerprints without it.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+from typing import Any, Callable, Mapping
 
 # Bump when the word splitting, case folding, stemming or stopword list changes:
 # it is part of the dataset fingerprint, because BM25 terms cut another way
@@ -46,3 +48,26 @@ def build_analyzer(stopwords: bool):
 MILVUS_ANALYZER = {"tokenizer": "standard", "filter": ["lowercase"]}
 # Recorded as the fingerprint's tokenizer_version of a Milvus dataset: what built its sparse index.
 MILVUS_ANALYZER_VERSION = "milvus-standard-lowercase-1"
+_MILVUS_WORD = re.compile(r"\w+")  # the standard tokenizer's words, as engine/milvus/search.py cuts a query
+
+Spans = list[tuple[int, int]]
+
+
+@lru_cache(maxsize=4)
+def _kx_analyzer(stopwords: bool):  # building a whoosh chain costs more than running it: one per setting
+    return build_analyzer(stopwords)
+
+
+def highlighter(fingerprint: Mapping[str, Any] | None, query: str) -> Callable[[str], Spans]:
+    """Where a passage's words match `query`'s terms (character ranges), cut the way the dataset's own
+    sparse index cut them: its fingerprint names the analyzer (kx's stemming one, with or without
+    stopwords, or Milvus's standard-lowercase one), so a highlight shows what BM25 matched on either backend
+    and through a gateway alike. A dataset without a fingerprint highlights with kx's default analyzer."""
+    fingerprint = fingerprint or {}
+    if fingerprint.get("tokenizer_version") == MILVUS_ANALYZER_VERSION:
+        wanted = {word.lower() for word in _MILVUS_WORD.findall(query)}
+        return lambda text: [(m.start(), m.end()) for m in _MILVUS_WORD.finditer(text) if m.group().lower() in wanted]
+    analyzer = _kx_analyzer(bool(fingerprint.get("stopwords", True)))
+    terms = {token.text for token in analyzer(query)}
+    return lambda text: [(t.startchar, t.endchar) for t in analyzer(text, chars=True) if t.text in terms] \
+        if terms else []

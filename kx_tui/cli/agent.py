@@ -40,15 +40,13 @@ def run(ctx: click.Context, goal: str, dataset: str | None, max_steps: int | Non
     through a read-only search tool. Bounds: KX_AGENT_MAX_STEPS,
     KX_AGENT_MAX_PASSAGES, KX_AGENT_MAX_SECONDS.
     """
-    from engine.agent import run_agent_on
-
     from ..render import Console
 
     out = Console()
     backend = backend_of(ctx, settings_of(ctx))
     try:
         on_step = None if as_json else (lambda step: out.print(step.summary(), markup=False, highlight=False))
-        result = run_agent_on(backend, goal, dataset, max_steps=max_steps, on_step=on_step)
+        result = backend.run_agent(goal, dataset, max_steps=max_steps, on_step=on_step)
     finally:
         backend.close()
     if as_json:

@@ -51,7 +51,7 @@ def added_notes(backend: Backend, name: str, report: IngestReport) -> dict[str, 
 @click.pass_context
 def documents(ctx: click.Context, name: str, offset: int, limit: int, versions: str, as_json: bool) -> None:
     """List dataset NAME's documents: name, pages, passages, media type, size, when ingested, ref, source."""
-    from engine.embedded.dataset import validate_name
+    from engine.names import validate_name
 
     from ..render import Console, print_documents
 

@@ -29,7 +29,7 @@ def embed(ctx: click.Context, name: str, as_json: bool) -> None:
     """
     from rich.console import Console
 
-    from engine.embedded.dataset import validate_name
+    from engine.names import validate_name
     from engine.records import Notice
 
     validate_name(name)

@@ -195,7 +195,7 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
     Bytes already in the dataset are reported "unchanged" and cost nothing.
     A file that cannot be read is refused with the reason; the others still go in.
     """
-    from engine.embedded.dataset import validate_name
+    from engine.names import validate_name
     from engine.text.folders import folder_documents
     from engine.text.inputs import from_file, from_jsonl, from_text
 
@@ -314,15 +314,12 @@ def query(ctx: click.Context, name: str, question: tuple[str, ...], text: str | 
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return
-    from engine.embedded.dataset import Dataset
+    from engine.text.analysis import highlighter
 
     from ..render import Console, print_query
 
-    stopwords = settings.stopwords
-    if settings.gateway:  # highlight with the served dataset's analyzer, not this machine's settings
-        stopwords = bool((engine.dataset_summary(name).fingerprint or {}).get("stopwords", stopwords))
-    sparse = Dataset(settings, name).sparse(stopwords)
-    print_query(Console(), result, lambda passage: sparse.matching_spans(passage, text))
+    # the dataset's own analyzer, named by its fingerprint: kx's stemming one, or Milvus's (also over a gateway)
+    print_query(Console(), result, highlighter(engine.dataset_summary(name).fingerprint, text))
 
 
 @cli.command("eval", context_settings=CONTEXT_SETTINGS)

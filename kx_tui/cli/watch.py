@@ -45,9 +45,9 @@ def watch(ctx: click.Context, name: str, folder: Path | None, settle: float | No
     gives that batch up at a safe point if it takes more than a few seconds
     (what it committed stays; its other files go in on the next run).
     """
-    from engine.embedded.dataset import validate_name
     from engine.embedding.embedders import no_embedder_error
     from engine.errors import KxError, Status
+    from engine.names import validate_name
     from engine.watch.watcher import DEFAULT_SETTLE_SECONDS, FolderWatcher, inbox_folder
 
     validate_name(name)
@@ -124,7 +124,7 @@ class _EventPrinter:
         self._lock = threading.Lock()  # the worker and the main thread may both print
 
     def __call__(self, event: Any) -> None:
-        from engine.watch.watcher import BatchDone
+        from engine.watch.events import BatchDone
 
         if isinstance(event, BatchDone):
             for key in self.totals:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine import Engine, KxError, Status, load_settings
-from engine.agent import citation_label, run_agent_on
+from engine.agent import citation_label
 from engine.agent.records import AgentRun
 from engine.agent.text import feedback_terms, normalised, sentences, sub_queries
 from engine.text.inputs import from_file
@@ -73,7 +73,7 @@ def test_a_citation_names_the_page_only_where_the_document_has_pages() -> None:
 
 def test_the_offline_brain_without_a_dataset_is_a_failed_precondition(hash_engine: Engine) -> None:
     with pytest.raises(KxError) as caught:
-        run_agent_on(hash_engine, "summarise our refund policy")
+        hash_engine.run_agent("summarise our refund policy")
     assert caught.value.status is Status.FAILED_PRECONDITION
     assert "--dataset" in caught.value.message and "KX_AGENT_CHAT_URL" in caught.value.message
     result = run_cli("agent", "run", "--goal", "summarise our refund policy")
@@ -82,10 +82,10 @@ def test_the_offline_brain_without_a_dataset_is_a_failed_precondition(hash_engin
 
 def test_an_unknown_dataset_is_not_found_and_an_empty_goal_is_refused(hash_engine: Engine) -> None:
     with pytest.raises(KxError) as caught:
-        run_agent_on(hash_engine, "anything", "nope")
+        hash_engine.run_agent("anything", "nope")
     assert caught.value.status is Status.NOT_FOUND
     with pytest.raises(KxError) as caught:
-        run_agent_on(hash_engine, "   ", "nope")
+        hash_engine.run_agent("   ", "nope")
     assert caught.value.status is Status.INVALID_ARGUMENT
 
 
@@ -93,18 +93,18 @@ def test_the_step_bound_holds_whatever_the_brain_wants(kx_home: Path) -> None:
     engine = Engine(load_settings({"agent_max_steps": 2}), embedder=HashEmbedder())
     engine.ingest("notes", [from_file(p, 10**7) for p in sorted(HANDBOOK.glob("*.md"))])
     seen = []
-    run = run_agent_on(engine, "how many days of annual leave and who approves sick leave and expenses", "notes",
+    run = engine.run_agent("how many days of annual leave and who approves sick leave and expenses", "notes",
                        on_step=seen.append)
     assert run.stop_reason == "budget: steps" and len(run.steps) == 2 and seen == run.steps
     # a caller may tighten the bound but never loosen it
-    assert len(run_agent_on(engine, "annual leave days and sick leave", "notes", max_steps=1).steps) == 1
-    assert len(run_agent_on(engine, "annual leave days and sick leave", "notes", max_steps=50).steps) <= 2
+    assert len(engine.run_agent("annual leave days and sick leave", "notes", max_steps=1).steps) == 1
+    assert len(engine.run_agent("annual leave days and sick leave", "notes", max_steps=50).steps) <= 2
 
 
 def test_the_passage_bound_holds(kx_home: Path) -> None:
     engine = Engine(load_settings({"agent_max_passages": 5}), embedder=HashEmbedder())
     engine.ingest("notes", [from_file(p, 10**7) for p in sorted(HANDBOOK.glob("*.md"))])
-    run = run_agent_on(engine, "annual leave days and sick leave approval", "notes")
+    run = engine.run_agent("annual leave days and sick leave approval", "notes")
     assert run.stop_reason == "budget: passages" and len(run.read) == 5
     assert sum(len(s.new_refs) for s in run.steps) == 5
 
@@ -125,7 +125,7 @@ def test_agent_help_stays_light_and_the_chat_key_is_masked(tmp_path: Path, monke
 @pytest.mark.slow
 def test_summarising_the_refund_policy_cites_the_refunds_document_and_covers_it(handbook: Engine) -> None:
     steps = []
-    run = run_agent_on(handbook, "summarise our refund policy", "handbook", on_step=steps.append)
+    run = handbook.run_agent("summarise our refund policy", "handbook", on_step=steps.append)
     assert run.found and run.brain == "offline"
     assert run.stop_reason in ("enough", "no new passages")
     assert len(run.steps) < handbook.settings.agent_max_steps and len(run.read) < handbook.settings.agent_max_passages
@@ -150,7 +150,7 @@ def test_summarising_the_refund_policy_cites_the_refunds_document_and_covers_it(
 
 @pytest.mark.slow
 def test_a_goal_with_nothing_in_the_dataset_says_nothing_was_found(handbook: Engine) -> None:
-    run = run_agent_on(handbook, "what is the airspeed velocity of an unladen swallow", "handbook")
+    run = handbook.run_agent("what is the airspeed velocity of an unladen swallow", "handbook")
     assert not run.found and run.citations == []
     assert run.answer.startswith("Nothing found") and run.stop_reason == "no new passages"
     assert all(s.relevant_new == 0 for s in run.steps)
@@ -191,7 +191,7 @@ def test_the_first_step_is_the_goal_and_the_loop_reads_what_one_query_of_it_miss
     engine = Engine(load_settings({"agent_max_steps": 4}), embedder=HashEmbedder())
     engine.ingest("notes", [from_file(p, 10**7) for p in sorted(HANDBOOK.glob("*.md"))])
     goal = "How much may a hotel cost per night? How many days of annual leave do I get?"
-    run = run_agent_on(engine, goal, "notes")
+    run = engine.run_agent(goal, "notes")
     assert run.steps[0].query == goal and run.steps[0].ranked >= len(run.steps[0].refs)
     single = engine.query("notes", goal, k=len(run.steps[0].refs))
     assert run.steps[0].refs == [h.passage_ref for h in single.hits]  # step 1 reads what one query would

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from engine import Engine, KxError, Status, load_settings
-from engine.agent import run_agent_on
 
 from ..chat_script import ScriptedChat, first_seen_id, search, tool_results
 from ..helpers import run_cli
@@ -51,7 +50,7 @@ def test_tool_calls_run_through_the_engine_and_invented_citations_are_stripped(e
                                  "are never refunded [ref:deadbeef0000]."},
     ]
     seen = []
-    run = run_agent_on(engine, "how long do customers have to ask for a refund?", "handbook", on_step=seen.append)
+    run = engine.run_agent("how long do customers have to ask for a refund?", "handbook", on_step=seen.append)
 
     assert run.brain == "chat" and run.stop_reason == "enough" and seen == run.steps
     [step] = run.steps
@@ -81,7 +80,7 @@ def test_a_malformed_tool_call_gets_an_error_and_the_loop_goes_on(engine, chat) 
         lambda _b: search("annual leave days", mode="sparse"),
         _answer("See the handbook."),
     ]
-    run = run_agent_on(engine, "how many days of annual leave?", "handbook")
+    run = engine.run_agent("how many days of annual leave?", "handbook")
     errors = [s.error for s in run.steps]
     assert all(errors[:6]) and errors[6] is None
     assert "not valid JSON" in errors[0] and "unknown tool" in errors[1] and "k must be" in errors[2]
@@ -95,7 +94,7 @@ def test_a_malformed_tool_call_gets_an_error_and_the_loop_goes_on(engine, chat) 
 def test_the_step_bound_is_enforced_and_the_model_asked_to_answer(engine, chat) -> None:
     chat.script = [lambda _b, i=i: search(f"leave question {i}") for i in range(3)]
     chat.script.append(lambda body: {"content": f"Done [ref:{first_seen_id(body)}]."})
-    run = run_agent_on(engine, "everything about leave", "handbook", max_steps=3)
+    run = engine.run_agent("everything about leave", "handbook", max_steps=3)
     assert len(run.steps) == 3 and run.stop_reason == "budget: steps"
     final = chat.requests[-1]
     assert "tools" not in final and "budget is spent" in final["messages"][-1]["content"]
@@ -106,14 +105,14 @@ def test_several_calls_in_one_turn_past_the_bound_are_not_run(engine, chat) -> N
     turn = search("leave")
     turn["tool_calls"] += [{**turn["tool_calls"][0], "id": f"call-{i}"} for i in (2, 3)]
     chat.script = [lambda _b: turn, _answer("ok")]
-    run = run_agent_on(engine, "leave", "handbook", max_steps=2)
+    run = engine.run_agent("leave", "handbook", max_steps=2)
     assert len(run.steps) == 2 and run.stop_reason == "budget: steps"
     assert "budget spent" in tool_results(chat.requests[-1])[2]["error"]
 
 
 def test_without_a_dataset_the_chat_brain_is_a_plain_agent_and_says_so(engine, chat) -> None:
     chat.script = [_answer("Paris is the capital of France [ref:abcdef123456].")]
-    run = run_agent_on(engine, "what is the capital of France?")
+    run = engine.run_agent("what is the capital of France?")
     assert run.dataset is None and run.steps == [] and run.stop_reason == "no dataset"
     assert run.answer == "Paris is the capital of France." and run.stripped_citations == ["abcdef123456"]
     assert "plain agent with no corpus" in run.notes[0] and "tools" not in chat.requests[0]
@@ -125,7 +124,7 @@ def test_without_a_dataset_the_chat_brain_is_a_plain_agent_and_says_so(engine, c
 
 def test_an_unknown_dataset_and_an_unreachable_model_are_clear_errors(engine, chat, monkeypatch) -> None:
     with pytest.raises(KxError) as caught:
-        run_agent_on(engine, "anything", "nope")
+        engine.run_agent("anything", "nope")
     assert caught.value.status is Status.NOT_FOUND and chat.requests == []
     url = chat.url
     chat.close()

@@ -12,8 +12,9 @@ import pytest
 
 from engine.embedded import dense as dense_module
 from engine.embedded.dense import DenseIndex
-from engine.embedded.store import Catalogue, NewDocument, NewPassage
+from engine.embedded.store import Catalogue
 from engine.fingerprint import Fingerprint
+from engine.rows import NewDocument, NewPassage
 
 DIM = 8
 

@@ -108,8 +108,9 @@ def test_plain_commits_advance_and_a_rename_or_a_copy_rebuilds() -> None:
 def test_a_catalogue_reads_on_from_its_marks(tmp_path) -> None:
     import numpy as np
 
-    from engine.embedded.store import Catalogue, NewDocument, NewPassage
+    from engine.embedded.store import Catalogue
     from engine.fingerprint import Fingerprint
+    from engine.rows import NewDocument, NewPassage
 
     catalogue = Catalogue(tmp_path / "catalog.sqlite")
     fingerprint = Fingerprint("m", "mean", 4, "c1", 100, 10, "t1", True)

@@ -14,7 +14,6 @@ from textual.widget import Widget
 from textual.widgets import Input, OptionList, Static
 
 from engine.errors import KxError
-from engine.records import Hit
 
 from ..messages import AgentFailed, AgentFinished, AgentStepped
 from ..widgets.footer import KeysFooter
@@ -79,10 +78,8 @@ class AgentScreen(KeysScreen):
 
     @work(thread=True, exclusive=True, group="agent", exit_on_error=False)
     def research(self, goal: str) -> None:
-        from engine.agent import run_agent_on
-
         try:
-            run = run_agent_on(self.backend, goal, self.dataset, on_step=lambda s: self.post_message(AgentStepped(s)))
+            run = self.backend.run_agent(goal, self.dataset, on_step=lambda s: self.post_message(AgentStepped(s)))
         except KxError as exc:
             self.post_message(AgentFailed(exc.message))
             return
@@ -121,6 +118,5 @@ class AgentScreen(KeysScreen):
         if self.run_result is None:
             return
         citation = self.run_result.citations[event.option_index]
-        fields = set(Hit.__dataclass_fields__)
-        hit = Hit(**{k: v for k, v in self.run_result.read[citation.ref].items() if k in fields})
+        hit = self.run_result.read[citation.ref]
         self.app.push_screen(PassageDetailScreen(self.backend, self.dataset, hit))

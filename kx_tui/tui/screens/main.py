@@ -9,7 +9,7 @@ so a pushed screen (a passage, compare, documents) hides them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
 from rich.text import Text
 from textual import on, work
@@ -47,9 +47,6 @@ from .document_table import DocumentsScreen
 from .hit_actions import copy_citation, open_source
 from .hit_detail import PassageDetailScreen
 from .keys import HELP, HELP_F1, KeysScreen
-
-if TYPE_CHECKING:
-    from engine.embedded.sparse import SparseIndex
 
 SAMPLE_DATASET = "handbook"
 MODES = tuple(RetrievalMode)
@@ -152,7 +149,6 @@ class MainScreen(KeysScreen):
         self.build: BuildProgress | None = None   # the first run's sample build, while it runs
         self.held: str | None = None        # a query submitted before there was a dataset to ask
         self._build_timer: Timer | None = None
-        self._highlighters: dict[tuple[str, bool], SparseIndex] = {}
 
     # -- layout -------------------------------------------------------------------
 
@@ -259,10 +255,9 @@ class MainScreen(KeysScreen):
 
     @work(thread=True, exclusive=True, group="warm-dataset", exit_on_error=False)
     def warm_dataset(self, name: str) -> None:
-        """Open the dataset's indexes and its highlighter now, so the first query finds them ready."""
+        """Open the dataset's indexes now, so the first query finds them ready."""
         try:
             self.kx.backend.warm_up(name)
-            self._highlighter(name)
         except KxError:
             pass  # e.g. a stale fingerprint: the query says so, with what to do
         summary = self.query_one(DatasetList).summaries.get(name)
@@ -418,25 +413,13 @@ class MainScreen(KeysScreen):
         self.post_message(QueryAnswered(text, result, self._spans(dataset, text, result)))
 
     def _spans(self, dataset: str, text: str, result: QueryResult) -> dict[str, list[tuple[int, int]]]:
-        """Where each hit's words match the query, with the dataset's own analyzer (none over a gateway)."""
-        sparse = self._highlighter(dataset)
-        if sparse is None:
-            return {}
-        return {hit.passage_ref: sparse.matching_spans(hit.text, text) for hit in result}
-
-    def _highlighter(self, dataset: str) -> SparseIndex | None:
-        """The dataset's sparse index with its own stopword setting, kept: building one costs more than using it."""
-        settings = self.kx.settings
-        if settings is None:
-            return None
-        from engine.embedded.dataset import Dataset
+        """Where each hit's words match the query, with the dataset's own analyzer (its fingerprint names it:
+        kx's stemming one or Milvus's, on this machine or behind a gateway)."""
+        from engine.text.analysis import highlighter
 
         summary = self.query_one(DatasetList).summaries.get(dataset)
-        stopwords = bool(((summary.fingerprint if summary else None) or {}).get("stopwords", settings.stopwords))
-        key = (dataset, stopwords)
-        if key not in self._highlighters:
-            self._highlighters[key] = Dataset(settings, dataset).sparse(stopwords)
-        return self._highlighters[key]
+        spans = highlighter(summary.fingerprint if summary else None, text)
+        return {hit.passage_ref: spans(hit.text) for hit in result}
 
     def _current(self, query: str) -> bool:
         return query == self.query_one("#query", Input).value

@@ -18,7 +18,7 @@ if (source?.startsWith("http")) {
   schema = JSON.parse(readFileSync(source, "utf8"));
 } else {
   const python = process.env.KX_PYTHON ?? "python3";
-  const code = "import json; from engine import Engine; from engine.gateway import create_app; "
+  const code = "import json; from engine import Engine; from engine.server.gateway import create_app; "
     + "print(json.dumps(create_app(Engine(), None).openapi()))";
   schema = JSON.parse(execFileSync(python, ["-c", code], { cwd: repo, encoding: "utf8",
     env: { ...process.env, PYTHONPATH: repo } }));

@@ -312,7 +312,7 @@ export interface components {
             fused_score: number;
             /**
              * Lead Ratio
-             * @description Hybrid: set on sparse's best passage when its BM25 score is at least 1.5 times the runner-up's (this ratio); RRF then counts it once more, at rank 1.
+             * @description Hybrid: set on sparse's best passage when its BM25 score is at least 1.4 times the runner-up's (this ratio); RRF then counts it once more, at rank 1.
              */
             lead_ratio?: number | null;
             /** Mmr Moved */
