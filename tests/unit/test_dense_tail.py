@@ -212,3 +212,29 @@ def test_an_engine_reopened_after_small_commits_answers_as_a_fresh_one(hash_engi
     reopened = hash_engine.searcher("big")
     assert reopened is not reader and reopened.dense.load() is reader.dense.load()   # the graph carried over
     assert len(reopened.dense) == 67 and first.hits
+
+
+def test_a_fresh_writer_extends_the_tail_without_loading_the_graph(tmp_path, small_tail, monkeypatch) -> None:
+    corpus = _Corpus(tmp_path)
+    corpus.index().catch_up(corpus.catalogue, corpus.add(60))
+    import voyager
+
+    def no_load(*_args, **_kwargs):
+        raise AssertionError("the graph was loaded")
+
+    monkeypatch.setattr(voyager.Index, "load", staticmethod(no_load))
+    for n in (4, 6):   # each commit through a fresh index, as a writer opens one per commit
+        writer = corpus.index()
+        assert writer.catch_up(corpus.catalogue, corpus.add(n)) == n and writer._index is None
+    meta = corpus.sidecar()
+    assert (meta["watermark"], meta["count"], meta["graph_watermark"], meta["graph_count"]) == (70, 70, 60, 60)
+    monkeypatch.undo()
+    reader = corpus.index()
+    reader.load(corpus.catalogue)
+    assert len(reader) == 70 and reader.consistent_with(corpus.catalogue)
+    seqs, sims = reader.search_arrays(corpus.vectors[68], 3, 64)
+    assert seqs[0] == 68
+    # a tail that would overflow goes the usual way: loaded, folded into a new graph
+    corpus.index().catch_up(corpus.catalogue, corpus.add(25))
+    assert "graph_count" not in corpus.sidecar() and corpus.sidecar()["count"] == 95
+    corpus.catalogue.close()
