@@ -46,7 +46,7 @@ class _Arrivals:
         self._cond = threading.Condition()
 
     def __call__(self, event) -> None:
-        from engine.watch.watcher import BatchDone, Ingested, Refused, Unchanged, WatchError
+        from engine.watch.events import BatchDone, Ingested, Refused, Unchanged, WatchError
 
         with self._cond:
             if isinstance(event, Ingested):

@@ -10,15 +10,25 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
 
 from .errors import invalid
-from .records import DatasetSummary, DocumentSummary, EmbedReport, IngestReport, PassageSpan, QueryResult
+from .records import (
+    DatasetSummary,
+    DocumentSummary,
+    EmbedReport,
+    IngestReport,
+    PassageSpan,
+    QueryOptions,
+    QueryResult,
+)
+from .records import IngestEventFn as EventFn
 from .text.inputs import DocumentInput
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from .agent.records import AgentRun, Step
     from .config import Settings
     from .embedding.host import ModelHost
 
-EventFn = Callable[[object], None]
 MAX_DOCUMENTS_PAGE = 1000  # documents per list_documents call; page with `offset` for more
 # The largest whole number every JSON parser reads exactly (2**53 - 1), well inside SQLite's INTEGER: a larger
 # offset is refused here, never an OverflowError there (and a schema's bound that a double cannot hold exactly
@@ -108,19 +118,7 @@ class Backend(Protocol):
         embedding them); how many this call embedded. A no-op where the backend embeds before it commits."""
         ...
 
-    def query(
-        self,
-        name: str,
-        text: str | None = None,
-        *,
-        vector: Sequence[float] | Any | None = None,
-        k: int | None = None,
-        mode: str | None = None,
-        rerank: bool | None = None,
-        where: Sequence[str] | None = None,
-        versions: str | None = None,
-        expand: bool | None = None,
-    ) -> QueryResult:
+    def query(self, name: str, text: str | None = None, **options: Unpack[QueryOptions]) -> QueryResult:
         """The passages that best answer `text` (or `vector`). `where`: filter clauses (engine/filters.py,
         INVALID_ARGUMENT with an example when malformed), applied inside both retrievers before fusion.
         `versions`: "latest" (default: each lineage's current version) or "all". `expand`: pseudo-relevance

@@ -37,10 +37,12 @@ from .names import validate_name
 from .records import (
     DocumentResult,
     DocumentStatus,
+    IngestEvent,
     IngestReport,
     Notice,
     Progress,
 )
+from .records import IngestEventFn as EventFn
 from .rows import DocumentRow, NewDocument, NewPassage
 from .text.chunking import chunk_text
 from .text.inputs import DocumentInput
@@ -49,7 +51,6 @@ from .vectors import checked_vectors
 if TYPE_CHECKING:
     from .embedding.embedders import Embedder
 
-EventFn = Callable[[object], None]
 StopFn = Callable[[], bool]
 
 # A commit group closes after this long even when small, so the first documents are searchable within seconds.
@@ -121,7 +122,7 @@ class IngestTarget(Protocol):
 class StageTwo(Protocol):
     """The embedding backlog embedded beside stage 1 (engine/embedded/backlog.py's BesideStage1)."""
 
-    def emit(self, event: object) -> None:
+    def emit(self, event: IngestEvent) -> None:
         """Both stages' events, one at a time, to the caller."""
         ...
 
@@ -429,9 +430,9 @@ class _Committer:
             self.committed += size
             for p in group:
                 doc = p.document
-                self.results[p.position] = DocumentResult(doc.name, DocumentStatus.ADDED, doc.ref,
-                                                          len(doc.passages), doc.source_path)
-                self.emit(self.results[p.position])
+                added = DocumentResult(doc.name, DocumentStatus.ADDED, doc.ref, len(doc.passages), doc.source_path)
+                self.results[p.position] = added
+                self.emit(added)
         self._reading(self.read)
 
 

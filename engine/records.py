@@ -5,15 +5,29 @@ Plain dataclasses with `to_dict()`, so every transport shows the same fields.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypedDict, overload
 
 
 def chunk_label(index: int, count: int) -> str:
     """`[chunk i/N]`, 1-based: how every surface names a passage's place in its document."""
     return f"[chunk {index + 1}/{count}]"
+
+
+class QueryOptions(TypedDict, total=False):
+    """A query's options beside its dataset and text, written once: every Backend's `query(name, text,
+    **options)` takes these, and engine/query.py's `run_query` is their one definition (a unit test holds
+    the two together). Whatever is not given is the settings' (over a gateway: the server's)."""
+
+    vector: Sequence[float] | Any    # a pre-computed query vector (a list, or a numpy array)
+    k: int | None
+    mode: RetrievalMode | str | None
+    rerank: bool | None
+    where: Sequence[str] | None      # filter clauses (engine/filters.py)
+    versions: str | None             # "latest" (each lineage's current version) or "all"
+    expand: bool | None              # pseudo-relevance feedback (engine/expansion.py)
 
 
 class RetrievalMode(StrEnum):
@@ -109,6 +123,13 @@ class Notice:
 
     kind: Literal["advisory", "waiting", "preparing"]
     message: str
+
+
+# What an ingest, an embed or a rebuild tells its caller while it runs, one event at a time: one typed union,
+# handled by isinstance (the CLI's progress bars, the TUI, the gateway's stream). A folder watcher's own events
+# are engine/watch/watcher.py's WatchEvent.
+IngestEvent = DocumentResult | Progress | Notice
+IngestEventFn = Callable[[IngestEvent], None]
 
 
 @dataclass(frozen=True)

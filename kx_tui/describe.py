@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from engine.watch.watcher import (
+from engine.watch.events import (
     BatchDone,
     Ingested,
     Queued,

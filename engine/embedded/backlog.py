@@ -25,7 +25,8 @@ from ..config import Settings
 from ..embedding.embedders import no_embedder_error
 from ..embedding.host import prepare_embedder
 from ..errors import KxError
-from ..records import Progress
+from ..records import IngestEvent, Progress
+from ..records import IngestEventFn as EventFn
 
 if TYPE_CHECKING:
     from ..embedding.embedders import Embedder
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from .dense import DenseIndex
     from .store import Catalogue
 
-EventFn = Callable[[object], None]
 StopFn = Callable[[], bool]
 
 # The dense graph is rewritten whole on save (~0.05 s per 10k passages), so it is saved on a clock, not per chunk.
@@ -172,7 +172,7 @@ class BesideStage1:
         self.embedded = 0
         self._thread: threading.Thread | None = None
 
-    def emit(self, event: object) -> None:
+    def emit(self, event: IngestEvent) -> None:
         """Stage 1's and stage 2's events, one at a time, to the command's one consumer."""
         with self._lock:
             self._emit(event)

@@ -15,36 +15,38 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from ..backend import backend_info, check_page
 from ..config import Settings, load_settings
-from ..embedding.cards import ModelCard
 from ..embedding.host import UNSET, ModelHost
 from ..errors import KxError, Status, invalid, not_found
+from ..in_process import InProcessBackend
 from ..names import validate_name
 from ..records import (
     DatasetSummary,
     DocumentSummary,
     EmbedReport,
+    IngestEvent,
     IngestReport,
     PassageSpan,
+    QueryOptions,
     QueryResult,
     VersionView,
 )
+from ..records import IngestEventFn as EventFn
 from ..text.inputs import DocumentInput
 from .dataset import Dataset, list_dataset_names
 from .storage_errors import check_catalogue_kept, check_home_writable, reads_still_work, storage_errors
 
 if TYPE_CHECKING:
     import numpy as np
+    from typing_extensions import Unpack
 
-    from ..agent.records import AgentRun, Step
     from ..embedding.embedders import Embedder
     from .readers import DatasetSearcher
     from .store import Catalogue
 
-EventFn = Callable[[object], None]
 NotifyFn = Callable[[str], None]
 
 
-class Engine:
+class Engine(InProcessBackend):
     """Datasets on this machine, ingested and queried in-process."""
 
     def __init__(self, settings: Settings | None = None, embedder: Embedder | None = UNSET,
@@ -58,17 +60,7 @@ class Engine:
         # what was committed stays, the rest is the next writer's backlog) instead of holding the stop up.
         self.stop_requested = False
 
-    # -- the model (its host's) -------------------------------------------------------
-
-    @property
-    def on_notice(self) -> NotifyFn | None:
-        return self.models.on_notice
-
-    def model_card(self) -> ModelCard | None:
-        return self.models.card()
-
-    def embedder(self) -> Embedder | None:
-        return self.models.embedder()
+    # -- the model (the rest is InProcessBackend's, engine/in_process.py) -------------------------
 
     def load_model_in_background(self, name: str | None = None) -> threading.Thread | None:
         """The model loading on a thread (engine/query.py: while a cold query opens dataset `name`'s indexes);
@@ -76,22 +68,6 @@ class Engine:
         if name is not None and not Dataset(self.settings, name).exists():
             return None
         return self.models.load_in_background()
-
-    def prepare_model(self, notify: NotifyFn | None = None) -> dict[str, Any] | None:
-        return self.models.prepare(notify)
-
-    def run_agent(self, goal: str, dataset: str | None = None, max_steps: int | None = None,
-                  on_step: Callable[[Step], None] | None = None) -> AgentRun:
-        from ..agent.loop import run_agent_here  # deferred: the loop is only loaded when asked for
-
-        embedder = None if self.settings.agent_chat_url or dataset is None else self.embedder()
-        return run_agent_here(self, self.settings, embedder, goal, dataset, max_steps=max_steps, on_step=on_step)
-
-    def warm_up(self, dataset: str | None = None, notify: NotifyFn | None = None) -> bool:
-        if dataset is not None:
-            self.searcher(dataset)  # opened and cached: the first query finds them ready
-            return True
-        return self.models.warm_up(notify)
 
     # -- reads --------------------------------------------------------------------
 
@@ -249,7 +225,7 @@ class Engine:
         """`on_event`, raising UNAVAILABLE at the first progress event once `stop_requested` is set."""
         from ..records import Progress
 
-        def emit(event: object) -> None:
+        def emit(event: IngestEvent) -> None:
             if self.stop_requested and isinstance(event, Progress) and event.done < event.total:  # not at the end
                 raise KxError(Status.UNAVAILABLE, "kx is stopping: this work was left at a safe point; what was "
                                                   "committed stays and the rest (its embedding backlog, or the "
@@ -270,25 +246,12 @@ class Engine:
 
     # -- query --------------------------------------------------------------------
 
-    def query(
-        self,
-        name: str,
-        text: str | None = None,
-        *,
-        vector: Sequence[float] | np.ndarray | None = None,
-        k: int | None = None,
-        mode: str | None = None,
-        rerank: bool | None = None,
-        where: Sequence[str] | None = None,
-        versions: str | None = None,
-        expand: bool | None = None,
-    ) -> QueryResult:
+    def query(self, name: str, text: str | None = None, **options: Unpack[QueryOptions]) -> QueryResult:
         """engine.query.run_query on this engine, its storage failures turned into KxErrors."""
         from ..query import run_query
 
         with storage_errors(self.settings.datasets_dir / name):
-            return run_query(self, name, text, vector=vector, k=k, mode=mode, rerank=rerank, where=where,
-                             versions=versions, expand=expand)
+            return run_query(self, name, text, **options)
 
     def searcher(self, name: str) -> DatasetSearcher:
         """The dataset's cached readers, reopened when the catalogue has grown since."""

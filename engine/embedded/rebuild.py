@@ -26,11 +26,11 @@ from ..config import Settings
 from ..errors import KxError, Status, invalid
 from ..names import validate_name
 from ..records import DocumentResult, EmbedReport, IngestReport, Notice
+from ..records import IngestEventFn as EventFn
 from ..text.inputs import DocumentInput
 from .dataset import Dataset
 from .store import Catalogue
 
-EventFn = Callable[[object], None]
 REBUILT_FROM = "rebuilt_from"
 BATCH_BYTES = 64 * 2**20  # originals held in memory at once
 

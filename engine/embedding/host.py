@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..config import Settings
 from ..errors import KxError
+from ..records import IngestEventFn as EventFn
 from ..records import Notice
 from .cards import ModelCard, chat_model_advisory, model_card_for
 
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
     from .embedders import Embedder
 
 NotifyFn = Callable[[str], None]
-EventFn = Callable[[object], None]
 
 UNSET: Any = object()  # "not given": an embedder of None means 'no model', so None cannot say it
 

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..backend import backend_info, check_page
 from ..config import BackendKind, Settings, load_settings
-from ..embedding.cards import ModelCard
 from ..embedding.host import UNSET, ModelHost
 from ..errors import KxError, Status, invalid, not_found
+from ..in_process import InProcessBackend
 from ..names import validate_name
 from ..records import (
     DatasetSummary,
@@ -32,27 +32,28 @@ from ..records import (
     EmbedReport,
     IngestReport,
     PassageSpan,
+    QueryOptions,
     QueryResult,
     VersionView,
 )
+from ..records import IngestEventFn as EventFn
 from ..text.inputs import DocumentInput
 from .errors import MilvusConnection, is_local, redacted
 from .schema import ANALYZER, collections_of
 
 if TYPE_CHECKING:
     import numpy as np
+    from typing_extensions import Unpack
 
-    from ..agent.records import AgentRun, Step
     from ..embedded.store import LineageState
     from ..embedding.embedders import Embedder
     from .search import MilvusSearcher
     from .store import MilvusCatalogue, MilvusStore
 
-EventFn = Callable[[object], None]
 NotifyFn = Callable[[str], None]
 
 
-class MilvusBackend:
+class MilvusBackend(InProcessBackend):
     """Datasets kept in Milvus, ingested and queried through the embedded engine's pipeline."""
 
     def __init__(self, settings: Settings | None = None, embedder: Embedder | None = UNSET,
@@ -69,39 +70,12 @@ class MilvusBackend:
         self._pictures: dict[str, tuple[tuple[int, int], list, LineageState]] = {}   # by dataset: see _lineages
         self._lock = threading.Lock()
 
-    # -- the model (its host's) ----------------------------------------------------------
-
-    @property
-    def on_notice(self) -> NotifyFn | None:
-        return self.models.on_notice
-
-    def model_card(self) -> ModelCard | None:
-        return self.models.card()
-
-    def embedder(self) -> Embedder | None:
-        return self.models.embedder()
+    # -- the model (the rest is InProcessBackend's, engine/in_process.py) -------------------------
 
     def load_model_in_background(self, name: str | None = None) -> threading.Thread | None:
         """For a query (`name` given): None, the model loads on the query's own thread: whether the dataset
         exists is a round trip to Milvus, and a missing one's error should not wait for a model load."""
         return None if name is not None else self.models.load_in_background()
-
-    def prepare_model(self, notify: NotifyFn | None = None) -> dict[str, Any] | None:
-        return self.models.prepare(notify)
-
-    def run_agent(self, goal: str, dataset: str | None = None, max_steps: int | None = None,
-                  on_step: Callable[[Step], None] | None = None) -> AgentRun:
-        from ..agent.loop import run_agent_here  # deferred: the loop is only loaded when asked for
-
-        embedder = None if self.settings.agent_chat_url or dataset is None else self.embedder()
-        return run_agent_here(self, self.settings, embedder, goal, dataset, max_steps=max_steps, on_step=on_step)
-
-    def warm_up(self, dataset: str | None = None, notify: NotifyFn | None = None) -> bool:
-        """Connect and open `dataset`'s reader, or (without one) load the embedding model."""
-        if dataset is not None:
-            self.searcher(dataset)
-            return True
-        return self.models.warm_up(notify)
 
     # -- the connection -------------------------------------------------------------------
 
@@ -258,23 +232,10 @@ class MilvusBackend:
         validate_name(name)
         return run_ingest(self, name, documents, vectors, on_event, target=self._dataset(name))
 
-    def query(
-        self,
-        name: str,
-        text: str | None = None,
-        *,
-        vector: Sequence[float] | np.ndarray | None = None,
-        k: int | None = None,
-        mode: str | None = None,
-        rerank: bool | None = None,
-        where: Sequence[str] | None = None,
-        versions: str | None = None,
-        expand: bool | None = None,
-    ) -> QueryResult:
+    def query(self, name: str, text: str | None = None, **options: Unpack[QueryOptions]) -> QueryResult:
         from ..query import run_query
 
-        return run_query(self, name, text, vector=vector, k=k, mode=mode, rerank=rerank, where=where,
-                             versions=versions, expand=expand)
+        return run_query(self, name, text, **options)
 
     def searcher(self, name: str) -> MilvusSearcher:
         """The dataset's reader; kept, since a Milvus dataset's fingerprint never changes once stamped."""

@@ -27,15 +27,18 @@ from ..records import (
     IngestReport,
     Notice,
     PassageSpan,
+    QueryOptions,
     QueryResult,
     RetrievalMode,
 )
+from ..records import IngestEventFn as EventFn
 from ..text.inputs import DocumentInput, from_bytes, from_text
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from ..agent.records import AgentRun, Step
 
-EventFn = Callable[[object], None]
 DEFAULT_URL = "http://127.0.0.1:50151"
 TOKEN_FILE = "gateway.token"
 
@@ -249,36 +252,24 @@ class KxClient:
                 emit(result)
         return IngestReport(name, results, created, documents_total, passages_total, list(advisories))
 
-    def query(
-        self,
-        name: str,
-        text: str | None = None,
-        *,
-        vector: Sequence[float] | Any | None = None,
-        k: int | None = None,
-        mode: RetrievalMode | str | None = None,
-        rerank: bool | None = None,
-        where: Sequence[str] | None = None,
-        versions: str | None = None,
-        expand: bool | None = None,
-    ) -> QueryResult:
-        body: dict[str, Any] = {}
-        if text is not None:
-            body["text"] = text
+    def query(self, name: str, text: str | None = None, **options: Unpack[QueryOptions]) -> QueryResult:
+        unknown = set(options) - set(QueryOptions.__annotations__)
+        if unknown:  # as a Python call with a wrong keyword would say, before anything is sent
+            raise TypeError(f"query() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+        body: dict[str, Any] = {} if text is None else {"text": text}
+        vector, mode, where, versions = (options.get("vector"), options.get("mode"), options.get("where"),
+                                         options.get("versions"))
         if vector is not None:
             body["vector"] = _vector_rows([vector])[0]
-        if k is not None:
-            body["k"] = k
         if mode is not None:
             body["mode"] = mode.value if isinstance(mode, RetrievalMode) else mode
-        if rerank is not None:
-            body["rerank"] = rerank
         if where is not None:
             body["where"] = [where] if isinstance(where, str) else list(where)
         if versions is not None:
             body["versions"] = str(versions)
-        if expand is not None:
-            body["expand"] = expand
+        for key in ("k", "rerank", "expand"):  # absent: the server's default_k, rerank, query_expansion
+            if options.get(key) is not None:
+                body[key] = options.get(key)
         return _query_result(self._call("POST", f"/v1/datasets/{_segment(name)}/query", body))
 
     # -- transport ----------------------------------------------------------------------

@@ -484,7 +484,7 @@ def http_app(server: MCPServer, token: str, *, max_bytes: int, bind_host: str,
     """
     from mcp.server.transport_security import TransportSecuritySettings
 
-    from .gateway import guard
+    from .security import guard
 
     app = server.streamable_http_app(
         streamable_http_path="/mcp", max_request_body_size=max_bytes, host=bind_host,

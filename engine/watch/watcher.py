@@ -22,9 +22,9 @@ import stat
 import threading
 import time
 from collections import deque
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterable, Protocol, Sequence
+from typing import Any, Callable, Sequence
 
 from watchdog.events import (
     DirCreatedEvent,
@@ -40,12 +40,26 @@ from watchdog.events import (
     FileSystemEventHandler,
 )
 
-from ..config import Settings
 from ..errors import KxError, Status, invalid, not_found, precondition
 from ..names import validate_name
-from ..records import DocumentStatus, DocumentSummary, EmbedReport, IngestReport
+from ..records import DocumentStatus
 from ..text.folders import document_name, is_ignored, walk_files
 from ..text.inputs import DocumentInput, from_file
+from .events import (
+    BatchDone,
+    BatchStarted,
+    Ingested,
+    Queued,
+    Refused,
+    Renamed,
+    Retired,
+    Signature,
+    Unchanged,
+    WatchError,
+    WatchEvent,
+    WatchEventFn,
+)
+from .pending import IngestBackend, PendingFiles, file_signature, inbox_folder, leads_outside, outside_refusal
 
 DEFAULT_SETTLE_SECONDS = 1.0  # an editor's save or a local copy is quiet well within a second
 DEFAULT_TICK_SECONDS = 0.05
@@ -53,262 +67,7 @@ DEFAULT_BATCH_FILES = 256
 DEFAULT_BATCH_BYTES = 64 * 2**20  # bounds memory: a batch's bytes are all held until it commits
 DEFAULT_RESCAN_SECONDS = 60.0  # catches what inotify drops (queue overflow) or never sees (network mounts)
 
-# (size, mtime_ns, ctime_ns): what "unchanged" means for a file on disk. ctime as well as
-# size and mtime, so a chmod that makes a refused, unreadable file readable offers it again.
-Signature = tuple[int, int, int]
 
-
-# -- events ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Event:
-    kind: ClassVar[str] = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"event": self.kind, **asdict(self)}
-
-
-@dataclass(frozen=True)
-class Queued(_Event):
-    """A new or changed file was seen; it goes in once it has settled."""
-
-    kind: ClassVar[str] = "queued"
-    path: str
-
-
-@dataclass(frozen=True)
-class BatchStarted(_Event):
-    kind: ClassVar[str] = "batch_started"
-    batch: int
-    files: int
-
-
-@dataclass(frozen=True)
-class Ingested(_Event):
-    """The file is a new document and is queryable now."""
-
-    kind: ClassVar[str] = "ingested"
-    path: str
-    name: str
-    ref: str
-    passages: int
-    batch: int
-
-
-@dataclass(frozen=True)
-class Unchanged(_Event):
-    """The file's bytes were already in the dataset; nothing was added."""
-
-    kind: ClassVar[str] = "unchanged"
-    path: str
-    name: str
-    ref: str
-    passages: int
-    batch: int
-
-
-@dataclass(frozen=True)
-class Refused(_Event):
-    """The file cannot be ingested (binary, not UTF-8, empty, unreadable, too large)."""
-
-    kind: ClassVar[str] = "refused"
-    path: str
-    name: str
-    code: str
-    reason: str
-    batch: int
-
-
-@dataclass(frozen=True)
-class Retired(_Event):
-    """The file left the watched folder: its document no longer answers by default (still stored; putting
-    the file back brings it back)."""
-
-    kind: ClassVar[str] = "retired"
-    path: str
-    name: str
-
-
-@dataclass(frozen=True)
-class Renamed(_Event):
-    """A file was renamed (or moved) inside the watched folder: its lineage, every earlier version
-    included, goes on under the new name."""
-
-    kind: ClassVar[str] = "renamed"
-    path: str
-    name: str
-    old_name: str
-
-
-@dataclass(frozen=True)
-class BatchDone(_Event):
-    kind: ClassVar[str] = "batch_done"
-    batch: int
-    files: int
-    added: int
-    unchanged: int
-    refused: int
-    passages_added: int
-    documents: int      # the dataset's totals after this batch
-    passages: int
-    seconds: float
-
-
-@dataclass(frozen=True)
-class WatchError(_Event):
-    """Something went wrong; `fatal` means the watcher has stopped and says how to recover."""
-
-    kind: ClassVar[str] = "error"
-    code: str
-    message: str
-    fatal: bool
-    path: str | None = None
-
-
-WatchEvent = Queued | BatchStarted | Ingested | Unchanged | Refused | Retired | Renamed | BatchDone | WatchError
-WatchEventFn = Callable[[WatchEvent], None]
-
-
-# -- what is watched ---------------------------------------------------------------
-
-def inbox_folder(settings: Settings, name: str) -> Path:
-    """The default folder watched for dataset `name`: $KX_HOME/inbox/NAME (not created here)."""
-    return settings.home / "inbox" / validate_name(name)
-
-
-class IngestBackend(Protocol):
-    """What the watcher needs from a backend: its settings and one ingest call per batch."""
-
-    settings: Settings
-
-    def ingest(self, name: str, documents: Iterable[DocumentInput], vectors: Any = None,
-               on_event: Callable[[object], None] | None = None) -> IngestReport: ...
-
-    def embed(self, name: str, on_event: Callable[[object], None] | None = None) -> EmbedReport: ...
-
-    def list_documents(self, name: str, offset: int = 0, limit: int = 100,
-                       versions: str | None = None) -> list[DocumentSummary]: ...
-
-    def retire(self, name: str, lineages: Sequence[str]) -> list[str]: ...
-
-    def rename(self, name: str, moves: Sequence[tuple[str, str, str | None]]) -> list[str]: ...
-
-
-# -- files waiting to settle -------------------------------------------------------
-
-
-def file_signature(path: str) -> Signature | None:
-    """(size, mtime_ns, ctime_ns) of what `path` names (links followed); None when it is gone or a folder.
-
-    FIFOs, devices and sockets get a signature too, so they settle and are
-    refused with their reason instead of vanishing without a word; the
-    reader never blocks on them (engine/text/safe_read.py).
-    """
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    if stat.S_ISDIR(st.st_mode):
-        return None
-    return st.st_size, st.st_mtime_ns, st.st_ctime_ns
-
-
-def leads_outside(path: str, root: str) -> str | None:
-    """Where `path` really lies when a symlink or junction on the way leads out of `root`; else None."""
-    real = os.path.realpath(path)
-    try:
-        inside = os.path.commonpath([real, root]) == root
-    except ValueError:  # another drive (Windows)
-        inside = False
-    return None if inside else real
-
-
-def outside_refusal(path: str, real: str) -> KxError:
-    return KxError(Status.PERMISSION_DENIED,
-                   f"{path} is a link to {real}, outside the watched folder; a watched folder does not follow "
-                   "links out of itself. Copy the file in, or add it once with kx datasets ingest NAME --file PATH")
-
-
-@dataclass
-class _Entry:
-    first_seen: float                   # when an event or a scan first named it
-    signature: Signature | None = None  # None until the worker first looks at it
-    stable_since: float = 0.0           # when `signature` was first observed
-
-
-@dataclass
-class Poll:
-    """One look at the pending files: the ones newly queued and the ones now settled."""
-
-    queued: list[str] = field(default_factory=list)
-    settled: list[tuple[str, Signature]] = field(default_factory=list)
-
-
-class PendingFiles:
-    """Paths that changed and have not settled yet, keyed by path.
-
-    `add` is safe from any thread (watchdog's, the scan's); everything else is
-    the worker's. Files are stat-ed outside the lock so a slow disk never
-    blocks the thread delivering file-system events.
-    """
-
-    def __init__(self, signature: Callable[[str], Signature | None] = file_signature) -> None:
-        self._signature = signature
-        self._lock = threading.Lock()
-        self._entries: dict[str, _Entry] = {}
-        self._handled: dict[str, Signature] = {}  # what each path looked like when it last went to the engine
-
-    def add(self, path: str, now: float) -> bool:
-        with self._lock:
-            if path in self._entries:
-                return False
-            self._entries[path] = _Entry(first_seen=now)
-            return True
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._entries)
-
-    def handled(self, path: str, signature: Signature) -> None:
-        with self._lock:
-            self._handled[path] = signature
-
-    def is_handled(self, path: str, signature: Signature) -> bool:
-        with self._lock:
-            return self._handled.get(path) == signature
-
-    def poll(self, now: float, settle_seconds: float) -> Poll:
-        with self._lock:
-            snapshot = list(self._entries.items())
-        result = Poll()
-        arrived: dict[str, float] = {}
-        gone: list[str] = []
-        for path, entry in snapshot:
-            current = self._signature(path)
-            if current is None:  # deleted, renamed away, or a temp file that lived a moment
-                gone.append(path)
-                continue
-            if entry.signature is None:
-                entry.signature, entry.stable_since = current, now
-                if self.is_handled(path, current):  # an event after we took it (a close, a touch-free attrib)
-                    gone.append(path)
-                else:
-                    result.queued.append(path)
-                continue
-            if current != entry.signature:
-                entry.signature, entry.stable_since = current, now
-                continue
-            if now - entry.stable_since >= settle_seconds:
-                gone.append(path)
-                if not self.is_handled(path, current):
-                    result.settled.append((path, current))
-                    arrived[path] = entry.first_seen
-        with self._lock:
-            for path in gone:
-                self._entries.pop(path, None)
-        result.settled.sort(key=lambda item: (arrived[item[0]], item[0]))  # first come, first in
-        return result
 
 
 # -- the watcher -------------------------------------------------------------------

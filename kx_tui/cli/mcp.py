@@ -101,9 +101,9 @@ def _warm_up(backend: Backend) -> threading.Thread:
 def _serve_http(server: MCPServer, settings: Settings, sock: socket.socket, host: str, log: str | None) -> None:
     import uvicorn
 
-    from engine.server.gateway import ensure_token, token_path
     from engine.server.mcp_server import http_app
     from engine.server.request_log import RequestLog
+    from engine.server.security import ensure_token, token_path
 
     token = ensure_token(settings.home)
     app = http_app(server, token, max_bytes=settings.max_request_bytes, bind_host=host,

@@ -20,6 +20,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
+from engine.records import IngestEvent
+from engine.records import Progress as StageProgress
+
 LINE_SECONDS = 5.0   # off a terminal: at most one line this often
 _SHOW_FROM = 64      # passages to embed (or documents to read) below which a bar is not worth drawing
 
@@ -75,14 +78,15 @@ class PipelineProgress:
         if self._progress is not None:
             self._progress.stop()
 
-    def update(self, event: Any) -> None:
-        stage = getattr(event, "stage", None)
-        if not self.enabled or stage not in self._rates:
+    def update(self, event: IngestEvent) -> None:
+        """Draw a stage's progress; every other event of the ingest (a document's result, a notice) is not ours."""
+        if not isinstance(event, StageProgress) or not self.enabled or event.stage not in self._rates:
             return
+        stage = event.stage
         self._rates[stage].seen(event.done)
-        self._state[stage] = (event.done, event.total, getattr(event, "passages", 0))
+        self._state[stage] = (event.done, event.total, event.passages)
         if stage == "reading":
-            part = getattr(event, "part", "")
+            part = event.part
             self._part = (part, event.part_done, event.part_total) if part and event.part_total else None
         if self.live:
             self._draw(stage)

@@ -57,7 +57,7 @@ def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool, quiet
     --log-json for JSON lines, --quiet for none.
     """
     from engine.open_backend import open_backend
-    from engine.server.gateway import ensure_token, is_loopback, token_path
+    from engine.server.security import ensure_token, is_loopback, token_path
 
     if dev_allow_local and not is_loopback(host):
         raise KxError(Status.FAILED_PRECONDITION,

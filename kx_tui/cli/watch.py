@@ -124,7 +124,7 @@ class _EventPrinter:
         self._lock = threading.Lock()  # the worker and the main thread may both print
 
     def __call__(self, event: Any) -> None:
-        from engine.watch.watcher import BatchDone
+        from engine.watch.events import BatchDone
 
         if isinstance(event, BatchDone):
             for key in self.totals:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from textual.message import Message
 
 from engine.records import DatasetSummary, DocumentSummary, IngestReport, PassageSpan, QueryResult
-from engine.watch.watcher import BatchDone, Ingested, Refused, Renamed, Retired, Unchanged, WatchError
+from engine.watch.events import BatchDone, Ingested, Refused, Renamed, Retired, Unchanged, WatchError
 
 
 @dataclass

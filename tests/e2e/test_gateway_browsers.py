@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from engine import Engine, KxError, Status, load_settings
-from engine.server.gateway import HostPolicy, split_host
+from engine.server.security import HostPolicy, split_host
 
 from ..helpers import run_cli
 from .test_gateway import Gateway, _error, _start, _stop

@@ -21,7 +21,8 @@ from engine import load_settings
 from engine.open_backend import open_backend
 from engine.records import DocumentStatus
 from engine.text.folders import folder_documents
-from engine.watch.watcher import FolderWatcher, Ingested, Renamed, Retired, Unchanged
+from engine.watch.events import Ingested, Renamed, Retired, Unchanged
+from engine.watch.watcher import FolderWatcher
 
 from ..helpers import SHARED_DOCS, needs_shared
 from .test_watch import EventLog

@@ -18,7 +18,8 @@ from engine import Engine, load_settings
 from engine.errors import KxError, Status
 from engine.text.inputs import from_file, from_jsonl
 from engine.text.safe_read import read_regular_file
-from engine.watch.watcher import FolderWatcher, Ingested, Refused, Unchanged, WatchError
+from engine.watch.events import Ingested, Refused, Unchanged, WatchError
+from engine.watch.watcher import FolderWatcher
 
 from ..helpers import HashEmbedder, run_kx
 from .test_watch import EventLog

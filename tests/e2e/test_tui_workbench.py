@@ -483,7 +483,7 @@ async def test_a_long_model_id_is_cut_with_an_ellipsis_and_the_status_line_is_ne
 
 
 def test_a_newer_queued_message_replaces_an_older_one_and_nothing_else_does() -> None:
-    from engine.watch.watcher import Ingested
+    from engine.watch.events import Ingested
     from kx_tui.tui.messages import WatchFileDone, WatchQueued
 
     older, newer = WatchQueued("/in/a.md", 1), WatchQueued("/in/b.md", 2)

@@ -24,20 +24,9 @@ import pytest
 from engine import Engine, KxError, Status, load_settings
 from engine.embedded.dataset import Dataset
 from engine.text.inputs import from_file
-from engine.watch.watcher import (
-    BatchDone,
-    FolderWatcher,
-    Ingested,
-    PendingFiles,
-    Queued,
-    Refused,
-    Renamed,
-    Retired,
-    Unchanged,
-    WatchError,
-    inbox_folder,
-    is_ignored,
-)
+from engine.watch.events import BatchDone, Ingested, Queued, Refused, Renamed, Retired, Unchanged, WatchError
+from engine.watch.pending import PendingFiles
+from engine.watch.watcher import FolderWatcher, inbox_folder, is_ignored
 
 from ..helpers import HashEmbedder, assert_dataset_consistent, catalogue_counts, kx_process
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from rich.markup import escape
 from textual.app import ComposeResult
@@ -22,11 +22,10 @@ from textual.widgets import Static
 from engine.backend import Backend
 from engine.config import Settings
 from engine.errors import KxError
-from engine.records import DocumentSummary, EmbedReport, IngestReport
+from engine.records import DocumentSummary, EmbedReport, IngestEventFn, IngestReport
 from engine.text.inputs import DocumentInput
-from engine.watch.watcher import (
+from engine.watch.events import (
     BatchDone,
-    FolderWatcher,
     Ingested,
     Queued,
     Refused,
@@ -35,8 +34,8 @@ from engine.watch.watcher import (
     Unchanged,
     WatchError,
     WatchEvent,
-    inbox_folder,
 )
+from engine.watch.watcher import FolderWatcher, inbox_folder
 
 from ...describe import describe_watch_event
 from ..messages import WatchBatchDone, WatchFailed, WatchFileDone, WatchLineageChanged, WatchQueued
@@ -44,17 +43,17 @@ from .activity import ActivityLog
 
 
 class _LocalIngest:
-    """A Backend with the local settings it was opened with: what the watcher needs (watch.IngestBackend)."""
+    """A Backend with the local settings it was opened with: what the watcher needs (pending.IngestBackend)."""
 
     def __init__(self, backend: Backend, settings: Settings) -> None:
         self.backend = backend
         self.settings = settings
 
     def ingest(self, name: str, documents: Iterable[DocumentInput], vectors: Any = None,
-               on_event: Callable[[object], None] | None = None) -> IngestReport:
+               on_event: IngestEventFn | None = None) -> IngestReport:
         return self.backend.ingest(name, documents, vectors, on_event)
 
-    def embed(self, name: str, on_event: Callable[[object], None] | None = None) -> EmbedReport:
+    def embed(self, name: str, on_event: IngestEventFn | None = None) -> EmbedReport:
         return self.backend.embed(name, on_event=on_event)   # the watcher embeds a batch's backlog behind it
 
     def list_documents(self, name: str, offset: int = 0, limit: int = 100,

@@ -1,0 +1,60 @@
+"""What the two in-process backends (the embedded `Engine` and `MilvusBackend`) have alike, written once:
+their model, through the `ModelHost` each holds, under the Backend's names; the warm-up; the agent run
+here, in this process, with that model. (`KxClient` has its gateway do all three.)
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, Callable, cast
+
+from .config import Settings
+from .embedding.cards import ModelCard
+from .embedding.host import ModelHost
+
+if TYPE_CHECKING:
+    from .agent.records import AgentRun, Step
+    from .backend import Backend
+    from .embedding.embedders import Embedder
+
+NotifyFn = Callable[[str], None]
+
+
+class InProcessBackend(ABC):
+    """The model half of an in-process backend. A subclass sets `settings` and `models`, and opens a
+    dataset's readers in `searcher(name)`."""
+
+    settings: Settings
+    models: ModelHost
+
+    @abstractmethod
+    def searcher(self, name: str) -> Any:
+        """The dataset's open readers, cached (the warm-up opens them ahead of the first query)."""
+
+    @property
+    def on_notice(self) -> NotifyFn | None:
+        return self.models.on_notice
+
+    def model_card(self) -> ModelCard | None:
+        return self.models.card()
+
+    def embedder(self) -> Embedder | None:
+        return self.models.embedder()
+
+    def prepare_model(self, notify: NotifyFn | None = None) -> dict[str, Any] | None:
+        return self.models.prepare(notify)
+
+    def warm_up(self, dataset: str | None = None, notify: NotifyFn | None = None) -> bool:
+        """Open `dataset`'s readers (the first query then finds them ready), or without one load the model."""
+        if dataset is not None:
+            self.searcher(dataset)
+            return True
+        return self.models.warm_up(notify)
+
+    def run_agent(self, goal: str, dataset: str | None = None, max_steps: int | None = None,
+                  on_step: Callable[[Step], None] | None = None) -> AgentRun:
+        from .agent.loop import run_agent_here  # deferred: the loop is only loaded when asked for
+
+        embedder = None if self.settings.agent_chat_url or dataset is None else self.embedder()
+        return run_agent_here(cast("Backend", self), self.settings, embedder, goal, dataset, max_steps=max_steps,
+                              on_step=on_step)

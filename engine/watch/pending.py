@@ -1,0 +1,159 @@
+"""What a folder watcher watches and waits for: the default inbox folder, what it needs of a backend
+(`IngestBackend`), and the files that changed and have not settled yet (`PendingFiles`).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Protocol, Sequence
+
+from ..config import Settings
+from ..errors import KxError, Status
+from ..names import validate_name
+from ..records import DocumentSummary, EmbedReport, IngestEventFn, IngestReport
+from ..text.inputs import DocumentInput
+from .events import Signature
+
+# -- what is watched ---------------------------------------------------------------
+
+def inbox_folder(settings: Settings, name: str) -> Path:
+    """The default folder watched for dataset `name`: $KX_HOME/inbox/NAME (not created here)."""
+    return settings.home / "inbox" / validate_name(name)
+
+
+class IngestBackend(Protocol):
+    """What the watcher needs from a backend: its settings and one ingest call per batch."""
+
+    settings: Settings
+
+    def ingest(self, name: str, documents: Iterable[DocumentInput], vectors: Any = None,
+               on_event: IngestEventFn | None = None) -> IngestReport: ...
+
+    def embed(self, name: str, on_event: IngestEventFn | None = None) -> EmbedReport: ...
+
+    def list_documents(self, name: str, offset: int = 0, limit: int = 100,
+                       versions: str | None = None) -> list[DocumentSummary]: ...
+
+    def retire(self, name: str, lineages: Sequence[str]) -> list[str]: ...
+
+    def rename(self, name: str, moves: Sequence[tuple[str, str, str | None]]) -> list[str]: ...
+
+
+# -- files waiting to settle -------------------------------------------------------
+
+
+def file_signature(path: str) -> Signature | None:
+    """(size, mtime_ns, ctime_ns) of what `path` names (links followed); None when it is gone or a folder.
+
+    FIFOs, devices and sockets get a signature too, so they settle and are
+    refused with their reason instead of vanishing without a word; the
+    reader never blocks on them (engine/text/safe_read.py).
+    """
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        return None
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def leads_outside(path: str, root: str) -> str | None:
+    """Where `path` really lies when a symlink or junction on the way leads out of `root`; else None."""
+    real = os.path.realpath(path)
+    try:
+        inside = os.path.commonpath([real, root]) == root
+    except ValueError:  # another drive (Windows)
+        inside = False
+    return None if inside else real
+
+
+def outside_refusal(path: str, real: str) -> KxError:
+    return KxError(Status.PERMISSION_DENIED,
+                   f"{path} is a link to {real}, outside the watched folder; a watched folder does not follow "
+                   "links out of itself. Copy the file in, or add it once with kx datasets ingest NAME --file PATH")
+
+
+@dataclass
+class _Entry:
+    first_seen: float                   # when an event or a scan first named it
+    signature: Signature | None = None  # None until the worker first looks at it
+    stable_since: float = 0.0           # when `signature` was first observed
+
+
+@dataclass
+class Poll:
+    """One look at the pending files: the ones newly queued and the ones now settled."""
+
+    queued: list[str] = field(default_factory=list)
+    settled: list[tuple[str, Signature]] = field(default_factory=list)
+
+
+class PendingFiles:
+    """Paths that changed and have not settled yet, keyed by path.
+
+    `add` is safe from any thread (watchdog's, the scan's); everything else is
+    the worker's. Files are stat-ed outside the lock so a slow disk never
+    blocks the thread delivering file-system events.
+    """
+
+    def __init__(self, signature: Callable[[str], Signature | None] = file_signature) -> None:
+        self._signature = signature
+        self._lock = threading.Lock()
+        self._entries: dict[str, _Entry] = {}
+        self._handled: dict[str, Signature] = {}  # what each path looked like when it last went to the engine
+
+    def add(self, path: str, now: float) -> bool:
+        with self._lock:
+            if path in self._entries:
+                return False
+            self._entries[path] = _Entry(first_seen=now)
+            return True
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def handled(self, path: str, signature: Signature) -> None:
+        with self._lock:
+            self._handled[path] = signature
+
+    def is_handled(self, path: str, signature: Signature) -> bool:
+        with self._lock:
+            return self._handled.get(path) == signature
+
+    def poll(self, now: float, settle_seconds: float) -> Poll:
+        with self._lock:
+            snapshot = list(self._entries.items())
+        result = Poll()
+        arrived: dict[str, float] = {}
+        gone: list[str] = []
+        for path, entry in snapshot:
+            current = self._signature(path)
+            if current is None:  # deleted, renamed away, or a temp file that lived a moment
+                gone.append(path)
+                continue
+            if entry.signature is None:
+                entry.signature, entry.stable_since = current, now
+                if self.is_handled(path, current):  # an event after we took it (a close, a touch-free attrib)
+                    gone.append(path)
+                else:
+                    result.queued.append(path)
+                continue
+            if current != entry.signature:
+                entry.signature, entry.stable_since = current, now
+                continue
+            if now - entry.stable_since >= settle_seconds:
+                gone.append(path)
+                if not self.is_handled(path, current):
+                    result.settled.append((path, current))
+                    arrived[path] = entry.first_seen
+        with self._lock:
+            for path in gone:
+                self._entries.pop(path, None)
+        result.settled.sort(key=lambda item: (arrived[item[0]], item[0]))  # first come, first in
+        return result
