@@ -204,11 +204,15 @@ def test_an_engine_reopened_after_small_commits_answers_as_a_fresh_one(hash_engi
     assert _identity(folder / "dense.voy") == graph and json.loads((folder / "dense.json").read_text())["count"] == 67
     for mode in ("hybrid", "dense", "sparse"):
         for versions in ("latest", "all"):
-            again = hash_engine.query("big", "harbour lighthouse comet", k=8, mode=mode, versions=versions)
-            fresh_engine = Engine(hash_engine.settings, embedder=hash_engine.embedder())
-            fresh = fresh_engine.query("big", "harbour lighthouse comet", k=8, mode=mode, versions=versions)
-            fresh_engine.close()
-            assert [h.to_dict() for h in again] == [h.to_dict() for h in fresh], (mode, versions)
+            for where in (None, ["name:n6*"]):   # a filter: the exact pass over the allowed passages
+                again = hash_engine.query("big", "harbour lighthouse comet", k=8, mode=mode, versions=versions,
+                                          where=where)
+                fresh_engine = Engine(hash_engine.settings, embedder=hash_engine.embedder())
+                fresh = fresh_engine.query("big", "harbour lighthouse comet", k=8, mode=mode, versions=versions,
+                                           where=where)
+                fresh_engine.close()
+                assert [h.to_dict() for h in again] == [h.to_dict() for h in fresh], (mode, versions, where)
+                assert again.hits and (where is None or all(h.document_name.startswith("n6") for h in again))
     reopened = hash_engine.searcher("big")
     assert reopened is not reader and reopened.dense.load() is reader.dense.load()   # the graph carried over
     assert len(reopened.dense) == 67 and first.hits
