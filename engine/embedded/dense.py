@@ -171,6 +171,10 @@ class DenseIndex:
         Re-adding an id voyager already holds overwrites it with the same
         vector, so replaying after a crash between save and sidecar is harmless.
         """
+        if self._index is None:  # not loaded: a commit that only extends the tail need not load the graph
+            extended = self._extend_tail_unloaded(catalogue, upto)
+            if extended is not None:
+                return extended
         index = self.load(catalogue)
         if upto == self._held:
             return 0
@@ -205,6 +209,41 @@ class DenseIndex:
             self._write_sidecar(upto)
             self._held = upto
         return added
+
+    def _extend_tail_unloaded(self, catalogue: Catalogue, upto: int) -> int | None:
+        """Add the passages up to `upto` to the tail by rewriting the sidecar alone, without loading the
+        graph (a writer opens a fresh index per commit: at 300k passages the graph is 500 MB to load);
+        None when this is not such a commit (no valid large graph, the tail would overflow, the recorded
+        tail disagrees with the catalogue): the caller then loads and decides as usual.
+
+        The graph file is not read: its recorded size and checksum are carried over, and readers check
+        them as before (a damaged graph is rebuilt whatever the tail holds).
+        """
+        meta = read_json(self.sidecar)
+        if not isinstance(meta, dict) or meta.get("dimension") != self.dimension \
+                or not isinstance(meta.get("file"), list) or not meta["file"]:
+            return None
+        if self.dataset_id and meta.get("dataset_id", self.dataset_id) != self.dataset_id:
+            return None
+        held, count = _number(meta, "watermark"), _number(meta, "count")
+        graph_held, graph_count = _graph_mark(meta), _number(meta, "graph_count", count)
+        try:
+            size = os.stat(self.path).st_size
+        except OSError:
+            return None
+        if graph_count < _TAIL_FROM or not 0 < held < upto or graph_held > held or size != meta["file"][0]:
+            return None
+        tail = count - graph_count
+        coming = catalogue.passages_upto(upto) - catalogue.passages_upto(held)
+        if tail < 0 or tail + coming > _TAIL_LIMIT or catalogue.passages_upto(held) - \
+                catalogue.passages_upto(graph_held) != tail:
+            return None
+        seqs, vectors = _rows(catalogue, held, upto, self.dimension)
+        if vectors is None:
+            return None
+        write_json_atomic(self.sidecar, {**meta, "watermark": upto, "count": count + len(seqs),
+                                         "graph_watermark": graph_held, "graph_count": graph_count})
+        return len(seqs)
 
     def _write_sidecar(self, upto: int) -> None:
         """Record what is held: up to `upto` in all (`count` passages), of which the graph holds up to

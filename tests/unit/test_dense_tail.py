@@ -179,3 +179,66 @@ def test_passage_counts_read_on_from_the_last_count_are_the_full_counts(tmp_path
     assert other is not None and other.catalogue.passages_upto(37) == 0   # another catalogue's own count
     catalogue.close()
     other.catalogue.close()
+
+
+def test_an_engine_reopened_after_small_commits_answers_as_a_fresh_one(hash_engine, small_tail) -> None:
+    """Through the engine: commits to a large graph go to the tail, the long-lived reader reopens keeping
+    its graph and advancing its lineage state, and answers exactly as an engine opened afresh (same index
+    state, same order), in every mode, with a version superseded and a lineage retired along the way."""
+    from engine import Engine
+    from engine.text.inputs import from_text
+
+    words = ["harbour", "lighthouse", "whiskers", "garden", "ledger", "comet", "violin", "glacier"]
+
+    def doc(i: int, name: str | None = None):
+        text = f"note {i}: {words[i % 8]} and {words[(i * 3) % 8]} by the {words[(i * 5) % 8]} ({i})"
+        return from_text(text, name=name or f"n{i}")
+
+    hash_engine.ingest("big", [doc(i) for i in range(60)])
+    first = hash_engine.query("big", "harbour lighthouse", k=5)
+    reader = hash_engine.searcher("big")
+    folder = reader.dataset.folder
+    graph = _identity(folder / "dense.voy")
+    hash_engine.ingest("big", [doc(i) for i in range(60, 66)] + [doc(999, name="n3")])   # n3: a new version
+    assert hash_engine.retire("big", ["n5"]) == ["n5"]   # a retired lineage: the lineage mark moves
+    assert _identity(folder / "dense.voy") == graph and json.loads((folder / "dense.json").read_text())["count"] == 67
+    for mode in ("hybrid", "dense", "sparse"):
+        for versions in ("latest", "all"):
+            for where in (None, ["name:n6*"]):   # a filter: the exact pass over the allowed passages
+                again = hash_engine.query("big", "harbour lighthouse comet", k=8, mode=mode, versions=versions,
+                                          where=where)
+                fresh_engine = Engine(hash_engine.settings, embedder=hash_engine.embedder())
+                fresh = fresh_engine.query("big", "harbour lighthouse comet", k=8, mode=mode, versions=versions,
+                                           where=where)
+                fresh_engine.close()
+                assert [h.to_dict() for h in again] == [h.to_dict() for h in fresh], (mode, versions, where)
+                assert again.hits and (where is None or all(h.document_name.startswith("n6") for h in again))
+    reopened = hash_engine.searcher("big")
+    assert reopened is not reader and reopened.dense.load() is reader.dense.load()   # the graph carried over
+    assert len(reopened.dense) == 67 and first.hits
+
+
+def test_a_fresh_writer_extends_the_tail_without_loading_the_graph(tmp_path, small_tail, monkeypatch) -> None:
+    corpus = _Corpus(tmp_path)
+    corpus.index().catch_up(corpus.catalogue, corpus.add(60))
+    import voyager
+
+    def no_load(*_args, **_kwargs):
+        raise AssertionError("the graph was loaded")
+
+    monkeypatch.setattr(voyager.Index, "load", staticmethod(no_load))
+    for n in (4, 6):   # each commit through a fresh index, as a writer opens one per commit
+        writer = corpus.index()
+        assert writer.catch_up(corpus.catalogue, corpus.add(n)) == n and writer._index is None
+    meta = corpus.sidecar()
+    assert (meta["watermark"], meta["count"], meta["graph_watermark"], meta["graph_count"]) == (70, 70, 60, 60)
+    monkeypatch.undo()
+    reader = corpus.index()
+    reader.load(corpus.catalogue)
+    assert len(reader) == 70 and reader.consistent_with(corpus.catalogue)
+    seqs, sims = reader.search_arrays(corpus.vectors[68], 3, 64)
+    assert seqs[0] == 68
+    # a tail that would overflow goes the usual way: loaded, folded into a new graph
+    corpus.index().catch_up(corpus.catalogue, corpus.add(25))
+    assert "graph_count" not in corpus.sidecar() and corpus.sidecar()["count"] == 95
+    corpus.catalogue.close()
