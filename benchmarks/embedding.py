@@ -253,9 +253,19 @@ def _ndcg(vectors, ids: list[str], query_vectors, qids: list[str], qrels: dict) 
     return float(total) / len(qids)  # a judged query with no relevant hit counts as 0
 
 
-def quality(collections: list[str]) -> dict:
+def whole_documents(name: str) -> tuple[list[str], list[str], dict[str, str], dict]:
+    """A BEIR collection as the quality part embeds it: ids, title + text per document, judged queries, qrels."""
     from engine.evaluation import read_qrels, read_queries
 
+    folder = DATA / name
+    docs = [json.loads(line) for line in (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+    qrels = read_qrels(folder / "qrels.tsv")
+    queries = {q: t for q, t in read_queries(folder / "queries.jsonl").items() if q in qrels}
+    return [str(d["_id"]) for d in docs], [f"{d.get('title', '')}\n\n{d['text']}".strip() for d in docs], queries, qrels
+
+
+def quality(collections: list[str]) -> dict:
     embedders = _embedders(0)
     out = {}
     for name in collections:
@@ -263,20 +273,15 @@ def quality(collections: list[str]) -> dict:
         if not (folder / "corpus.jsonl").exists():
             print(f"skipping {name}: {folder} is absent", file=sys.stderr)
             continue
-        docs = [json.loads(line) for line in (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
-                if line.strip()]
-        ids = [str(d["_id"]) for d in docs]
-        texts = [f"{d.get('title', '')}\n\n{d['text']}".strip() for d in docs]
-        qrels = read_qrels(folder / "qrels.tsv")
-        queries = {q: t for q, t in read_queries(folder / "queries.jsonl").items() if q in qrels}
-        row = {"documents": len(docs), "queries": len(queries)}
+        ids, texts, queries, qrels = whole_documents(name)
+        row = {"documents": len(ids), "queries": len(queries)}
         for variant in ("onnx fp32", "onnx int8"):
             start = time.perf_counter()
             vectors = embedders[variant].encode(texts)
             seconds = time.perf_counter() - start
             qv = embedders[variant].encode(list(queries.values()))
             row[variant] = {"ndcg@10": round(_ndcg(vectors, ids, qv, list(queries), qrels), 4),
-                            "docs_per_s": round(len(docs) / seconds, 1)}
+                            "docs_per_s": round(len(ids) / seconds, 1)}
             print(f"quality {name} {variant}: {row[variant]}", file=sys.stderr, flush=True)
         row["int8_cost"] = round(row["onnx fp32"]["ndcg@10"] - row["onnx int8"]["ndcg@10"], 4)
         out[name] = row

@@ -27,9 +27,9 @@ import sys
 import time
 from pathlib import Path
 
-from common import DATA, HOME, REPO
+from common import HOME, REPO
 
-from embedding import _ndcg, _passages
+from embedding import _ndcg, _passages, whole_documents
 
 OUT = REPO / "benchmarks" / "out" / "int8-schemes"
 
@@ -114,17 +114,9 @@ def main() -> None:
         result[name]["vs_fp32"] = round(statistics.median(values) / base, 3)
     print(json.dumps(result, indent=1), flush=True)
 
-    from engine.evaluation import read_qrels, read_queries
-
     threaded = {name: OnnxEmbedder(e.card, e.graph) for name, e in embedders.items()}  # all cores for nDCG
     for collection in args.collections:
-        folder = DATA / collection
-        docs = [json.loads(line) for line in (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
-                if line.strip()]
-        ids = [str(d["_id"]) for d in docs]
-        corpus = [f"{d.get('title', '')}\n\n{d['text']}".strip() for d in docs]
-        qrels = read_qrels(folder / "qrels.tsv")
-        queries = {q: t for q, t in read_queries(folder / "queries.jsonl").items() if q in qrels}
+        ids, corpus, queries, qrels = whole_documents(collection)
         scores = {}
         for name, e in threaded.items():
             scores[name] = _ndcg(e.encode(corpus, 16), ids, e.encode(list(queries.values()), 16), list(queries), qrels)

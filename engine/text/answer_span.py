@@ -137,55 +137,21 @@ def _sentences(text: str) -> list[tuple[int, int]]:
     return ranges
 
 
-class _Prefixes:
-    """The query stems a sentence's words start with: what `\\b(stem|...)\\w{0,4}\\b` (longest stem first)
-    finds, as set look-ups over the sentence's words. Compiling that pattern cost ~1 ms a query (a new
-    alternation for every query); the look-ups cost less than running it."""
-
-    _WORDS = re.compile(r"\w+")
-
-    def __init__(self, terms: set[str]) -> None:
-        self.terms = frozenset(terms)
-
-    def found(self, sentence: str) -> set[str]:
-        terms, out = self.terms, set()
-        for word in self._WORDS.findall(sentence.lower()):
-            for n in range(len(word), max(len(word) - 4, 1) - 1, -1):  # a stem plus up to 4 letters
-                if word[:n] in terms:
-                    out.add(word[:n])
-                    break
-        return out
-
-
-class _Pattern:
-    """The same as a regular expression, for stems that are not all word characters ("3.5", "e.g")."""
-
-    def __init__(self, terms: set[str]) -> None:
-        alternatives = "|".join(re.escape(t) for t in sorted(terms, key=lambda t: (-len(t), t)))
-        self.pattern = re.compile(rf"\b({alternatives})\w{{0,4}}\b")
-
-    def found(self, sentence: str) -> set[str]:
-        return {m.group(1) for m in self.pattern.finditer(sentence.lower())}
-
-
-Matcher = _Prefixes | _Pattern
-_WORD_ONLY = re.compile(r"\w+")
-
-
-def _matcher(terms: set[str]) -> Matcher | None:
+def _matcher(terms: set[str]) -> re.Pattern[str] | None:
     # Stemming every word of every sentence cost ~40 ms for ten hits; matching the query's few stems as
-    # word prefixes (a stem plus up to 4 letters: "weigh" finds "weighs", "weighed") costs ~1 ms.
+    # word prefixes (a stem plus up to 4 letters: "weigh" finds "weighs", "weighed") costs ~1 ms. (Set
+    # look-ups over each sentence's words instead, to save the compile, were tried: 24 us a sentence
+    # against the pattern's 5, a net loss; re's own cache keeps a repeated query's pattern.)
     if not terms:
         return None
-    if all(_WORD_ONLY.fullmatch(t) for t in terms):
-        return _Prefixes(terms)
-    return _Pattern(terms)
+    alternatives = "|".join(re.escape(t) for t in sorted(terms, key=lambda t: (-len(t), t)))
+    return re.compile(rf"\b({alternatives})\w{{0,4}}\b")
 
 
-def _overlap(matcher: Matcher | None, terms: set[str], sentence: str) -> float:
+def _overlap(matcher: re.Pattern[str] | None, terms: set[str], sentence: str) -> float:
     if matcher is None:
         return 0.0
-    return len(matcher.found(sentence)) / len(terms)
+    return len({m.group(1) for m in matcher.finditer(sentence.lower())}) / len(terms)
 
 
 class WordVectors:
@@ -318,7 +284,7 @@ def word_vectors(card: ModelCard | None) -> WordVectors | None:
 
 def best_span(text: str, query: str, vectors: WordVectors | None = None,
               query_terms: set[str] | None = None, query_vector: np.ndarray | None = None,
-              matcher: Matcher | None = None, memo: SentenceMemo | None = None) -> tuple[int, int] | None:
+              matcher: re.Pattern[str] | None = None, memo: SentenceMemo | None = None) -> tuple[int, int] | None:
     """The range (within `text`) of the best sentence, joined by its better neighbour when that scores
     at least NEIGHBOUR_SHARE of it; None for text without a sentence."""
     ranges, scores = _sentence_scores(text, query, vectors, query_terms, query_vector, matcher, memo)
@@ -340,7 +306,7 @@ SentenceMemo = dict[str, tuple[list[tuple[int, int]], np.ndarray]]
 
 
 def _sentence_scores(text: str, query: str, vectors: WordVectors | None, query_terms: set[str] | None,
-                     query_vector: np.ndarray | None, matcher: Matcher | None = None,
+                     query_vector: np.ndarray | None, matcher: re.Pattern[str] | None = None,
                      memo: SentenceMemo | None = None) -> tuple[list[tuple[int, int]], np.ndarray]:
     """Each sentence's range (within `text`) and its score against the query (rounded to 9 decimals).
     `memo`: this query's scores so far (the same query, vectors and terms for every call given it)."""
