@@ -17,6 +17,7 @@ import pytest
 
 from engine import Engine, KxClient, KxError, Status, load_settings
 from engine.agent import run_agent
+from engine.records import Hit
 from engine.server.gateway import create_app
 
 from ..chat_script import ScriptedChat, first_seen_id, search
@@ -50,11 +51,14 @@ def gateway(handbook_home: Path, real_embedder, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_the_sdk_runs_the_offline_agent_on_the_gateway(gateway: str) -> None:
+    heard = []
     with KxClient(gateway, token=TOKEN) as kx:
-        run = kx.run_agent("summarise our refund policy", dataset="handbook", max_steps=50)
+        run = kx.run_agent("summarise our refund policy", dataset="handbook", max_steps=50, on_step=heard.append)
     assert run.brain == "offline" and run.found and len(run.steps) <= 6  # the gateway's bound, not the caller's
+    assert heard == run.steps  # the Backend's on_step: told each step once the gateway answers
     assert run.citations and {c.document_name for c in run.citations} == {"refunds-and-returns"}
     assert all(c.ref in run.read and c.label in run.answer for c in run.citations)
+    assert all(isinstance(hit, Hit) and hit.passage_ref == ref for ref, hit in run.read.items())  # Hits, not dicts
 
 
 def test_the_route_refuses_what_the_engine_would(gateway: str) -> None:
