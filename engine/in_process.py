@@ -1,6 +1,7 @@
 """What the two in-process backends (the embedded `Engine` and `MilvusBackend`) have alike, written once:
 their model, through the `ModelHost` each holds, under the Backend's names; the warm-up; the agent run
-here, in this process, with that model. (`KxClient` has its gateway do all three.)
+here, in this process, with that model (`KxClient` has its gateway do all three); and the stop request
+that work in flight honours at its next progress event.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 from .config import Settings
 from .embedding.cards import ModelCard
 from .embedding.host import ModelHost
+from .errors import KxError, Status
+from .records import IngestEvent, IngestEventFn, Progress
 
 if TYPE_CHECKING:
     from .agent_run import AgentRun, Step
@@ -31,6 +34,20 @@ class InProcessBackend(ABC):
     # (a safe point: what was committed stays, the rest is the next writer's backlog) instead of holding the
     # stop up.
     stop_requested: bool = False
+
+    def unless_stopping(self, on_event: IngestEventFn | None) -> IngestEventFn:
+        """`on_event`, raising UNAVAILABLE at the first progress event once `stop_requested` is set."""
+
+        def emit(event: IngestEvent) -> None:
+            if self.stop_requested and isinstance(event, Progress) and event.done < event.total:  # not at the end
+                raise KxError(Status.UNAVAILABLE, "kx is stopping: this work was left at a safe point; what was "
+                                                  "committed stays and the rest (its embedding backlog, or the "
+                                                  "documents not yet added) is done by the next command on "
+                                                  "this dataset")
+            if on_event is not None:
+                on_event(event)
+
+        return emit
 
     @abstractmethod
     def searcher(self, name: str) -> Any:

@@ -23,7 +23,6 @@ from ..records import (
     DatasetSummary,
     DocumentSummary,
     EmbedReport,
-    IngestEvent,
     IngestReport,
     PassageSpan,
     QueryOptions,
@@ -191,7 +190,7 @@ class Engine(InProcessBackend):
         check_home_writable(self.settings.home, self.settings.datasets_dir)
         check_catalogue_kept(folder)
         with storage_errors(self.settings.datasets_dir / name):
-            return run_ingest(self, name, documents, vectors, self._unless_stopping(on_event),
+            return run_ingest(self, name, documents, vectors, self.unless_stopping(on_event),
                               target=Dataset(self.settings, name), stage_two=BesideStage1, should_stop=should_stop)
 
     def embed(self, name: str, on_event: EventFn | None = None,
@@ -204,7 +203,7 @@ class Engine(InProcessBackend):
         from ..records import Notice
         from .backlog import embed_backlog
 
-        emit = self._unless_stopping(on_event)
+        emit = self.unless_stopping(on_event)
         dataset = Dataset(self.settings, name)
         dataset.require(self.settings)
         check_home_writable(self.settings.home, self.settings.datasets_dir)
@@ -216,21 +215,6 @@ class Engine(InProcessBackend):
                 embedded = embed_backlog(self, dataset, catalogue, emit, should_stop)
                 dataset.sync_sparse(catalogue)
         return EmbedReport(self.dataset_summary(name), embedded)
-
-    def _unless_stopping(self, on_event: EventFn | None) -> EventFn:
-        """`on_event`, raising UNAVAILABLE at the first progress event once `stop_requested` is set."""
-        from ..records import Progress
-
-        def emit(event: IngestEvent) -> None:
-            if self.stop_requested and isinstance(event, Progress) and event.done < event.total:  # not at the end
-                raise KxError(Status.UNAVAILABLE, "kx is stopping: this work was left at a safe point; what was "
-                                                  "committed stays and the rest (its embedding backlog, or the "
-                                                  "documents not yet added) is done by the next command on "
-                                                  "this dataset")
-            if on_event is not None:
-                on_event(event)
-
-        return emit
 
     def _check_model_for(self, name: str, catalogue: Catalogue) -> None:
         """Refuse to embed a backlog with a model other than the one the dataset was built with."""
