@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
+from ..config import Runtime
 from ..errors import precondition
 from .cards import ModelCard, how_to_set_model
 from .runtime import Embedder, ProgressFn
@@ -73,7 +74,7 @@ class RuntimeEmbedder:
 
         plan = plan_runtime(self._settings, self._card)
         int8 = self._card.variant == INT8
-        if plan.runtime == "onnx":
+        if plan.runtime == Runtime.ONNX:
             from .onnx_export import GraphUnavailable, open_onnx
 
             try:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import read_json, write_json_atomic
-from ..config import Settings
+from ..config import Runtime, Settings
 from .cards import INT8, ModelCard
 from .cards import INT8_SCHEME as _SCHEME
 
@@ -45,7 +45,7 @@ _POOLINGS = ("mean", "cls", "max")
 class RuntimePlan:
     """The runtime a model will run on, the sentence that says why, and its cached graph if ready."""
 
-    runtime: str            # "onnx" or "torch"
+    runtime: Runtime
     reason: str
     folder: Path
     graph: Path | None      # a whole graph with its manifest; None: to be exported on first use
@@ -175,24 +175,24 @@ def plan_runtime(settings: Settings, card: ModelCard) -> RuntimePlan:
     """Which runtime `card` runs on under `settings`, and why; reads files only."""
     folder = model_folder(settings, card)
     int8 = card.variant == INT8
-    if settings.embed_runtime == "torch" and not int8:
-        return RuntimePlan("torch", "KX_EMBED_RUNTIME=torch", folder, None)
+    if settings.embed_runtime == Runtime.TORCH and not int8:
+        return RuntimePlan(Runtime.TORCH, "KX_EMBED_RUNTIME=torch", folder, None)
     if (reason := unsupported_reason(card)) is not None:
-        return RuntimePlan("torch", reason, folder, None)
+        return RuntimePlan(Runtime.TORCH, reason, folder, None)
     manifest = read_manifest(folder, card)
     how = "int8 runs on ONNX Runtime only; " if int8 and settings.embed_runtime == "torch" else ""
     if manifest is not None:
         check = f"min cosine {manifest['min_cosine']:.7f} to torch on {manifest['probes']} probe sentences"
         if int8:
             check += f"; int8 scheme {INT8_SCHEME}, safe on CPUs with or without VNNI"
-        return RuntimePlan("onnx", f"{how}graph at {folder / GRAPH} ({check})", folder, folder / GRAPH)
+        return RuntimePlan(Runtime.ONNX, f"{how}graph at {folder / GRAPH} ({check})", folder, folder / GRAPH)
     failure = read_failure(folder, card)
     if failure is not None:
-        return RuntimePlan("torch", f"the ONNX export was not used: {failure['reason']} "
+        return RuntimePlan(Runtime.TORCH, f"the ONNX export was not used: {failure['reason']} "
                                     "(`kx models prepare --retry` tries again)", folder, None, fallback=True)
     if (reason := unwritable_reason(folder)) is not None:
-        return RuntimePlan("torch", f"no ONNX graph yet and {reason}", folder, None, fallback=True)
-    return RuntimePlan("onnx", f"{how}the graph is exported to {folder} on first use "
+        return RuntimePlan(Runtime.TORCH, f"no ONNX graph yet and {reason}", folder, None, fallback=True)
+    return RuntimePlan(Runtime.ONNX, f"{how}the graph is exported to {folder} on first use "
                                "(or now, with `kx models prepare`)", folder, None)
 
 
@@ -215,6 +215,6 @@ def planned_status(settings: Settings, card: ModelCard) -> dict[str, Any]:
 
     plan = plan_runtime(settings, card)
     planned: dict[str, Any] = {"runtime": plan.runtime, "reason": plan.reason, "loaded": False}
-    if plan.runtime == "onnx":
+    if plan.runtime == Runtime.ONNX:
         planned.update(device_plan(settings.embed_device))
     return planned
