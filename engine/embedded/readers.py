@@ -17,11 +17,12 @@ import numpy as np
 from ..atomic import read_json
 from ..filters import PassageFilter, Where
 from ..fingerprint import Fingerprint
+from ..lineage import LineageMarks, LineageState
 from ..retrieval import MAX_QUERY_TERMS, Candidates, Searcher  # noqa: F401 - Searcher: the face it has
 from ..rows import DocumentRow, PassageRow
 from .dataset import Dataset
 from .sparse import Bm25Scorer
-from .store import Catalogue, LineageMarks, LineageState
+from .store import Catalogue
 
 # seq -> passage ref entries kept in memory per open dataset (~100 bytes each)
 _REF_CACHE_LIMIT = 500_000

@@ -45,8 +45,8 @@ if TYPE_CHECKING:
     import numpy as np
     from typing_extensions import Unpack
 
-    from ..embedded.store import LineageState
     from ..embedding.embedders import Embedder
+    from ..lineage import LineageState
     from .search import MilvusSearcher
     from .store import MilvusCatalogue, MilvusStore
 

@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 
 from ..embedded.readers import dense_ef, shown_documents
-from ..embedded.store import LineageState
 from ..errors import precondition
 from ..filters import PassageFilter, Where
 from ..fingerprint import Fingerprint
+from ..lineage import LineageState
 from ..retrieval import MAX_QUERY_TERMS, Candidates
 from ..rows import DocumentRow, PassageRow
 from .store import PASSAGE_FIELDS, MilvusCatalogue, passage_row, quoted

@@ -38,9 +38,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..embedded.store import LineageState, LineageWrites
 from ..errors import KxError, Status, not_found, precondition
 from ..fingerprint import Fingerprint
+from ..lineage import LineageState, LineageWrites
 from ..rows import DocumentRow, NewDocument, PassageRow
 from . import schema
 from .schema import (
