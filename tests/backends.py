@@ -40,9 +40,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def lite_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`milvus-lite server` on a free loopback port for the whole session; its http:// URI."""
+    """`milvus-lite server` on a free loopback port for one test module; its http:// URI.
+
+    Per module, not per session: a server that had sat idle through the other modules once refused
+    test_milvus.py's connection in a full run (it passed alone and in the run before); a fresh one
+    costs about two seconds."""
     folder = tmp_path_factory.mktemp("milvus-server")
     port = free_port()
     log = (folder / "server.log").open("wb")
