@@ -13,14 +13,13 @@ from .config import Settings
 from .embedding.cards import ModelCard
 from .embedding.host import ModelHost
 from .errors import KxError, Status
-from .records import IngestEvent, IngestEventFn, Progress
+from .records import IngestEvent, IngestEventFn, NotifyFn, Progress
 
 if TYPE_CHECKING:
     from .agent_run import AgentRun, Step
     from .backend import Backend
     from .embedding.embedders import Embedder
 
-NotifyFn = Callable[[str], None]
 
 
 class InProcessBackend(ABC):

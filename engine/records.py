@@ -130,6 +130,8 @@ class Notice:
 # are engine/watch/watcher.py's WatchEvent.
 IngestEvent = DocumentResult | Progress | Notice
 IngestEventFn = Callable[[IngestEvent], None]
+# A one-line message for a person while something slow runs once ("exporting ... (once)", a model loading).
+NotifyFn = Callable[[str], None]
 
 
 @dataclass(frozen=True)

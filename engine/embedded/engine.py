@@ -24,6 +24,7 @@ from ..records import (
     DocumentSummary,
     EmbedReport,
     IngestReport,
+    NotifyFn,
     PassageSpan,
     QueryOptions,
     QueryResult,
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
     from .readers import DatasetSearcher
     from .store import Catalogue
 
-NotifyFn = Callable[[str], None]
 
 
 class Engine(InProcessBackend):

@@ -13,12 +13,13 @@ something is embedded.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from ..config import Runtime
 from ..errors import precondition
+from ..records import NotifyFn
 from .cards import ModelCard, how_to_set_model
 from .runtime import Embedder, ProgressFn
 from .torch_runtime import SentenceTransformerEmbedder
@@ -26,7 +27,6 @@ from .torch_runtime import SentenceTransformerEmbedder
 if TYPE_CHECKING:
     from ..config import Settings
 
-NotifyFn = Callable[[str], None]  # one line for a person: "exporting ... (once)"
 
 
 class RuntimeEmbedder:

@@ -11,18 +11,17 @@ another's model.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
 from ..errors import KxError
 from ..records import IngestEventFn as EventFn
-from ..records import Notice
+from ..records import Notice, NotifyFn
 from .cards import ModelCard, chat_model_advisory, model_card_for
 
 if TYPE_CHECKING:
     from .embedders import Embedder
 
-NotifyFn = Callable[[str], None]
 
 UNSET: Any = object()  # "not given": an embedder of None means 'no model', so None cannot say it
 

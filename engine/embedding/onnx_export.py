@@ -21,11 +21,11 @@ import os
 import time
 import warnings
 from pathlib import Path
-from typing import Callable
 
 from ..atomic import replace_with, write_json_atomic
 from ..config import Settings
 from ..errors import KxError, precondition
+from ..records import NotifyFn
 from .cards import INT8, ModelCard, base_card, quiet_offline_environment
 from .onnx_cache import (
     FORMAT,
@@ -43,8 +43,6 @@ from .onnx_cache import (
     unwritable_reason,
 )
 from .onnx_runtime import OnnxEmbedder
-
-NotifyFn = Callable[[str], None]
 
 # Short, long (past 256 tokens, so truncation is checked), non-English, code, numbers.
 PROBES = (

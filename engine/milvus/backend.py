@@ -31,6 +31,7 @@ from ..records import (
     DocumentSummary,
     EmbedReport,
     IngestReport,
+    NotifyFn,
     PassageSpan,
     QueryOptions,
     QueryResult,
@@ -50,7 +51,6 @@ if TYPE_CHECKING:
     from .search import MilvusSearcher
     from .store import MilvusCatalogue, MilvusStore
 
-NotifyFn = Callable[[str], None]
 
 
 class MilvusBackend(InProcessBackend):
