@@ -27,8 +27,9 @@ from engine.backend import Backend
 from engine.config import Settings
 from engine.records import RetrievalMode
 
+from .screens.first_run import SAMPLE_DATASET  # noqa: F401 - re-exported
 from .screens.keys import KeysScreen
-from .screens.main import SAMPLE_DATASET, MainScreen  # noqa: F401 - SAMPLE_DATASET is re-exported
+from .screens.main import MainScreen
 from .warmup import ModelWarmup
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "handbook"
