@@ -125,7 +125,7 @@ def main() -> None:
 
 
 def _text(doc) -> str:
-    from engine.embedded.store import text_of_bytes
+    from engine.embedded.catalogue.documents import text_of_bytes
 
     return text_of_bytes(doc.data, doc.media_type) or ""
 

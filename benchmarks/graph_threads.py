@@ -56,7 +56,8 @@ def build_seconds(matrix: np.ndarray, threads: int) -> float:
 
     index = dense.DenseIndex(Path(tempfile.gettempdir()), matrix.shape[1])._new()
     start = time.perf_counter()
-    for at in range(0, len(matrix), 2048):  # kx's catch-up batches (engine/embedded/store.py iter_passages_after)
+    # kx's catch-up batches (engine/embedded/catalogue/passages.py iter_passages_after)
+    for at in range(0, len(matrix), 2048):
         rows = matrix[at:at + 2048]
         index.add_items(rows, ids=list(range(at + 1, at + 1 + len(rows))), num_threads=threads)
     return time.perf_counter() - start

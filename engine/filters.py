@@ -13,7 +13,7 @@ Clauses of different kinds must all hold; several clauses of one kind (two
 `name:` globs) mean either. The filter is a set of passage seqs, applied
 inside each retriever before fusion (engine/embedded/readers.py): a filtered query
 still returns k hits whenever k passages match. The default "latest
-versions only" view (engine/embedded/store.py's lineages) is the same machinery: an
+versions only" view (engine/embedded/catalogue/lineage_log.py) is the same machinery: an
 excluded set of the superseded and retired versions' passages.
 """
 

@@ -6,7 +6,7 @@ retirement (the file left its watched folder) or a rename appends an event,
 and the latest event decides. `LineageState` is the picture read from the
 log (kept up to date by the events after a mark, `LineageState.advanced`);
 `LineageWrites` the rules for appending to it, over either catalogue. The
-schema notes are in engine/embedded/store.py's head (schemas 4 and 5).
+schema notes are in engine/embedded/catalogue/lineage_log.py's head (schemas 4 and 5).
 """
 
 from __future__ import annotations

@@ -245,7 +245,12 @@ def _search(settings: Settings, searcher: Searcher, text: str | None, query_vect
     if use_sparse:
         sparse = lists["sparse"]
         if not len(columns["sparse"][0]):
-            notes.append("no query word is in the sparse index (only stopwords, punctuation or unknown words)")
+            # with a filter the words may well be indexed, in passages the filter leaves out (older or retired
+            # versions, other documents): saying they are unknown would send the user the wrong way
+            notes.append("no query word is in the sparse index (only stopwords, punctuation or unknown words)"
+                         if only is None else
+                         "no passage searched holds a query word (passages outside the --where filter and "
+                         "superseded or retired versions are left out; --versions all searches every version)")
         if sparse.dropped_terms:
             notes.append(f"sparse search used the {MAX_QUERY_TERMS} {sparse.kept_terms} of the query's "
                          "indexed terms "

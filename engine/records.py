@@ -127,7 +127,7 @@ class Notice:
 
 # What an ingest, an embed or a rebuild tells its caller while it runs, one event at a time: one typed union,
 # handled by isinstance (the CLI's progress bars, the TUI, the gateway's stream). A folder watcher's own events
-# are engine/watch/watcher.py's WatchEvent.
+# are engine/watch/events.py's WatchEvent.
 IngestEvent = DocumentResult | Progress | Notice
 IngestEventFn = Callable[[IngestEvent], None]
 # A one-line message for a person while something slow runs once ("exporting ... (once)", a model loading).

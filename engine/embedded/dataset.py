@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from ..config import Settings
 from ..errors import not_found
 from ..names import NAME_RE, validate_name
+from .catalogue.schema import CatalogueEmpty
 from .storage_errors import storage_errors
-from .store import Catalogue, CatalogueEmpty
+from .store import Catalogue
 
 if TYPE_CHECKING:  # the indexes import numpy; listing datasets never opens them
     from .dense import DenseIndex

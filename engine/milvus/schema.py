@@ -6,7 +6,8 @@ One dataset is three collections, never a shared one with a dataset field:
     kxd_<name>   documents: the catalogue row of each document (the commit point of an ingest)
     kxt_<name>   document texts, in pieces (what passages' character ranges index into)
     kxl_<name>   lineage events, append-only: which stored version of a lineage is current, or that it was
-                 retired (engine/embedded/store.py's `lineage_events`, made when a dataset first records one)
+                 retired (engine/embedded/catalogue/lineage_log.py's `lineage_events`), made when a dataset
+                 first records one
 
 plus one registry `kx_datasets` (a row per dataset: its fingerprint and creation time).
 

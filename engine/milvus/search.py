@@ -20,7 +20,7 @@ over the documents' rows and the lineage events (reread only when the
 events collection's count moved: one count query a query), and reach Milvus
 as a filter expression inside both searches, so a filtered search still
 fills its pool from the matching passages. Hits show a renamed lineage's
-documents under its current name (engine/embedded/store.py, renames).
+documents under its current name (engine/embedded/catalogue/lineage_log.py, renames).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ There is no write lock across processes: two writers adding the same bytes
 upsert identical rows; a lock within this process keeps one ingest per
 dataset at a time, as the embedded engine's file lock does.
 
-Lineages (engine/embedded/store.py's schema 4) live in a fourth, append-only
+Lineages (engine/embedded/catalogue/lineage_log.py, schema 4) live in a fourth, append-only
 collection of events (`kxl_<name>`): each committed document appends "this
 ref is its lineage's current version", a retirement appends a NULL. Events
 are written after the document rows, so a crash in between leaves the new

@@ -1,6 +1,6 @@
 """Folders as documents: which files in a folder count, and what each is called.
 
-ONE rule set, used by the folder watcher (engine/watch/watcher.py) and by a folder
+ONE rule set, used by the folder watcher (engine/watch/) and by a folder
 given to `kx datasets ingest` alike: a file is named by its path relative to
 the folder, '/'-separated, without its extension (`guide/index.md` ->
 `guide/index`); dot-files, dot-folders and editors' temporary, lock and swap

@@ -1,5 +1,6 @@
-"""What a folder watcher watches and waits for: the default inbox folder, what it needs of a backend
-(`IngestBackend`), and the files that changed and have not settled yet (`PendingFiles`).
+"""What a folder watcher watches and waits for: the default inbox folder, whether a folder can be watched
+(and still is), what it needs of a backend (`IngestBackend`), and the files that changed and have not settled
+yet (`PendingFiles`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from ..config import Settings
-from ..errors import KxError, Status
+from ..errors import KxError, Status, invalid, not_found, precondition
 from ..names import validate_name
 from ..records import DocumentSummary, EmbedReport, IngestEventFn, IngestReport
 from ..text.inputs import DocumentInput
@@ -23,6 +24,48 @@ from .events import Signature
 def inbox_folder(settings: Settings, name: str) -> Path:
     """The default folder watched for dataset `name`: $KX_HOME/inbox/NAME (not created here)."""
     return settings.home / "inbox" / validate_name(name)
+
+
+def watchable_folder(folder: Path, settings: Settings, dataset: str) -> Path:
+    """`folder` resolved, for watching into `dataset`; raises KxError (with what to do) when it cannot be watched."""
+    try:
+        root = folder.resolve(strict=True)
+    except FileNotFoundError:
+        raise not_found(f"the folder {folder} does not exist; create it, or pick another folder "
+                        f"(without one, kx watches its inbox {inbox_folder(settings, dataset)})") from None
+    except OSError as exc:
+        raise precondition(f"the folder {folder} cannot be opened ({exc.strerror}); check the path") from None
+    if not root.is_dir():
+        raise precondition(f"{folder} is a file, not a folder; watch the folder it lies in, "
+                           f"or add it once with: kx datasets ingest {dataset} --file {folder}")
+    if not os.access(root, os.R_OK | os.X_OK):
+        raise precondition(f"the folder {root} cannot be read (permission denied); fix its permissions")
+    datasets = settings.datasets_dir.resolve()
+    if root == datasets or root in datasets.parents or datasets in root.parents:
+        # kx's own files would feed back into the watch: every ingest would change what is watched
+        raise invalid(f"the folder {root} holds kx's datasets ({datasets}) or lies inside them; watch a "
+                      f"folder of your own, e.g. the inbox {inbox_folder(settings, dataset)}")
+    return root
+
+
+def check_still_watched(root: str, identity: tuple[int, int]) -> None:
+    """The watched folder `root` is still there and still the one watched (its (device, inode) is `identity`);
+    raises KxError if not."""
+    restart = "then start watching it again"
+    try:
+        st = os.stat(root)
+    except FileNotFoundError:
+        raise not_found(f"the watched folder {root} no longer exists (deleted or moved away); "
+                        f"recreate it, {restart}") from None
+    except OSError as exc:
+        raise precondition(f"the watched folder {root} cannot be read ({exc.strerror}); "
+                           f"fix it, {restart}") from None
+    if not stat.S_ISDIR(st.st_mode) or (st.st_dev, st.st_ino) != identity:
+        # a new folder under the old name is not the one the observer follows
+        raise precondition(f"the watched folder {root} was replaced by something else; {restart}")
+    if not os.access(root, os.R_OK | os.X_OK):
+        raise precondition(f"the watched folder {root} can no longer be read (permission denied); "
+                           f"fix its permissions, {restart}")
 
 
 class IngestBackend(Protocol):

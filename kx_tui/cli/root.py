@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import click
 
@@ -22,6 +22,9 @@ from engine.records import DocumentStatus, RetrievalMode
 
 from .context import CONTEXT_SETTINGS, backend_of, local_engine, parse_sets, settings_of
 from .stopping import GIVE_UP_SECONDS, Interrupted, release_early
+
+if TYPE_CHECKING:
+    from engine.watch.events import Renamed, Retired, WatchEvent
 
 # Imported inside the commands that use them, so a command pays only for its own modules: `kx datasets list
 # --json` never loads rich, a query never loads the watcher or the gateway (tests/e2e/test_import_hygiene.py).
@@ -177,10 +180,15 @@ def list_datasets(ctx: click.Context, as_json: bool) -> None:
 @click.option("--chunk-size", type=int, default=None, help="Passage length in characters (overrides KX_CHUNK_SIZE).")
 @click.option("--chunk-overlap", type=int, default=None,
               help="Characters shared by neighbouring passages (overrides KX_CHUNK_OVERLAP).")
+@click.option("--sync", is_flag=True,
+              help="Make the dataset follow each folder given: documents from it whose files are gone stop "
+                   "answering (retired, still stored: --versions all shows them, putting the file back brings "
+                   "them back), and a file renamed or moved inside it keeps its document's history.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON report for scripts.")
 @click.pass_context
 def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[Path, ...], texts: tuple[str, ...],
-           jsonls: tuple[Path, ...], chunk_size: int | None, chunk_overlap: int | None, as_json: bool) -> None:
+           jsonls: tuple[Path, ...], chunk_size: int | None, chunk_overlap: int | None, sync: bool,
+           as_json: bool) -> None:
     """Add documents (files, or folders of them) to dataset NAME, creating it on first use.
 
     A folder is walked recursively with the folder watcher's rules (hidden,
@@ -194,6 +202,10 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
     embed NAME` finishes the embedding.
     Bytes already in the dataset are reported "unchanged" and cost nothing.
     A file that cannot be read is refused with the reason; the others still go in.
+    An edited file's new bytes become the current version of its document. With --sync, a
+    folder's deleted files retire their documents and renames keep their history, as
+    `kx datasets watch` does when it starts (documents from other folders, --text or
+    --jsonl are left alone).
     """
     from engine.names import validate_name
     from engine.text.folders import folder_documents
@@ -221,9 +233,21 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
     if not docs:
         raise KxError(Status.INVALID_ARGUMENT,
                       "nothing to ingest; give --file FILE, --text TEXT or --jsonl FILE")
+    folders = [path for path in (*paths, *files) if path.is_dir()]
+    if sync and not folders:
+        raise KxError(Status.INVALID_ARGUMENT, "--sync makes a dataset follow a folder; give one, e.g. "
+                                               f"kx datasets ingest {name} docs/ --sync")
+    if sync and settings.gateway:
+        raise KxError(Status.FAILED_PRECONDITION, "--sync retires and renames documents, which the gateway does "
+                                                  "not do; run it where the datasets live, without --gateway")
 
     out, err = Console(), Console(stderr=True)
     quiet_lines = as_json or len(docs) > 50
+    # Before the ingest, as the watcher does at start: a renamed file's lineage moves to its new name first,
+    # so its bytes then come back "unchanged" under that name instead of starting a second lineage.
+    followed = [event for folder in folders for event in _followed(engine, name, folder)] if sync else []
+    if not as_json:
+        _print_followed(out, followed)
     added = 0
     # Ctrl-C / SIGTERM only count; the ingest stops at its next progress event (between two embedding
     # steps or after a commit), and in any case within _INGEST_GIVE_UP_SECONDS (kx_tui/cli/stopping.py).
@@ -256,6 +280,12 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
         data = report.to_dict()
         for result in data["results"]:
             result["notes"] = notes.get(result.get("ref") or "", [])
+        if sync:
+            from engine.watch.events import Renamed, Retired
+
+            data["retired"] = [{"name": e.name, "path": e.path} for e in followed if isinstance(e, Retired)]
+            data["renamed"] = [{"name": e.name, "old_name": e.old_name, "path": e.path}
+                               for e in followed if isinstance(e, Renamed)]
         click.echo(json.dumps(data, indent=2))
     else:
         print_ingest_notes(out, report, notes)
@@ -267,6 +297,30 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
                 else "the others were ingested")
         raise KxError(first, f"{len(refused)} of {len(report.results)} document(s) refused; {rest} "
                              "(see the reasons above)")
+
+
+def _followed(engine: Any, name: str, folder: Path) -> list[Retired | Renamed]:
+    """What --sync did for `folder`: Retired and Renamed events (engine/watch/reconcile.py, the watcher's rule)."""
+    from engine.watch.events import Renamed, Retired
+    from engine.watch.reconcile import reconcile
+
+    events: list[Retired | Renamed] = []
+
+    def keep(event: WatchEvent) -> None:
+        if isinstance(event, (Retired, Renamed)):
+            events.append(event)
+
+    reconcile(engine, name, str(folder.resolve()), keep)
+    return events
+
+
+def _print_followed(console: Any, events: list[Retired | Renamed]) -> None:
+    from ..describe import describe_watch_event
+
+    for event in events:
+        line = describe_watch_event(event, event.name)
+        if line:
+            console.print(line)
 
 
 @datasets.command(context_settings=CONTEXT_SETTINGS)

@@ -109,6 +109,7 @@ def test_bad_inputs_are_refused_by_name_and_the_rest_go_in(tmp_path: Path, kx_ho
     (["datasets", "ingest", "x" * 200, "--text", "hi"], 3, "is not allowed"),
     (["datasets", "ingest", "a\x01b", "--text", "hi"], 3, "is not allowed"),
     (["datasets", "ingest", "fine"], 3, "nothing to ingest"),
+    (["datasets", "ingest", "fine", "--text", "hi", "--sync"], 3, "--sync makes a dataset follow a folder"),
     (["--set", "chunk_size", "info"], 3, "--set expects NAME=VALUE"),
 ])
 def test_command_errors_are_one_line_with_the_status_exit_code(kx_home: Path, args, code, words) -> None:

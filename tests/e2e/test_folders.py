@@ -31,3 +31,47 @@ def test_cli_ingests_a_folder_and_lists_each_files_outcome(tmp_path: Path, kx_ho
     refused = run_cli("datasets", "ingest", "none", str(nothing), "--json")
     assert refused.code == 3 and json.loads(refused.stdout)["results"][0]["status"] == "refused"
     assert not (kx_home / "datasets" / "none").exists()
+
+
+@pytest.mark.slow
+def test_ingest_sync_makes_a_dataset_follow_its_folder(tmp_path: Path, kx_home: Path) -> None:
+    """Run daily from a shell (cron): edits answer once, deleted files stop answering, renames keep history."""
+    root = _tree(tmp_path / "docs")
+    assert run_cli("datasets", "ingest", "tree", str(root)).code == 0
+    assert run_cli("datasets", "ingest", "tree", "--text", "A note typed in, from no folder.").code == 0
+    (root / "guide" / "index.md").write_text("# Guide\n\nRefunds are now granted within sixty days.")
+    (root / "api" / "deep" / "errors.txt").unlink()
+    (root / "notes.rst").rename(root / "guide" / "office.rst")
+
+    synced = run_cli("datasets", "ingest", "tree", str(root), "--sync", "--json")
+    report = json.loads(synced.stdout)
+    assert synced.code == 0, synced.stderr
+    assert [r["name"] for r in report["retired"]] == ["api/deep/errors"]
+    assert [(r["old_name"], r["name"]) for r in report["renamed"]] == [("notes", "guide/office")]
+    outcomes = {r["name"]: r["status"] for r in report["results"]}
+    assert outcomes == {"api/index": "unchanged", "guide/index": "added", "guide/office": "unchanged"}
+
+    def sparse(text: str, *extra: str) -> list[dict]:
+        return json.loads(run_cli("datasets", "query", "tree", text, "--mode", "sparse", "--json", *extra).stdout)
+
+    gone = sparse("error 429 too many requests")
+    assert gone["hits"] == []
+    assert any("--versions all" in note for note in gone["notes"])  # the words are indexed, just not searched
+    assert [h["document_name"] for h in sparse("error 429 too many requests", "--versions", "all")["hits"]] \
+        == ["api/deep/errors"]
+    refunds = sparse("how many days for refunds")
+    assert [h["document_name"] for h in refunds["hits"]] == ["guide/index"]
+    assert "sixty" in refunds["hits"][0]["text"]
+    office = sparse("office closes fridays")["hits"]
+    assert [h["document_name"] for h in office] == ["guide/office"]
+    assert sparse("typed in from no folder")["hits"]   # not from the folder: --sync leaves it alone
+
+    human = run_cli("datasets", "ingest", "tree", str(root), "--sync")
+    assert human.code == 0 and "retired" not in human.stdout   # nothing more left the folder
+
+    (root / "guide" / "office.rst").unlink()
+    human = run_cli("datasets", "ingest", "tree", str(root), "--sync")
+    assert "retired   guide/office" in human.stdout
+
+    needs_folder = run_cli("datasets", "ingest", "tree", "--text", "x", "--sync")
+    assert needs_folder.code != 0 and "--sync makes a dataset follow a folder" in needs_folder.stderr

@@ -159,7 +159,7 @@ def test_best_first_is_a_stable_sort_of_the_whole_array() -> None:
 
 
 def test_passage_counts_read_on_from_the_last_count_are_the_full_counts(tmp_path) -> None:
-    from engine.embedded import store
+    from engine.embedded.catalogue import passages as store
 
     corpus = _Corpus(tmp_path)
     catalogue = corpus.catalogue

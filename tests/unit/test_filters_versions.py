@@ -189,7 +189,7 @@ def test_where_and_versions_over_http(hash_engine: Engine) -> None:
 
 
 def test_a_lineage_state_follows_renames_and_a_name_used_again() -> None:
-    from engine.embedded.store import LineageState
+    from engine.lineage import LineageState
 
     documents = [("r1", "a"), ("r2", "a"), ("r3", "a"), ("r4", "old")]   # r4: written before lineages
     events = [("a", "r1", None, None), ("a", "r2", None, None),

@@ -28,7 +28,7 @@ def _tree(root: Path) -> Path:
 
 
 def test_the_watcher_and_folder_ingest_share_one_rule_set() -> None:
-    import engine.watch.watcher as watch
+    import engine.watch.intake as watch
 
     assert watch.is_ignored is is_ignored and watch.document_name is document_name
     assert document_name("guide/index.md") == "guide/index"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from engine.embedded.store import LineageState
+from engine.lineage import LineageState
 
 
 def _outputs(state: LineageState) -> dict:

@@ -15,8 +15,8 @@ import pytest
 from rich.console import Console
 
 from engine import Engine, load_settings
+from engine.embedded.catalogue.schema import SCHEMA_VERSION
 from engine.embedded.dataset import Dataset
-from engine.embedded.store import SCHEMA_VERSION
 from engine.extract import Extracted, Section, page_span, section_path
 from engine.records import Hit, QueryResult
 from engine.text.inputs import from_bytes, from_file, from_jsonl, from_text
@@ -248,7 +248,7 @@ def test_a_round1_catalogue_stays_queryable_and_is_migrated_by_the_next_writer(
     note = tmp_path / "returns.md"
     note.write_text(FRONT_MATTER_NOTE)
     # round 1 cut Markdown from its raw text, front matter included: ingest it that way here
-    from engine.embedded.store import text_of_bytes
+    from engine.embedded.catalogue.documents import text_of_bytes
     from engine.extract import Extracted
     inject_extraction(monkeypatch, lambda doc: Extracted(text_of_bytes(doc.data, doc.media_type), doc.media_type)
                       if doc.name == "returns" else None)

@@ -1,0 +1,101 @@
+"""The catalogue's lineage log (schemas 4 and 5): reading which stored version of each source is current,
+and appending the events that move it.
+
+Documents from the same source (the same name: a file's path in a watched or
+ingested folder, or the same `--name`) form a lineage. Nothing is ever
+deleted: the append-only `lineage_events` table records which stored version
+is current (every added document, and old bytes offered again under their own
+name), or that the lineage was retired (its file left a watched folder:
+doc_ref NULL). The latest event decides; a lineage without events
+(everything written before schema 4) is current at its newest document.
+`lineage_state()` reads the whole picture; queries and listings show the
+current versions only unless asked for all of them.
+
+Renames (schema 5): a lineage is named by the name it answers to now, not by
+the name its documents were stored under. A file renamed inside a watched
+folder appends a move event (`moved_from` = the old name, `source_path` = the
+file's new path): the lineage's whole history, every earlier version
+included, continues under the new name, and its documents are shown under it
+(`LineageState.renamed`). Stored rows never change.
+
+The rules for appending (`record_current`, `retire`, `rename`) are
+engine/lineage.py's `LineageWrites`, shared with the Milvus catalogue; the
+picture read from the log is its `LineageState`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+from ...lineage import LineageMarks, LineageState, LineageWrites
+from .schema import CatalogueFile, rollback
+
+
+class LineageLog(CatalogueFile, LineageWrites):
+    """The `lineage_events` table: its mark, the state read from it (in full or on from a mark), appends."""
+
+    def lineage_mark(self) -> int:
+        """Moves whenever a lineage changes head or is retired (readers compare it to stay current)."""
+        if "lineage_events" not in self._tables:
+            if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'lineage_events'").fetchone() is None:
+                return 0  # a catalogue from before schema 4, not migrated yet
+            self._tables.add("lineage_events")
+        return int(self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM lineage_events").fetchone()[0])
+
+    def lineage_state(self) -> LineageState:
+        """Every document's lineage, version number and whether it is current; retired and renamed lineages."""
+        return self.lineage_state_after(None).state
+
+    def lineage_state_after(self, known: LineageMarks | None) -> LineageMarks:
+        """The lineage state now, with the marks it was read up to: from `known` (an earlier state and its
+        marks) and the documents and events appended since, where that gives it exactly
+        (LineageState.advanced), else from the whole history. Read in one snapshot."""
+        began = not self._db.in_transaction
+        if began:
+            self._db.execute("BEGIN")
+        try:
+            after = (known.documents, known.events) if known is not None else (0, 0)
+            documents, events = self._lineage_rows(*after)
+            state = None
+            if known is not None:
+                state = known.state.advanced([(ref, name) for _seq, ref, name in documents],
+                                             [row[1:] for row in events])
+            if state is None:
+                if known is not None:
+                    documents, events = self._lineage_rows(0, 0)
+                state = LineageState.from_history([(ref, name) for _seq, ref, name in documents],
+                                                  [row[1:] for row in events])
+            return LineageMarks(state, documents[-1][0] if documents else after[0],
+                                events[-1][0] if events else after[1])
+        finally:
+            if began and self._db.in_transaction:
+                self._db.execute("COMMIT")
+
+    def _lineage_rows(self, documents_after: int, events_after: int) -> tuple[list[tuple], list[tuple]]:
+        documents = self._db.execute("SELECT seq, ref, name FROM documents WHERE seq > ? ORDER BY seq",
+                                     (documents_after,)).fetchall()
+        events: list[tuple] = []
+        if "lineage_events" in self._tables:
+            events = self._db.execute(self._select("lineage_events", ("seq", "lineage", "doc_ref", "moved_from",
+                                                                      "source_path")) + " WHERE seq > ? ORDER BY seq",
+                                      (events_after,)).fetchall()
+        return documents, events
+
+    def _append_events(self, events: Sequence[tuple[str, str | None] | tuple[str, str | None, str, str | None]]
+                       ) -> int:
+        """Append events: (lineage, ref or None) or, for a rename, (lineage, ref, moved_from, source_path)."""
+        if not events:
+            return 0
+        cur = self._db.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            now = time.time()
+            cur.executemany("INSERT INTO lineage_events (lineage, doc_ref, at, moved_from, source_path) "
+                            "VALUES (?, ?, ?, ?, ?)",
+                            [(e[0], e[1], now, *(e[2:] if len(e) == 4 else (None, None))) for e in events])
+            cur.execute("COMMIT")
+        except BaseException:
+            rollback(cur)
+            raise
+        return len(events)
