@@ -8,7 +8,8 @@ import dataclasses
 from rich.text import Text
 
 from engine.records import Hit
-from kx_tui.render import ANSWER_STYLE, WORD_STYLE, looks_like_markdown, passage_preview, styled_text
+from kx_tui.markdown_text import looks_like_markdown, styled_text
+from kx_tui.render import ANSWER_STYLE, WORD_STYLE, passage_preview
 
 MARKDOWN = ("# Refunds and Returns\n\nNorthwind **sells** two _kinds_ of [Tern loggers](https://tern.example). "
             "Run `kx_run --fast **now**` first.\n\n```bash\nrm -rf *.tmp __cache__\n```\n## Th")

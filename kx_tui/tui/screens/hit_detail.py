@@ -12,7 +12,8 @@ from textual.widgets import Static
 from engine.errors import KxError
 from engine.records import Hit
 
-from ...render import ANSWER_PASSAGE_STYLE, answer_range, looks_like_markdown, shown_title, styled_text
+from ...markdown_text import looks_like_markdown, styled_text
+from ...render import ANSWER_PASSAGE_STYLE, answer_range, shown_title
 from ..widgets.footer import KeysFooter
 from .hit_actions import copy_citation, open_source
 from .keys import HELP, KeysScreen, back_keys

@@ -13,7 +13,8 @@ from textual.widgets.option_list import Option
 
 from engine.records import Hit, QueryResult
 
-from ...render import duplicate_marker, looks_like_markdown, mmr_marker, passage_preview, shown_title
+from ...markdown_text import looks_like_markdown
+from ...render import duplicate_marker, mmr_marker, passage_preview, shown_title
 
 _TITLE_CHARS = 40  # a long title must not push the chunk label and ranks off the line
 
