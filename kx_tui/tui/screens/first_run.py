@@ -51,14 +51,15 @@ class FirstRun:
 
     def _ingest(self, files: list[Path]) -> None:
         """The worker: one model load (the warm-up's), then the samples in, with progress."""
+        from engine.records import IngestEvent, Progress
         from engine.text.inputs import from_file
 
         kx = self.screen.kx
         settings = kx.settings
         assert settings is not None  # start() checked
 
-        def on_event(event: object) -> None:
-            if hasattr(event, "stage"):
+        def on_event(event: IngestEvent) -> None:
+            if isinstance(event, Progress):
                 self.screen.post_message(IngestProgressed(event.stage, event.done, event.total))
 
         kx.warmup.wait()  # one model load, not two side by side
