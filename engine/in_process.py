@@ -7,7 +7,7 @@ that work in flight honours at its next progress event.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 from .config import Settings
 from .embedding.cards import ModelCard
@@ -47,6 +47,16 @@ class InProcessBackend(ABC):
                 on_event(event)
 
         return emit
+
+    # A folder's files deleted or renamed (a watch, `kx datasets ingest --sync`): only the in-process backends
+    # move lineages (the gateway does not offer it), so the callers narrow a Backend to this class first.
+    @abstractmethod
+    def retire(self, name: str, lineages: Sequence[str]) -> list[str]:
+        """Retire lineages (documents by name) whose source is gone; returns those that were live."""
+
+    @abstractmethod
+    def rename(self, name: str, moves: Sequence[tuple[str, str, str | None]]) -> list[str]:
+        """Carry lineages to new names ((old name, new name, new path or None)); returns the old names moved."""
 
     @abstractmethod
     def searcher(self, name: str) -> Any:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from rich.console import Console as _RichConsole
 from rich.markup import escape
@@ -22,6 +22,9 @@ from engine.records import (
 )
 
 from .markdown_text import styled_text
+
+if TYPE_CHECKING:  # `kx eval` imports the evaluation module; nothing else that prints should pay for it
+    from engine.evaluation import EvalReport
 
 
 def Console(stderr: bool = False) -> _RichConsole:  # noqa: N802 - reads as a constructor at call sites
@@ -96,11 +99,12 @@ def size_text(size: int) -> str:
     """Bytes for a person: 512 B, 3.4 KB, 12 MB."""
     if size < 1000:
         return f"{size} B"
+    scaled = float(size)
     for unit in ("KB", "MB", "GB"):
-        size /= 1000
-        if size < 1000 or unit == "GB":
-            return f"{size:.1f} {unit}" if size < 10 else f"{size:.0f} {unit}"
-    return f"{size:.0f} GB"
+        scaled /= 1000
+        if scaled < 1000 or unit == "GB":
+            return f"{scaled:.1f} {unit}" if scaled < 10 else f"{scaled:.0f} {unit}"
+    return f"{scaled:.0f} GB"
 
 
 def fit_columns(widths: dict[str, int], priority: Sequence[str], available: int, gap: int) -> list[str]:
@@ -362,7 +366,7 @@ def print_query(console: _RichConsole, result: QueryResult, spans_of: Callable[[
         console.print(preview)
 
 
-def print_eval(console: _RichConsole, report: Any) -> None:
+def print_eval(console: _RichConsole, report: EvalReport) -> None:
     from engine.evaluation import MEASURE_LABELS, MEASURES
 
     console.print(f"[bold]{escape(report.dataset)}[/]: {report.judged_queries} judged queries "

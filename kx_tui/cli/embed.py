@@ -30,7 +30,7 @@ def embed(ctx: click.Context, name: str, as_json: bool) -> None:
     from rich.console import Console
 
     from engine.names import validate_name
-    from engine.records import Notice
+    from engine.records import IngestEvent, Notice
 
     validate_name(name)
     backend = backend_of(ctx, settings_of(ctx))
@@ -39,7 +39,7 @@ def embed(ctx: click.Context, name: str, as_json: bool) -> None:
     # Ctrl-C / SIGTERM only count (kx_tui/cli/stopping.py): the embedding stops after the batch in hand.
     with StopSignals(give_up_after=_GIVE_UP_SECONDS, last_words=f"error: CANCELLED: {resume}") as stop, \
             PipelineProgress(err) as progress:
-        def on_event(event: object) -> None:
+        def on_event(event: IngestEvent) -> None:
             if isinstance(event, Notice):
                 progress.print(f"{event.kind}: {event.message}")
             else:

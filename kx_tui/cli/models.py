@@ -49,7 +49,8 @@ def prepare(ctx: click.Context, names: tuple[str, ...], retry: bool, as_json: bo
         if retry:
             clear_failure(model_folder(host.settings, card))
         status = host.prepare(say)
-        out.append({"model": name, "model_id": card.model_id, **(status or {})})
+        assert status is not None  # prepare answers None only without a model, refused just above
+        out.append({"model": name, "model_id": card.model_id, **status})
         if not as_json:
             click.echo(f"{card.model_id}: {status['runtime']}: {status['reason']}")
     if as_json:

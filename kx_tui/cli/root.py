@@ -18,12 +18,16 @@ from typing import TYPE_CHECKING, Any, Sequence
 import click
 
 from engine.errors import KxError, Status
-from engine.records import DocumentStatus, RetrievalMode
+from engine.records import DocumentResult, DocumentStatus, IngestEvent, Notice, Progress, RetrievalMode
 
 from .context import CONTEXT_SETTINGS, backend_of, local_engine, parse_sets, settings_of
 from .stopping import GIVE_UP_SECONDS, Interrupted, release_early
 
 if TYPE_CHECKING:
+    from rich.console import Console as RichConsole
+
+    from engine.backend import Backend
+    from engine.records import Hit
     from engine.watch.events import Renamed, Retired, WatchEvent
 
 # Imported inside the commands that use them, so a command pays only for its own modules: `kx datasets list
@@ -66,7 +70,9 @@ class _LazyGroup(click.Group):
         rows = []
         for name in names:
             if name in self.lazy and name not in self.commands:
-                rows.append((name, click.utils.make_default_short_help(self.lazy[name][1], limit)))
+                # shortened as click shortens the loaded command's own help (click.utils.make_default_short_help
+                # is deprecated (click 8.5 warns it goes in 9.0) and served by the module's __getattr__, typed `object`)
+                rows.append((name, click.Command(name, help=self.lazy[name][1]).get_short_help_str(limit)))
             else:
                 rows.append((name, self.commands[name].get_short_help_str(limit)))
         with formatter.section("Commands"):
@@ -255,9 +261,7 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
                      last_words="error: CANCELLED: the ingest did not reach a stopping point in time; leaving "
                                 "now. What was committed stays; run the same command again for the rest") as stop, \
             PipelineProgress(err) as progress:
-        def on_event(event: object) -> None:
-            from engine.records import DocumentResult, Notice, Progress
-
+        def on_event(event: IngestEvent) -> None:
             nonlocal added
             if isinstance(event, Progress):
                 progress.update(event)
@@ -299,11 +303,15 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
                              "(see the reasons above)")
 
 
-def _followed(engine: Any, name: str, folder: Path) -> list[Retired | Renamed]:
+def _followed(engine: Backend, name: str, folder: Path) -> list[Retired | Renamed]:
     """What --sync did for `folder`: Retired and Renamed events (engine/watch/reconcile.py, the watcher's rule)."""
+    from engine.in_process import InProcessBackend
     from engine.watch.events import Renamed, Retired
     from engine.watch.reconcile import reconcile
 
+    if not isinstance(engine, InProcessBackend):  # --sync over --gateway is refused before; a KxClient moves none
+        raise KxError(Status.FAILED_PRECONDITION, "--sync retires and renames documents, which only the "
+                                                  "in-process backend does; run it without --gateway")
     events: list[Retired | Renamed] = []
 
     def keep(event: WatchEvent) -> None:
@@ -314,7 +322,7 @@ def _followed(engine: Any, name: str, folder: Path) -> list[Retired | Renamed]:
     return events
 
 
-def _print_followed(console: Any, events: list[Retired | Renamed]) -> None:
+def _print_followed(console: RichConsole, events: list[Retired | Renamed]) -> None:
     from ..describe import describe_watch_event
 
     for event in events:
@@ -422,7 +430,7 @@ def eval_command(ctx: click.Context, name: str, queries_path: Path, qrels_path: 
                       f"{counts[DocumentStatus.REFUSED]} refused")
     variants = list(modes) or list(VARIANTS)
 
-    def run_query(text: str, mode: str, rerank: bool):
+    def run_query(text: str, mode: str, rerank: bool) -> list[Hit]:
         return engine.query(name, text, k=EVAL_DEPTH, mode=mode, rerank=rerank).hits
 
     result = evaluate(run_query, name, queries, qrels, variants)

@@ -29,7 +29,7 @@ from .context import CONTEXT_SETTINGS, bind_socket, settings_of, show_host
 from .stopping import GIVE_UP_SECONDS, StopSignals, exit_without_finalising
 
 DEFAULT_PORT = 50151
-DRAIN_SECONDS = 5.0   # how long a stop waits for requests in flight to answer
+DRAIN_SECONDS = 5   # how long a stop waits for requests in flight to answer (uvicorn takes whole seconds)
 STOP_SECONDS = GIVE_UP_SECONDS  # the most a stop takes, from the signal to the exit (the guard's bound)
 _LAST_WAIT_SECONDS = 0.5  # after the drain: the least the warm-up gets to reach its stopping point
 
@@ -173,7 +173,11 @@ def _run(engine: Any, token: str, max_bytes: int, allow_local: bool, sock: socke
     # uvicorn installs its own flag-setting handlers while it runs. Before they are in (and after),
     # ours count the signal and set the same flags, so a stop in that window is not lost; uvicorn's
     # re-raise of the signal once it has drained lands on ours too, and the process exits 0.
-    stop.also_flag = lambda: (setattr(server, "should_exit", True), _request_stop(engine))
+    def also_flag() -> None:
+        server.should_exit = True
+        _request_stop(engine)
+
+    stop.also_flag = also_flag
     if stop.count:  # asked to stop while opening: start, then stop at once
         server.should_exit = True
         _request_stop(engine)
