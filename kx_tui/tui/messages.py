@@ -9,11 +9,15 @@ still waiting is replaced by a newer one, which carries the current count.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
 from engine.records import DatasetSummary, DocumentSummary, IngestReport, PassageSpan, QueryResult
 from engine.watch.events import BatchDone, Ingested, Refused, Renamed, Retired, Unchanged, WatchError
+
+if TYPE_CHECKING:  # the agent's records are loaded when the agent screen runs, not with every message
+    from engine.agent_run import AgentRun, Step
 
 
 @dataclass
@@ -131,16 +135,16 @@ class WatchFailed(Message):
 
 @dataclass
 class AgentStepped(Message):
-    """One step of an agent run, as it happens (engine.agent_run.Step)."""
+    """One step of an agent run, as it happens."""
 
-    step: object
+    step: Step
 
 
 @dataclass
 class AgentFinished(Message):
-    """An agent run's transcript and cited answer (engine.agent_run.AgentRun)."""
+    """An agent run's transcript and cited answer."""
 
-    run: object
+    run: AgentRun
 
 
 @dataclass

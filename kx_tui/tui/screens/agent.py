@@ -7,17 +7,23 @@ citation opens the passage inside its document (PassageDetailScreen).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Input, OptionList, Static
 
+from engine.backend import Backend
 from engine.errors import KxError
 
 from ..messages import AgentFailed, AgentFinished, AgentStepped
 from ..widgets.footer import KeysFooter
 from .keys import HELP, KeysScreen, back_keys
+
+if TYPE_CHECKING:
+    from engine.agent_run import AgentRun, Step
 
 
 class AgentScreen(KeysScreen):
@@ -34,12 +40,12 @@ class AgentScreen(KeysScreen):
     AgentScreen #agent-citations { height: auto; max-height: 10; }
     """
 
-    def __init__(self, backend, dataset: str, goal: str = "") -> None:
+    def __init__(self, backend: Backend, dataset: str, goal: str = "") -> None:
         super().__init__()
         self.backend = backend
         self.dataset = dataset
         self.goal = goal
-        self.run_result = None
+        self.run_result: AgentRun | None = None
         self.steps: list[str] = []
         self._focus_at_start: Widget | None = None   # where focus was when the run started
 
@@ -79,11 +85,14 @@ class AgentScreen(KeysScreen):
     @work(thread=True, exclusive=True, group="agent", exit_on_error=False)
     def research(self, goal: str) -> None:
         try:
-            run = self.backend.run_agent(goal, self.dataset, on_step=lambda s: self.post_message(AgentStepped(s)))
+            run = self.backend.run_agent(goal, self.dataset, on_step=self._stepped)
         except KxError as exc:
             self.post_message(AgentFailed(exc.message))
             return
         self.post_message(AgentFinished(run))
+
+    def _stepped(self, step: Step) -> None:
+        self.post_message(AgentStepped(step))   # from the worker's thread: post_message is thread-safe
 
     def on_agent_stepped(self, message: AgentStepped) -> None:
         line = message.step.summary()

@@ -33,7 +33,7 @@ def movement(rank: int, other: int | None, absent: str) -> str:
 def compare_rows(this: QueryResult, other: QueryResult, absent: str) -> list[tuple[str, tuple[str | Text, ...]]]:
     """(passage ref, cells) for each hit of `this`: its rank here, its rank in `other`, the marker."""
     other_rank = {h.passage_ref: h.rank for h in other}
-    rows = []
+    rows: list[tuple[str, tuple[str | Text, ...]]] = []
     for hit in this:
         there = other_rank.get(hit.passage_ref)
         rows.append((hit.passage_ref, (str(hit.rank), "—" if there is None else str(there),

@@ -150,7 +150,7 @@ class DocumentScreen(KeysScreen):
             widgets.append(Static(block))
         await body.mount_all(widgets)
 
-    def _scroll_to(self, index: int) -> None:
+    def _go_to_passage(self, index: int) -> None:
         if not self.passages:
             return
         self.current = max(0, min(len(self.passages) - 1, index))
@@ -172,18 +172,18 @@ class DocumentScreen(KeysScreen):
         if not self.passages:
             return
         if self._where_left():
-            self._scroll_to(self.current + 1)
+            self._go_to_passage(self.current + 1)
             return
         top = self.query_one("#document-body").scroll_y
         below = [i for i, row in enumerate(self._heading_rows()) if row > top + 1]
-        self._scroll_to(below[0] if below else len(self.passages) - 1)
+        self._go_to_passage(below[0] if below else len(self.passages) - 1)
 
     def action_previous_passage(self) -> None:
         if not self.passages:
             return
         if self._where_left():
-            self._scroll_to(self.current - 1)
+            self._go_to_passage(self.current - 1)
             return
         top = self.query_one("#document-body").scroll_y
         above = [i for i, row in enumerate(self._heading_rows()) if row < top]
-        self._scroll_to(above[-1] if above else 0)
+        self._go_to_passage(above[-1] if above else 0)

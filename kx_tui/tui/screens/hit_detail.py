@@ -9,6 +9,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from engine.backend import Backend
 from engine.errors import KxError
 from engine.records import Hit
 
@@ -32,7 +33,7 @@ class PassageDetailScreen(KeysScreen):
                 HELP]
     HELP_TITLE = "passage view"
 
-    def __init__(self, backend, dataset: str, hit: Hit) -> None:
+    def __init__(self, backend: Backend, dataset: str, hit: Hit) -> None:
         super().__init__()
         self.backend = backend
         self.dataset = dataset

@@ -8,9 +8,9 @@ F1 still shows the keys there, and the footer says so.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterable, Sequence
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
 from ..workbench import Workbench
@@ -26,6 +26,12 @@ def back_keys(q_shown: bool = True) -> list[Binding]:
             Binding("q", "close", "Back", show=q_shown, tooltip="close this screen (in a text box, q is typed)")]
 
 
+def key_bindings(bindings: Iterable[BindingType]) -> list[Binding]:
+    """The `Binding`s of a BINDINGS list, which Textual types as Bindings or (key, action[, description]) tuples;
+    ours are all Bindings (they carry the tooltips the help shows), and this is where the type says so."""
+    return [b for b in bindings if isinstance(b, Binding)]
+
+
 class KeysScreen(Screen):
     BINDINGS = [HELP_F1]   # every screen's; Textual merges it with the subclass's own
     HELP_TITLE = "this screen"
@@ -35,7 +41,7 @@ class KeysScreen(Screen):
         return self.app  # type: ignore[return-value]  # KxApp, seen through the face screens may use
 
     def help_sections(self) -> list[tuple[str, Sequence[Binding]]]:
-        return [(self.HELP_TITLE, [b for b in self.BINDINGS if isinstance(b, Binding)]),
+        return [(self.HELP_TITLE, key_bindings(self.BINDINGS)),
                 ("anywhere", [HELP_F1, *self.kx.help_bindings()])]
 
     def action_show_keys(self) -> None:

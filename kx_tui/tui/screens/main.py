@@ -17,7 +17,7 @@ message to its part:
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from rich.text import Text
 from textual import on
@@ -53,7 +53,7 @@ from ..widgets.status import StatusLine, flow
 from ..widgets.watch import WatchPanel
 from .dataset_loader import DatasetLoader
 from .first_run import SAMPLE_DATASET, FirstRun
-from .keys import HELP, HELP_F1, KeysScreen
+from .keys import HELP, HELP_F1, KeysScreen, key_bindings
 from .main_keys import MainKeys
 from .model_start import ModelStart
 from .query_runner import QueryRunner
@@ -116,7 +116,7 @@ class MainScreen(KeysScreen):
     FOOTER_PRIORITY = ("ask_agent", "compare", "documents", "cycle_mode", "toggle_watch", "toggle_rerank",
                        "copy_citation", "focus_query", "open_source", "more", "fewer")
     # The one-letter keys type into the query box while it has focus.
-    _TYPED_ACTIONS = frozenset(b.action for b in BINDINGS if any(_typed(k) for k in b.key.split(",")))
+    _TYPED_ACTIONS = frozenset(b.action for b in key_bindings(BINDINGS) if any(_typed(k) for k in b.key.split(",")))
 
     def __init__(self) -> None:
         super().__init__()
@@ -307,10 +307,10 @@ class MainScreen(KeysScreen):
     def action_open_source(self) -> None:
         self.keys.open_source()
 
-    def help_sections(self) -> list[tuple[str, list[Binding]]]:
+    def help_sections(self) -> list[tuple[str, Sequence[Binding]]]:
         """The keys of this screen and of the widgets on it, from their bindings (the help shows these)."""
-        return [("workbench", list(self.BINDINGS)),
-                ("query box and results", [*QueryBox.BINDINGS, *ResultsList.BINDINGS]),
+        return [("workbench", key_bindings(self.BINDINGS)),
+                ("query box and results", key_bindings([*QueryBox.BINDINGS, *ResultsList.BINDINGS])),
                 ("anywhere", [HELP_F1, *self.kx.help_bindings()])]
 
     def system_commands(self) -> Iterable[SystemCommand]:

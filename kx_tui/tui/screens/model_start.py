@@ -34,9 +34,11 @@ class ModelStart:
 
     def _warm_up(self) -> None:
         """Load the model now, not at the first query (over a gateway there is nothing to load)."""
-        post = self.screen.post_message
-        self.screen.kx.warmup.run(lambda line: post(WarmupNoted(line)))  # e.g. a first use's ONNX export
-        post(ModelWarmed())
+        self.screen.kx.warmup.run(self._noted_from_worker)  # e.g. a first use's ONNX export
+        self.screen.post_message(ModelWarmed())
+
+    def _noted_from_worker(self, line: str) -> None:
+        self.screen.post_message(WarmupNoted(line))   # post_message is thread-safe
 
     def noted(self, message: WarmupNoted) -> None:
         if not self.first_run.noted(message.line):    # the first run's progress line says it, if one runs

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.widgets import RichLog
 
 
@@ -10,7 +12,7 @@ class ActivityLog(RichLog):
     ActivityLog { height: 8; border-top: solid $primary-darken-2; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(markup=True, wrap=True, max_lines=500, **kwargs)
         self.lines_written: list[str] = []   # plain copies, for tests and screenshots
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from rich.console import Group
 from rich.table import Table
@@ -24,7 +25,7 @@ class DatasetList(OptionList):
     DatasetList { height: auto; max-height: 50%; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.summaries: dict[str, DatasetSummary] = {}
 

@@ -9,7 +9,7 @@ only when there is room to spare (Ctrl+P works regardless, and `?` lists it).
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from textual import events
 from textual.app import ComposeResult
@@ -53,7 +53,7 @@ def fit(items: Sequence[tuple[Binding, str]], width: int, priority: Sequence[str
 
 
 class KeysFooter(Footer):
-    def __init__(self, priority: Iterable[str] = (), **kwargs) -> None:
+    def __init__(self, priority: Iterable[str] = (), **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.priority = tuple(priority)
         self._laid_out_for = 0

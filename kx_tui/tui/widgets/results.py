@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rich.console import Group
 from rich.padding import Padding
@@ -103,7 +104,7 @@ class ResultsList(OptionList):
     """
     BINDINGS = [Binding("enter", "select", "Open", show=False, tooltip="on a hit: open it inside its document")]
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.result: QueryResult | None = None
         self.spans: dict[str, list[tuple[int, int]]] = {}

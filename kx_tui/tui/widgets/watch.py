@@ -21,7 +21,8 @@ from textual.widgets import Static
 
 from engine.backend import Backend
 from engine.config import Settings
-from engine.errors import KxError
+from engine.errors import KxError, Status
+from engine.in_process import InProcessBackend
 from engine.records import DocumentSummary, EmbedReport, IngestEventFn, IngestReport
 from engine.text.inputs import DocumentInput
 from engine.watch.events import (
@@ -41,12 +42,18 @@ from ...describe import describe_watch_event
 from ..messages import WatchBatchDone, WatchFailed, WatchFileDone, WatchLineageChanged, WatchQueued
 from .activity import ActivityLog
 
+_NEEDS_LOCAL = "watching a folder needs the in-process engine (not a gateway)"
+
 
 class _LocalIngest:
     """A Backend with the local settings it was opened with: what the watcher needs (pending.IngestBackend)."""
 
     def __init__(self, backend: Backend, settings: Settings) -> None:
-        self.backend = backend
+        # The app is given settings only with an in-process backend; that class is what retires and renames
+        # (a gateway's KxClient does not), so say it here, once, instead of trusting it at each call.
+        if not isinstance(backend, InProcessBackend):
+            raise KxError(Status.FAILED_PRECONDITION, _NEEDS_LOCAL)
+        self.backend = backend   # a Backend and an InProcessBackend
         self.settings = settings
 
     def ingest(self, name: str, documents: Iterable[DocumentInput], vectors: Any = None,
@@ -103,13 +110,13 @@ class WatchPanel(Vertical):
         """Watch `dataset`'s inbox ($KX_HOME/inbox/NAME); a problem is a notification, not a crash."""
         self.stop()
         if self.settings is None:
-            self.notify("watching a folder needs the in-process engine (not a gateway)", severity="warning")
+            self.notify(_NEEDS_LOCAL, severity="warning")
             return
         folder = inbox_folder(self.settings, dataset)
         folder.mkdir(parents=True, exist_ok=True)
-        watcher = FolderWatcher(_LocalIngest(self.backend, self.settings), dataset, folder, self._on_event,
-                                settle_seconds=self.settle_seconds)
         try:
+            watcher = FolderWatcher(_LocalIngest(self.backend, self.settings), dataset, folder, self._on_event,
+                                    settle_seconds=self.settle_seconds)
             watcher.start()
         except KxError as exc:
             self.notify(exc.message, severity="error")
