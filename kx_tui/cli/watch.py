@@ -12,12 +12,16 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from .context import CONTEXT_SETTINGS, local_engine
 from .stopping import GIVE_UP_SECONDS, StopSignals, leave_now_if_helpers_remain
+
+if TYPE_CHECKING:  # the watcher is imported when the command runs, not when `kx --help` is drawn
+    from engine.watch.events import WatchEvent
+    from engine.watch.watcher import FolderWatcher
 
 _POLL_SECONDS = 0.1     # how often the main thread looks at the stop requests while it waits
 _FINISH_SECONDS = 2.0   # after a stop request, how long the batch in hand may take to finish before it is given up
@@ -82,7 +86,7 @@ def watch(ctx: click.Context, name: str, folder: Path | None, settle: float | No
         leave_now_if_helpers_remain(0)
 
 
-def _wait_for_stop(watcher: Any, printer: _EventPrinter, stop: StopSignals) -> None:
+def _wait_for_stop(watcher: FolderWatcher, printer: _EventPrinter, stop: StopSignals) -> None:
     """Wait, in short steps, until the watcher ends: on a fatal error, or after Ctrl-C / SIGTERM.
 
     The first signal asks for a stop after the batch in hand; if that batch
@@ -123,7 +127,7 @@ class _EventPrinter:
         self._err = Console(stderr=True)
         self._lock = threading.Lock()  # the worker and the main thread may both print
 
-    def __call__(self, event: Any) -> None:
+    def __call__(self, event: WatchEvent) -> None:
         from engine.watch.events import BatchDone
 
         if isinstance(event, BatchDone):
@@ -170,7 +174,7 @@ class _EventPrinter:
         with self._lock:
             self._out.print(line)
 
-    def _words(self, event: Any) -> str | None:
+    def _words(self, event: WatchEvent) -> str | None:
         from ..describe import describe_watch_event
 
         return describe_watch_event(event, self._relative(getattr(event, "path", None) or ""))
