@@ -69,6 +69,25 @@ def test_the_lazy_commands_list_their_own_help() -> None:
             assert command.get_short_help_str(10_000) == short_help
 
 
+def test_help_shortens_the_lazy_commands_with_no_deprecated_click_helper() -> None:
+    """`kx --help` at a narrow width lists every lazy command, shortened through click's public API: click's
+    `utils.make_default_short_help` is deprecated (a DeprecationWarning on every --help, gone in click 9.0)."""
+    import warnings
+
+    from click.testing import CliRunner
+
+    from kx_tui.cli.root import cli
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        result = CliRunner().invoke(cli, ["--help"], terminal_width=60)
+    assert result.exception is None and result.exit_code == 0, result.output
+    listed = result.output.split("Commands:")[1]
+    for name in cli.lazy:
+        assert f"  {name}  " in listed
+    assert "..." in listed   # the long ones were shortened to the width
+
+
 def test_no_two_modules_import_each_other_even_through_others() -> None:
     """No import cycles in engine/ or kx_tui/, TYPE_CHECKING imports included (a cycle in the types is one
     in the design)."""
