@@ -32,7 +32,7 @@ import base64
 import binascii
 import hashlib
 import json
-from typing import Annotated, Any, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Sequence
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -49,10 +49,13 @@ from ..version import __version__
 from .schema import _ERRORS, AgentRunIn, DocumentTextOut, IngestIn, Name, QueryIn, QueryOut
 from .security import API_PREFIX, HEALTH_PATH, HostPolicy, _Guard
 
+if TYPE_CHECKING:  # pymilvus is imported only when KX_BACKEND=milvus chose it (engine/open_backend.py)
+    from ..milvus.backend import MilvusBackend
+
 # -- the token --------------------------------------------------------------------------
 
 
-def create_app(engine: Engine, token: str | None, *, allow_local: bool = False,
+def create_app(engine: Engine | MilvusBackend, token: str | None, *, allow_local: bool = False,
                max_request_bytes: int | None = None, health_needs_token: bool = False,
                bind_host: str | None = None, allowed_hosts: Sequence[str] | None = None,
                allowed_origins: Sequence[str] | None = None) -> FastAPI:

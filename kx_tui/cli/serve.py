@@ -19,7 +19,7 @@ import os
 import socket
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -27,6 +27,14 @@ from engine.errors import KxError, Status
 
 from .context import CONTEXT_SETTINGS, bind_socket, settings_of, show_host
 from .stopping import GIVE_UP_SECONDS, StopSignals, exit_without_finalising
+
+if TYPE_CHECKING:  # imported when the server starts, not when `kx --help` is drawn
+    from types import FrameType
+
+    from fastapi import FastAPI
+
+    from engine.embedded.engine import Engine
+    from engine.milvus.backend import MilvusBackend
 
 DEFAULT_PORT = 50151
 DRAIN_SECONDS = 5   # how long a stop waits for requests in flight to answer (uvicorn takes whole seconds)
@@ -102,12 +110,12 @@ def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool, quiet
             exit_without_finalising(0)
 
 
-def _request_stop(engine: Any) -> None:
+def _request_stop(engine: Engine | MilvusBackend) -> None:
     """Ask the engine's work in flight to leave at its next safe point; a plain assignment (signal-safe)."""
     engine.stop_requested = True
 
 
-def _warm_up(engine: Any) -> threading.Thread:
+def _warm_up(engine: Engine | MilvusBackend) -> threading.Thread:
     """Load the model beside the server, so the first query does not pay for it (a first use exports it)."""
 
     def warm() -> None:
@@ -124,7 +132,7 @@ def _warm_up(engine: Any) -> threading.Thread:
     return thread
 
 
-def _resume_backlogs(engine: Any) -> None:
+def _resume_backlogs(engine: Engine | MilvusBackend) -> None:
     """Finish every dataset's unfinished embedding (an ingest stopped in its second stage), one at a time."""
     try:
         waiting = [d for d in engine.list_datasets() if d.backlog]
@@ -143,7 +151,7 @@ def _resume_backlogs(engine: Any) -> None:
         click.echo(f"{dataset.name}: {report.embedded:,} passages embedded", err=True)
 
 
-def _run(engine: Any, token: str, max_bytes: int, allow_local: bool, sock: socket.socket, host: str,
+def _run(engine: Engine | MilvusBackend, token: str, max_bytes: int, allow_local: bool, sock: socket.socket, host: str,
          stop: StopSignals, log: str | None = None) -> None:
     """Serve until stopped; `log` "text" or "json" writes a line per request on stderr, None none."""
     import uvicorn
@@ -152,7 +160,8 @@ def _run(engine: Any, token: str, max_bytes: int, allow_local: bool, sock: socke
     from engine.server.http_limits import guarded_protocol
     from engine.server.request_log import RequestLog
 
-    app: Any = create_app(engine, token, allow_local=allow_local, max_request_bytes=max_bytes, bind_host=host)
+    app: FastAPI | RequestLog = create_app(engine, token, allow_local=allow_local, max_request_bytes=max_bytes,
+                                           bind_host=host)
     if log is not None:  # outermost: requests the guard refuses are logged too
         app = RequestLog(app, json_lines=log == "json")
     # headers must arrive whole within 10 s, and one address holds at most 64 connections (engine/server/http_limits.py)
@@ -160,7 +169,7 @@ def _run(engine: Any, token: str, max_bytes: int, allow_local: bool, sock: socke
                             timeout_graceful_shutdown=DRAIN_SECONDS, http=guarded_protocol())
 
     class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: Any) -> None:
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             # uvicorn's own handler while it runs (flags only): the engine's work in flight leaves too
             _request_stop(engine)
             stop.count += 1  # the guard's clock starts with this stop, not with a later one
