@@ -6,6 +6,7 @@ import datetime as _dt
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from rich.console import Console as _RichConsole
+from rich.console import JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -35,7 +36,7 @@ def _when(stamp: float) -> str:
     return _dt.datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M") if stamp else "-"
 
 
-Column = tuple[str, str]   # (heading, justify)
+Column = tuple[str, JustifyMethod]   # (heading, justify: "left", "right", ...)
 
 
 def print_table(console: _RichConsole, columns: Sequence[Column], rows: Sequence[Sequence[str]],
@@ -54,7 +55,7 @@ def print_table(console: _RichConsole, columns: Sequence[Column], rows: Sequence
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold", padding=(0, 2, 0, 0))
     for heading, justify in columns:
         if heading in shown:
-            table.add_column(heading, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+            table.add_column(heading, justify=justify, no_wrap=True)
     for row in rows:
         table.add_row(*(Text(cell) for cell, heading in zip(row, headings) if heading in shown))
     if console.is_terminal:
@@ -134,7 +135,8 @@ def print_documents(console: _RichConsole, dataset: str, documents: list[Documen
                                                                         if total else " yet"))
         return
     titled = any(d.title for d in documents)
-    columns: list[Column] = [("name", "left"), *([("title", "left")] if titled else []), ("pages", "right"),
+    title: list[Column] = [("title", "left")] if titled else []
+    columns: list[Column] = [("name", "left"), *title, ("pages", "right"),
                              ("passages", "right"), ("size", "right"), ("type", "left"), ("ingested", "left"),
                              ("source", "left")]
     rows = [[d.name + version_label(d), *([d.title or "-"] if titled else []),
@@ -253,12 +255,10 @@ WORD_STYLE = "bold yellow"            # the query's words
 
 def answer_range(hit: Hit) -> tuple[int, int] | None:
     """The hit's best-answer span (document characters) within its passage, in passage characters; None when the
-    engine gives none (`answer_span` is optional on Hit: older engines and gateways do not send it)."""
-    span = getattr(hit, "answer_span", None)
-    try:
-        a, b = (int(x) for x in span)  # type: ignore[union-attr]
-    except (TypeError, ValueError):
+    engine gives none (`answer_span` is None on a Hit without query text, and from older gateways)."""
+    if hit.answer_span is None:
         return None
+    a, b = hit.answer_span
     a, b = max(a, hit.char_start) - hit.char_start, min(b, hit.char_end) - hit.char_start
     return (a, b) if b > a else None
 
