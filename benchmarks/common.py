@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from paths import BENCH_DIR, DATA, HOME, REPO
+
 sys.path.insert(0, str(REPO))
-DATA = REPO.parent / "shared" / "data"
-# Datasets and cached vectors built by one benchmark are reused by the next
-# (embedding SciFact costs minutes); KX_BENCH_DIR moves them out of the
-# checkout, deleting the folder starts from scratch.
-BENCH_DIR = Path(os.environ.get("KX_BENCH_DIR") or REPO / "benchmarks" / "out")
-HOME = BENCH_DIR / "home"
+__all__ = ["BENCH_DIR", "DATA", "HOME", "REPO", "ensure_dataset", "percentile"]
 
 
 def ensure_dataset(collection: str, home: Path = HOME, **settings):

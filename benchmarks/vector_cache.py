@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-from common import BENCH_DIR
+from paths import BENCH_DIR
 
 
 def _digest(text: str) -> str:
