@@ -22,8 +22,6 @@ from engine.records import (
     RetrievalMode,
 )
 
-from .markdown_text import styled_text
-
 if TYPE_CHECKING:  # `kx eval` imports the evaluation module; nothing else that prints should pay for it
     from engine.evaluation import EvalReport
 
@@ -271,6 +269,8 @@ def passage_preview(hit: Hit, spans: list[tuple[int, int]], limit: int = _PREVIE
     The window starts a little before the answer, else before the first
     matching word, so a match deep in a long passage is still on screen.
     """
+    from .markdown_text import styled_text  # its patterns compile on import: `kx datasets list` never needs them
+
     answer = answer_range(hit)
     marks = [(a, b, ANSWER_STYLE) for a, b in ([answer] if answer else [])] + [(a, b, WORD_STYLE) for a, b in spans]
     full, where = styled_text(hit.text, marks, markdown)

@@ -23,6 +23,7 @@ def test_commands_that_need_no_model_never_import_torch_or_numpy(args, tmp_path)
     loaded = _top(_loaded_after(args, tmp_path))
     assert sorted(loaded & _HEAVY) == []
     assert sorted(loaded & _OTHER_COMMANDS) == []
+    assert "kx_tui.markdown_text" not in loaded  # a hit's snippet needs it; listings and --help do not
 
 
 @pytest.mark.slow  # spawns kx
