@@ -159,3 +159,12 @@ def inject_extraction(monkeypatch, fake) -> None:
     for module in (extraction, ingest):
         monkeypatch.setattr(module, "extract", extract, raising=False)
         monkeypatch.setattr(module, "extract_many", extract_many, raising=False)
+
+
+async def settle(app, pilot, rounds: int = 4) -> None:
+    """Let a Textual app's workers finish and their messages land, `rounds` times (a handler may start
+    another worker), then one more pause."""
+    for _ in range(rounds):
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+    await pilot.pause()

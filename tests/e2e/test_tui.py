@@ -22,7 +22,7 @@ from kx_tui.tui.widgets.datasets import DatasetDetails, DatasetList
 from kx_tui.tui.widgets.results import ResultsList
 from kx_tui.tui.widgets.watch import WatchPanel
 
-from ..helpers import HashEmbedder
+from ..helpers import HashEmbedder, settle
 
 SIZE = (140, 45)
 QUERY = "how many days of annual leave"
@@ -69,19 +69,11 @@ def _recording_notify(app: KxApp) -> list[tuple[str, str]]:
     return seen
 
 
-async def _settle(app: KxApp, pilot) -> None:
-    """Let workers finish and their messages land (twice: a handler may start another worker)."""
-    for _ in range(3):
-        await pilot.pause()
-        await app.workers.wait_for_complete()
-    await pilot.pause()
-
-
 async def _ask(app: KxApp, pilot, text: str) -> None:
     app.query_one("#query", Input).focus()
     await pilot.press(*text)
     await pilot.press("enter")
-    await _settle(app, pilot)
+    await settle(app, pilot, rounds=3)
 
 
 @pytest.fixture
@@ -97,7 +89,7 @@ async def test_query_shows_explained_hits_from_the_real_model(kx_home: Path, rea
     _handbook(engine)
     app = KxApp(engine, settings=engine.settings)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         assert main(app).dataset == "handbook"
         await _ask(app, pilot, QUERY)
         expected = engine.query("handbook", QUERY, k=app.k, mode="hybrid", rerank=True)
@@ -118,25 +110,25 @@ async def test_query_shows_explained_hits_from_the_real_model(kx_home: Path, rea
 async def test_mode_rerank_and_k_keys_rerun_the_query(handbook_engine: Engine) -> None:
     app = KxApp(handbook_engine, settings=handbook_engine.settings)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         await _ask(app, pilot, "refund")
         assert main(app).result.mode == "hybrid"
         await pilot.press("m")  # still in the query box: the key is typed, not a command
         assert app.query_one("#query", Input).value == "refundm" and app.mode == "hybrid"
         await pilot.press("backspace", "escape", "m")
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         expected = handbook_engine.query("handbook", "refund", k=app.k, mode="dense", rerank=True)
         assert app.mode == "dense" and main(app).result.mode == expected.mode == "dense"
         assert [h.passage_ref for h in main(app).result.hits] == [h.passage_ref for h in expected.hits]
         await pilot.press("m")
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         assert main(app).result.mode == "sparse"
         await pilot.press("r")
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         assert main(app).result.rerank is False
         k = app.k
         await pilot.press("minus")
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         assert app.k == k - 1 and len(main(app).result.hits) <= k - 1
         assert "sparse · MMR off" in _text_of(app.query_one("#query-status", Static).content)
 
@@ -145,7 +137,7 @@ async def test_mode_rerank_and_k_keys_rerun_the_query(handbook_engine: Engine) -
 async def test_a_stale_answer_is_dropped(handbook_engine: Engine) -> None:
     app = KxApp(handbook_engine, settings=handbook_engine.settings)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         await _ask(app, pilot, "refund")
         before = main(app).result
         answered = handbook_engine.query("handbook", "travel", k=3)
@@ -160,10 +152,10 @@ async def test_a_stale_answer_is_dropped(handbook_engine: Engine) -> None:
 async def test_opening_a_hit_shows_its_range_in_the_document(handbook_engine: Engine) -> None:
     app = KxApp(handbook_engine, settings=handbook_engine.settings)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         await _ask(app, pilot, "expenses receipts")
         await pilot.press("escape", "down", "enter")
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         screen = app.screen
         assert isinstance(screen, PassageDetailScreen)
         hit = main(app).result.hits[1]
@@ -195,7 +187,7 @@ async def test_hits_and_the_passage_view_show_pages_section_and_title(kx_home: P
                              from_text("Shipments are insured by the carriers.", "insurance")])
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         await _ask(app, pilot, "forty shipments two carriers")
         hits = main(app).result.hits
         shown = _results_text(app)
@@ -207,7 +199,7 @@ async def test_hits_and_the_passage_view_show_pages_section_and_title(kx_home: P
         plain = next(i for i, h in enumerate(hits) if h.document_name == "insurance")
         assert "insurance  [chunk 1/1]  dense" in shown[plain]  # nothing to say: nothing shown
         await pilot.press("escape", *["down"] * paper, "enter")
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         screen = app.screen
         assert isinstance(screen, PassageDetailScreen) and screen.hit == hits[paper]
         title = _text_of(screen.query_one("#detail-title", Static).content, keep_lines=True).splitlines()
@@ -222,10 +214,10 @@ async def test_hits_and_the_passage_view_show_pages_section_and_title(kx_home: P
 async def test_compare_shows_hybrid_and_dense_side_by_side(handbook_engine: Engine) -> None:
     app = KxApp(handbook_engine, settings=handbook_engine.settings)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         await _ask(app, pilot, "working from home equipment")
         await pilot.press("escape", "c")
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         screen = app.screen
         assert isinstance(screen, CompareScreen)
         hybrid = handbook_engine.query("handbook", "working from home equipment", k=app.k, mode="hybrid")
@@ -252,7 +244,7 @@ async def test_a_stale_fingerprint_is_an_error_notification_not_a_crash(kx_home:
     app = KxApp(_hash_engine(), settings=load_settings({}))
     async with app.run_test(size=SIZE) as pilot:
         seen = _recording_notify(app)
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         assert main(app).dataset == "notes"
         assert app.query_one(DatasetDetails).content  # the details still show
         await _ask(app, pilot, "fox")
@@ -265,7 +257,7 @@ async def test_a_stale_fingerprint_is_an_error_notification_not_a_crash(kx_home:
 async def test_an_empty_home_without_samples_shows_how_to_start(kx_home: Path) -> None:
     app = KxApp(_hash_engine(), samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         assert app.query_one("#first-run").display
         assert main(app).dataset is None
         await pilot.press("enter")  # nothing to query: still alive
@@ -285,7 +277,7 @@ async def test_an_empty_home_gets_the_sample_handbook(kx_home: Path, tmp_path: P
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     app = KxApp(engine, settings=engine.settings, samples=samples)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         listed = app.query_one(DatasetList).summaries
         assert list(listed) == ["handbook"] and listed["handbook"].documents == 2
         assert main(app).dataset == "handbook"
@@ -296,7 +288,7 @@ async def test_an_empty_home_gets_the_sample_handbook(kx_home: Path, tmp_path: P
 async def test_watching_the_inbox_shows_activity(handbook_engine: Engine) -> None:
     app = KxApp(handbook_engine, settings=handbook_engine.settings, watch_settle_seconds=0.0)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         await pilot.press("escape", "w")
         assert app.query_one(WatchPanel).watching
         inbox = handbook_engine.settings.home / "inbox" / "handbook"
@@ -315,7 +307,7 @@ async def test_watching_the_inbox_shows_activity(handbook_engine: Engine) -> Non
         assert re.search(r"added\s*\[/\] parking.md \(1 passage\)", text), text
         assert re.search(r"added\s*\[/\] sites/north/index.md \(1 passage\)", text), text
         assert "refused" in text
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         assert app.query_one(DatasetList).summaries["handbook"].documents == 8
         (inbox / "parking.md").unlink()                                      # a file leaves: retired
         (inbox / "sites" / "north" / "index.md").rename(inbox / "sites" / "north" / "desks.md")   # renamed
@@ -327,7 +319,7 @@ async def test_watching_the_inbox_shows_activity(handbook_engine: Engine) -> Non
         text = "\n".join(log.lines_written)
         assert re.search(r"retired\s*\[/\] parking.md: no longer answers", text), text
         assert re.search(r"renamed\s*\[/\] sites/north/desks.md: was sites/north/index", text), text
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         assert app.query_one(DatasetList).summaries["handbook"].documents == 7   # the counts followed
         await pilot.press("w")
         assert not app.query_one(WatchPanel).watching
@@ -361,7 +353,7 @@ async def test_a_near_duplicate_hit_says_which_hit_it_repeats(kx_home: Path) -> 
     engine.ingest("shipping", copies + others)
     app = KxApp(engine, settings=engine.settings)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         await _ask(app, pilot, "when do parcels ship from the warehouse")
         shown = _results_text(app)
         hits = main(app).result.hits
@@ -381,8 +373,8 @@ async def test_selecting_a_dataset_with_a_backlog_finishes_its_embedding(kx_home
     app = KxApp(engine, settings=engine.settings)
     notes = _recording_notify(app)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
+        await settle(app, pilot, rounds=3)
         assert engine.dataset_summary("handbook").backlog == 0
         assert any("an earlier ingest of 'handbook' left" in text for text, _ in notes)
         assert any("passages embedded; dense search covers the whole dataset" in text for text, _ in notes)
@@ -400,7 +392,7 @@ async def test_the_status_line_says_how_much_dense_covered(kx_home: Path) -> Non
     assert result.dense_coverage == 0.5
     app = KxApp(engine, settings=engine.settings)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         screen = main(app)
         screen.result = result
         assert "dense covers 50%" in _text_of(screen.status_text())

@@ -12,15 +12,10 @@ from kx_tui.tui.app import KxApp
 from kx_tui.tui.screens.agent import AgentScreen
 from kx_tui.tui.screens.hit_detail import PassageDetailScreen
 
+from ..helpers import settle
+
 pytestmark = pytest.mark.slow
 SIZE = (140, 45)
-
-
-async def _settle(app: KxApp, pilot) -> None:
-    for _ in range(3):
-        await pilot.pause()
-        await app.workers.wait_for_complete()
-    await pilot.pause()
 
 
 @pytest.fixture
@@ -34,14 +29,14 @@ def engine(handbook_home: Path, real_embedder, monkeypatch: pytest.MonkeyPatch) 
 async def test_ask_the_agent_shows_steps_and_an_answer_whose_citations_open(engine: Engine) -> None:
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         await pilot.press("escape", "a")  # leave the query box, then ask the agent
         await pilot.pause()
         screen = app.screen
         assert isinstance(screen, AgentScreen) and screen.dataset == "handbook"
         assert app.focused is screen.query_one("#agent-goal", Input)
         await pilot.press(*"summarise our refund policy", "enter")
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
 
         lines = screen.steps
         assert lines and lines[0].startswith("step 1: searched 'summarise our refund policy'")
@@ -54,7 +49,7 @@ async def test_ask_the_agent_shows_steps_and_an_answer_whose_citations_open(engi
         assert citations.option_count == len(screen.run_result.citations) > 0
         assert app.focused is citations
         await pilot.press("enter")
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         detail = app.screen
         assert isinstance(detail, PassageDetailScreen)
         first = screen.run_result.citations[0]
@@ -70,11 +65,11 @@ async def test_ask_the_agent_shows_steps_and_an_answer_whose_citations_open(engi
 async def test_an_empty_goal_is_a_warning_not_a_run(engine: Engine) -> None:
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         await pilot.press("escape", "a")
         await pilot.pause()
         await pilot.press("enter")
-        await _settle(app, pilot)
+        await settle(app, pilot, rounds=3)
         screen = app.screen
         assert isinstance(screen, AgentScreen) and screen.run_result is None
         assert screen.steps == []

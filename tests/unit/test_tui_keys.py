@@ -16,7 +16,7 @@ from engine.text.inputs import from_file
 from kx_tui.tui.app import SAMPLES, KxApp
 from kx_tui.tui.screens.help import HelpScreen
 
-from ..helpers import HashEmbedder
+from ..helpers import HashEmbedder, settle
 
 SIZE = (120, 40)
 
@@ -33,18 +33,11 @@ def engine(kx_home: Path, tmp_path: Path) -> Engine:
     engine.close()
 
 
-async def _settle(app: KxApp, pilot) -> None:
-    for _ in range(4):
-        await pilot.pause()
-        await app.workers.wait_for_complete()
-    await pilot.pause()
-
-
 async def _ask(app: KxApp, pilot, text: str = "refund days") -> None:
-    await _settle(app, pilot)
+    await settle(app, pilot)
     app.query_one("#query", Input).focus()
     await pilot.press(*text, "enter")
-    await _settle(app, pilot)
+    await settle(app, pilot)
     await pilot.press("escape")   # focus leaves the box for the results: the letters are keys now
     await pilot.pause()
 

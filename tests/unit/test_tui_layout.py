@@ -32,13 +32,6 @@ def _engine(embedder=None) -> Engine:
     return engine
 
 
-async def _settle(app: KxApp, pilot) -> None:
-    for _ in range(4):
-        await pilot.pause()
-        await app.workers.wait_for_complete()
-    await pilot.pause()
-
-
 def _screen_text(app: KxApp) -> list[str]:
     return [strip.text.rstrip() for strip in app.screen._compositor.render_strips()]
 

@@ -22,7 +22,7 @@ from kx_tui.tui.app import SAMPLES, KxApp
 from kx_tui.tui.screens.document_text import blocks
 from kx_tui.tui.screens.main import MainScreen
 
-from ..helpers import HashEmbedder
+from ..helpers import HashEmbedder, settle
 
 SIZE = (120, 40)
 
@@ -60,17 +60,10 @@ def _main(app: KxApp) -> MainScreen:
     return screen
 
 
-async def _settle(app: KxApp, pilot) -> None:
-    for _ in range(4):
-        await pilot.pause()
-        await app.workers.wait_for_complete()
-    await pilot.pause()
-
-
 async def _ask(app: KxApp, pilot, text: str) -> None:
     app.query_one("#query", Input).focus()
     await pilot.press(*text, "enter")
-    await _settle(app, pilot)
+    await settle(app, pilot)
 
 
 async def _until(pilot, condition, what: str, seconds: float = 20.0) -> None:
