@@ -10,9 +10,10 @@ import os
 import sqlite3
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import pytest
@@ -168,3 +169,38 @@ async def settle(app, pilot, rounds: int = 4) -> None:
         await pilot.pause()
         await app.workers.wait_for_complete()
     await pilot.pause()
+
+
+@contextmanager
+def serving(backend, token: str | None = None) -> Iterator[tuple[str, str]]:
+    """(url, token) of the real gateway app over `backend` (an Engine or a MilvusBackend) under a real uvicorn
+    server on a loopback port, in a thread of this process (so it shares the test's backend and model), until
+    the block ends. `token`: the bearer token; a random one by default."""
+    import secrets
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    from engine.server.gateway import create_app
+
+    token = token or secrets.token_urlsafe(32)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(backend, token), log_level="warning", access_log=False,
+                                           lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the gateway did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}", token
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()

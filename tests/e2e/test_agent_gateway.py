@@ -7,9 +7,6 @@ the bearer token, as they would a `kx serve` on another terminal.
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -18,10 +15,9 @@ import pytest
 from engine import Engine, KxClient, KxError, Status, load_settings
 from engine.agent import run_agent
 from engine.records import Hit
-from engine.server.gateway import create_app
 
 from ..chat_script import ScriptedChat, first_seen_id, search
-from ..helpers import run_cli
+from ..helpers import run_cli, serving
 
 pytestmark = pytest.mark.slow
 TOKEN = "agent-test-token"
@@ -29,24 +25,10 @@ TOKEN = "agent-test-token"
 
 @pytest.fixture
 def gateway(handbook_home: Path, real_embedder, monkeypatch: pytest.MonkeyPatch):
-    import uvicorn
-
     monkeypatch.setenv("KX_HOME", str(handbook_home))
     engine = Engine(load_settings({"agent_max_steps": 6}), embedder=real_embedder)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(engine, TOKEN), host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "the gateway did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serving(engine, TOKEN) as (url, _token):
+        yield url
     engine.close()
 
 

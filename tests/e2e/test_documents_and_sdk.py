@@ -13,8 +13,8 @@ import pytest
 from engine import Engine, KxClient, KxError, Status, load_settings
 from engine.records import Hit
 
-from ..helpers import run_cli
-from ..unit.test_documents_and_sdk import _ingest_handbook, handbook, serving  # noqa: F401 - helpers and fixtures
+from ..helpers import run_cli, serving
+from ..unit.test_documents_and_sdk import _ingest_handbook, handbook  # noqa: F401 - helpers and fixtures
 
 
 @pytest.mark.slow  # a server on loopback

@@ -5,11 +5,8 @@ What only the Milvus backend has to prove: its operational edges, `kx info`, and
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +16,7 @@ from engine.milvus.backend import MilvusBackend
 from engine.text.inputs import from_file, from_text
 
 from ..backends import milvus_settings
-from ..helpers import REPO, HashEmbedder, run_cli
+from ..helpers import REPO, HashEmbedder, run_cli, serving
 from ..unit.test_milvus import _HOLDER, _milvus, _refusal  # noqa: F401 - helpers and fixtures
 
 
@@ -122,25 +119,14 @@ async def test_the_tui_over_milvus(tmp_path: Path, kx_home: Path) -> None:
 @pytest.mark.slow  # a server on loopback
 def test_the_gateway_fronts_milvus_over_http(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """`kx serve`'s app over a MilvusBackend on the http:// path, driven by the SDK over real loopback HTTP."""
-    import uvicorn
-
     from engine import KxClient
-    from engine.server.gateway import create_app
 
     from ..backends import _drop_database
 
     store = milvus_settings("milvus-server", tmp_path, request)
     backend = MilvusBackend(load_settings({**store, "chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(backend, "tok"), log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
     try:
-        while not server.started:
-            time.sleep(0.02)
-        with KxClient(f"http://127.0.0.1:{port}", token="tok", timeout=60) as client:
+        with serving(backend) as (url, token), KxClient(url, token=token, timeout=60) as client:
             report = client.ingest_documents("notes", ["The parking garage opens at seven.",
                                                        "Refunds are paid within thirty days."],
                                              names=["parking", "refunds"])
@@ -168,7 +154,5 @@ def test_the_gateway_fronts_milvus_over_http(tmp_path: Path, request: pytest.Fix
                 client.query_dataset("missing", text="x")
             assert err.value.status is Status.NOT_FOUND
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
         backend.close()
         _drop_database(store)

@@ -8,13 +8,7 @@ engine (the tiny HashEmbedder, or the real model for the seed's snippet).
 from __future__ import annotations
 
 import json
-import secrets
-import socket
-import threading
-import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -24,34 +18,6 @@ from engine.text.inputs import from_file, from_text
 from kx_tui.tui.app import SAMPLES
 
 from ..helpers import HashEmbedder, run_cli
-
-
-@contextmanager
-def serving(engine: Engine) -> Iterator[tuple[str, str]]:
-    """(url, token) of a gateway over `engine`, until the block ends."""
-    import uvicorn
-
-    from engine.server.gateway import create_app
-
-    token = secrets.token_urlsafe(32)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(engine, token), log_level="warning", access_log=False,
-                                           lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the gateway did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}", token
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
 
 
 def _ingest_handbook(engine: Engine) -> None:

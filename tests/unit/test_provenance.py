@@ -21,7 +21,7 @@ from engine.extract import Extracted, Section, page_span, section_path
 from engine.records import Hit, QueryResult
 from engine.text.inputs import from_bytes, from_file, from_jsonl, from_text
 
-from ..helpers import HashEmbedder, inject_extraction
+from ..helpers import HashEmbedder, inject_extraction, serving
 
 
 def test_page_span_maps_character_ranges_to_one_based_pages():
@@ -301,28 +301,9 @@ def test_a_round1_catalogue_stays_queryable_and_is_migrated_by_the_next_writer(
 @pytest.fixture
 def served(hash_engine: Engine):
     """The gateway app on a real loopback socket, in this process (so the injected extraction applies)."""
-    import socket
-    import threading
-    import time
-
-    import uvicorn
-
     from engine import KxClient
-    from engine.server.gateway import create_app
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(hash_engine, "test-token"), host="127.0.0.1", port=port,
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "the gateway did not start"
-        time.sleep(0.02)
-    client = KxClient(f"http://127.0.0.1:{port}", token="test-token", timeout=60)
-    yield client
-    client.close()
-    server.should_exit = True
-    thread.join(timeout=30)
+    with serving(hash_engine) as (url, token):
+        client = KxClient(url, token=token, timeout=60)
+        yield client
+        client.close()
