@@ -240,12 +240,15 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
         raise KxError(Status.INVALID_ARGUMENT,
                       "nothing to ingest; give --file FILE, --text TEXT or --jsonl FILE")
     folders = [path for path in (*paths, *files) if path.is_dir()]
-    if sync and not folders:
-        raise KxError(Status.INVALID_ARGUMENT, "--sync makes a dataset follow a folder; give one, e.g. "
-                                               f"kx datasets ingest {name} docs/ --sync")
-    if sync and settings.gateway:
-        raise KxError(Status.FAILED_PRECONDITION, "--sync retires and renames documents, which the gateway does "
-                                                  "not do; run it where the datasets live, without --gateway")
+    if sync:
+        from engine.in_process import InProcessBackend
+
+        if not folders:
+            raise KxError(Status.INVALID_ARGUMENT, "--sync makes a dataset follow a folder; give one, e.g. "
+                                                   f"kx datasets ingest {name} docs/ --sync")
+        if not isinstance(engine, InProcessBackend):   # the gateway's client retires and renames nothing
+            raise KxError(Status.FAILED_PRECONDITION, "--sync retires and renames documents, which the gateway "
+                                                      "does not do; run it where the datasets live, without --gateway")
 
     out, err = Console(), Console(stderr=True)
     quiet_lines = as_json or len(docs) > 50
@@ -309,9 +312,7 @@ def _followed(engine: Backend, name: str, folder: Path) -> list[Retired | Rename
     from engine.watch.events import Renamed, Retired
     from engine.watch.reconcile import reconcile
 
-    if not isinstance(engine, InProcessBackend):  # --sync over --gateway is refused before; a KxClient moves none
-        raise KxError(Status.FAILED_PRECONDITION, "--sync retires and renames documents, which only the "
-                                                  "in-process backend does; run it without --gateway")
+    assert isinstance(engine, InProcessBackend)  # ingest refused --sync over any other backend before this
     events: list[Retired | Renamed] = []
 
     def keep(event: WatchEvent) -> None:
