@@ -17,7 +17,7 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 import numpy as np
 
@@ -62,13 +62,17 @@ class DenseIndex:
     @property
     def watermark(self) -> int:
         meta = read_json(self.sidecar)
-        if not isinstance(meta, dict) or not self.path.exists() or meta.get("dimension") != self.dimension:
+        if not self._describes_ours(meta) or not self.path.exists():
             return 0
         if "file" in meta and not matches(self.path, meta["file"]):  # damaged: rebuild, never trust
             return 0
-        if self.dataset_id and meta.get("dataset_id", self.dataset_id) != self.dataset_id:
-            return 0  # another dataset's graph, copied in: its answers would be another corpus's
         return int(meta.get("watermark", 0))
+
+    def _describes_ours(self, meta: object) -> TypeGuard[dict]:
+        """Whether sidecar `meta` describes a graph of this index: its dimension and, where recorded, this
+        dataset (another dataset's graph, copied in, would answer with another corpus's passages)."""
+        return isinstance(meta, dict) and meta.get("dimension") == self.dimension \
+            and not (self.dataset_id and meta.get("dataset_id", self.dataset_id) != self.dataset_id)
 
     def consistent_with(self, catalogue: Catalogue) -> bool:
         """Whether the sidecar's passage count is what the catalogue holds up to its watermark (an edited or
@@ -220,10 +224,7 @@ class DenseIndex:
         them as before (a damaged graph is rebuilt whatever the tail holds).
         """
         meta = read_json(self.sidecar)
-        if not isinstance(meta, dict) or meta.get("dimension") != self.dimension \
-                or not isinstance(meta.get("file"), list) or not meta["file"]:
-            return None
-        if self.dataset_id and meta.get("dataset_id", self.dataset_id) != self.dataset_id:
+        if not self._describes_ours(meta) or not isinstance(meta.get("file"), list) or not meta["file"]:
             return None
         held, count = _number(meta, "watermark"), _number(meta, "count")
         graph_held, graph_count = _graph_mark(meta), _number(meta, "graph_count", count)
