@@ -22,7 +22,8 @@ from kx_tui.tui.screens.help import HelpScreen
 from kx_tui.tui.screens.hit_detail import PassageDetailScreen
 from kx_tui.tui.screens.main import MainScreen
 
-from ..unit.test_tui_keys import SIZE, _ask, _help_text, _notes, _settle, engine  # noqa: F401 - helpers and fixtures
+from ..helpers import settle
+from ..unit.test_tui_keys import SIZE, _ask, _help_text, _notes, engine  # noqa: F401 - helpers and fixtures
 
 
 @pytest.mark.slow  # drives the whole Textual app: seconds
@@ -36,7 +37,7 @@ async def test_help_shows_the_current_screens_keys(engine: Engine) -> None:
         await pilot.press("question_mark")        # ? closes it again
         assert isinstance(app.screen, MainScreen)
         await pilot.press("enter")                # the passage view
-        await _settle(app, pilot)
+        await settle(app, pilot)
         assert isinstance(app.screen, PassageDetailScreen)
         await pilot.press("question_mark")
         text = _help_text(app)
@@ -44,7 +45,7 @@ async def test_help_shows_the_current_screens_keys(engine: Engine) -> None:
         assert "compare hybrid and dense" not in text   # the main screen's keys are not this screen's
         await pilot.press("escape")
         await pilot.press("escape", "d")
-        await _settle(app, pilot)
+        await settle(app, pilot)
         await pilot.press("down")                  # from the filter into the table: ? is a key again
         await pilot.press("question_mark")
         assert "sort by the next column" in _help_text(app)
@@ -57,18 +58,18 @@ async def test_q_closes_every_pushed_screen_and_quits_from_the_main_one(engine: 
         await _ask(app, pilot)
         for key, kind in (("enter", PassageDetailScreen), ("c", CompareScreen), ("question_mark", HelpScreen)):
             await pilot.press(key)
-            await _settle(app, pilot)
+            await settle(app, pilot)
             assert isinstance(app.screen, kind)
             await pilot.press("q")
             await pilot.pause()
             assert isinstance(app.screen, MainScreen), kind
         await pilot.press("d")
-        await _settle(app, pilot)
+        await settle(app, pilot)
         assert isinstance(app.screen, DocumentsScreen)
         await pilot.press("q")                    # the filter has focus: q is typed there
         assert app.screen.query_one(Input).value == "q"
         await pilot.press("backspace", "down", "enter")
-        await _settle(app, pilot)
+        await settle(app, pilot)
         assert isinstance(app.screen, DocumentScreen)
         await pilot.press("q")
         await pilot.pause()
@@ -90,7 +91,7 @@ async def test_the_palette_lists_each_command_once(engine: Engine) -> None:
             titles = [c.title for c in app.get_system_commands(app.screen)]
             assert len(titles) == len(set(titles)) and "Keys" in titles, titles
             await pilot.press("enter")            # and on a pushed screen
-            await _settle(app, pilot)
+            await settle(app, pilot)
         keys = next(c for c in app.get_system_commands(app.screen) if c.title == "Keys")
         keys.callback()
         await pilot.pause()
@@ -101,11 +102,11 @@ async def test_the_palette_lists_each_command_once(engine: Engine) -> None:
 async def test_n_and_p_start_from_the_first_passage(engine: Engine) -> None:
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=(100, 24)) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot)
         await pilot.press("escape", "d")
-        await _settle(app, pilot)
+        await settle(app, pilot)
         await pilot.press("down", "enter")
-        await _settle(app, pilot)
+        await settle(app, pilot)
         screen = app.screen
         assert isinstance(screen, DocumentScreen) and len(screen.passages) >= 3
         body = screen.query_one("#document-body")
@@ -137,7 +138,7 @@ async def test_y_copies_the_hits_citation(engine: Engine) -> None:
         assert hit.document_name in app.clipboard and hit.label in app.clipboard
         assert f"chars {hit.char_start}–{hit.char_end}" in app.clipboard
         await pilot.press("enter")
-        await _settle(app, pilot)
+        await settle(app, pilot)
         app.copy_to_clipboard("")
         await pilot.press("y")                    # and from the passage view
         assert app.clipboard == citation(hit, "handbook")

@@ -17,7 +17,8 @@ from kx_tui.tui.screens.compare import CompareScreen
 from kx_tui.tui.screens.document_table import DocumentsScreen
 from kx_tui.tui.widgets.results import ResultsList
 
-from ..unit.test_tui_layout import LONG_NAME, SMALL, TEXTS, _engine, _footer_fits, _screen_text, _settle  # noqa: F401 - helpers and fixtures
+from ..helpers import settle
+from ..unit.test_tui_layout import LONG_NAME, SMALL, TEXTS, _engine, _footer_fits, _screen_text  # noqa: F401 - helpers and fixtures
 from .test_tui_workbench import BlockingEmbedder, _until
 
 
@@ -26,9 +27,9 @@ async def test_at_80x24_nothing_the_user_needs_is_cut(kx_home: Path) -> None:
     engine = _engine()
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SMALL) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot)
         await pilot.press(*"refund days", "enter")
-        await _settle(app, pilot)
+        await settle(app, pilot)
         await pilot.press("escape")
         await pilot.pause()
         _footer_fits(app, "? Help", "q Quit", "a Agent", "c Compare", "d Documents")
@@ -46,7 +47,7 @@ async def test_at_80x24_nothing_the_user_needs_is_cut(kx_home: Path) -> None:
         assert any(line.strip().startswith("documents 3") for line in sidebar), sidebar   # labels whole
 
         await pilot.press("c")
-        await _settle(app, pilot)
+        await settle(app, pilot)
         assert isinstance(app.screen, CompareScreen)
         _footer_fits(app, "? Help", "q Back")
         for table in app.screen.query(DataTable):
@@ -55,7 +56,7 @@ async def test_at_80x24_nothing_the_user_needs_is_cut(kx_home: Path) -> None:
             text = "\n".join(_screen_text(app))
             assert all(c in text for c in chunks)
         await pilot.press("q", "d")
-        await _settle(app, pilot)
+        await settle(app, pilot)
         assert isinstance(app.screen, DocumentsScreen)
         _footer_fits(app, "f1 Help", "esc Back")  # a text box has focus: ? is typed there, F1 is not
         table = app.screen.query_one(DataTable)
@@ -73,7 +74,7 @@ async def test_agent_steps_wrap_and_focus_stays_where_the_user_left_it(kx_home: 
     engine = _engine(embedder)
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SMALL) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot)
         await pilot.press("escape", "a")
         await pilot.pause()
         screen = app.screen
@@ -87,7 +88,7 @@ async def test_agent_steps_wrap_and_focus_stays_where_the_user_left_it(kx_home: 
         assert app.focused is steps
         embedder.release()
         await _until(pilot, lambda: screen.run_result is not None, "the run to finish")
-        await _settle(app, pilot)
+        await settle(app, pilot)
         assert app.focused is steps        # not pulled away to the citations
         assert screen.query_one("#agent-citations", OptionList).option_count > 0
         shown = [w for w in steps.query(Static)]
@@ -99,6 +100,6 @@ async def test_agent_steps_wrap_and_focus_stays_where_the_user_left_it(kx_home: 
         _footer_fits(app, "? Help", "Back")
         screen.query_one(Input).focus()
         await pilot.press("enter")         # a run from the goal box ends in the citations, as before
-        await _settle(app, pilot)
+        await settle(app, pilot)
         assert app.focused is screen.query_one("#agent-citations", OptionList)
     engine.close()

@@ -21,7 +21,7 @@ from kx_tui.tui.screens.help import HelpScreen
 from kx_tui.tui.screens.main import MainScreen
 from kx_tui.tui.widgets.results import ResultsList
 
-from ..helpers import HashEmbedder
+from ..helpers import HashEmbedder, settle
 from ..unit.test_tui_workbench import (  # noqa: F401 - helpers and fixtures
     SIZE,
     BlockingEmbedder,
@@ -29,7 +29,6 @@ from ..unit.test_tui_workbench import (  # noqa: F401 - helpers and fixtures
     _handbook,
     _main,
     _plain,
-    _settle,
     _status,
     _until,
     handbook_home,
@@ -130,7 +129,7 @@ async def test_over_a_gateway_the_status_says_gateway_not_loading(handbook_home)
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     app = KxApp(Remote(engine), settings=None, samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot)
         assert "gateway" in _status(app) and "loading" not in _status(app)
         await _ask(app, pilot, "refund")
         assert len(_main(app).result) > 0
@@ -143,9 +142,9 @@ async def test_the_document_browser_filters_sorts_and_opens_a_document(kx_home) 
     engine.ingest("handbook", [from_text("A short note about parking.", name="zz-parking-note")])
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot)
         await pilot.press("escape", "d")
-        await _settle(app, pilot)
+        await settle(app, pilot)
         screen = app.screen
         assert isinstance(screen, DocumentsScreen)
         table = screen.query_one(DataTable)
@@ -175,7 +174,7 @@ async def test_the_document_browser_filters_sorts_and_opens_a_document(kx_home) 
 
         screen.query_one(Input).focus()
         await pilot.press(*"parking", "enter")
-        await _settle(app, pilot)
+        await settle(app, pilot)
         document = app.screen
         assert isinstance(document, DocumentScreen)
         assert document.document.name == "zz-parking-note"
@@ -197,16 +196,16 @@ async def test_the_document_browser_toggles_between_current_and_every_version(kx
     engine.retire("notes", ["bikes"])
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot)
         await pilot.press("escape", "d")
-        await _settle(app, pilot)
+        await settle(app, pilot)
         screen = app.screen
         assert isinstance(screen, DocumentsScreen)
         table = screen.query_one(DataTable)
         rows = lambda: [table.get_row_at(i)[0].plain for i in range(table.row_count)]  # noqa: E731
         assert rows() == ["hours (v2)"]
         await pilot.press("ctrl+t")                        # every stored version, marked
-        await _settle(app, pilot)
+        await settle(app, pilot)
         assert rows() == ["hours (v1, superseded)", "hours (v2)", "bikes (v1, retired)"]
         count = _plain(screen.query_one("#documents-count", Static).content)
         assert count.startswith("3 of 3 stored versions")
@@ -215,7 +214,7 @@ async def test_the_document_browser_toggles_between_current_and_every_version(kx
         await pilot.pause()
         assert rows() == ["bikes (v1, retired)"]
         await pilot.press(*(["backspace"] * 5), "ctrl+t")  # back to the current versions
-        await _settle(app, pilot)
+        await settle(app, pilot)
         assert rows() == ["hours (v2)"]
         assert _plain(screen.query_one("#documents-count", Static).content).startswith("1 of 1 documents")
     engine.close()
@@ -229,11 +228,11 @@ async def test_a_document_shows_every_passage_where_it_lies(kx_home) -> None:
     summary = next(d for d in engine.list_documents("handbook") if d.name == name)
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot)
         await pilot.press("escape", "d")
-        await _settle(app, pilot)
+        await settle(app, pilot)
         await pilot.press(*name, "enter")
-        await _settle(app, pilot)
+        await settle(app, pilot)
         screen = app.screen
         assert isinstance(screen, DocumentScreen)
         spans = engine.document_passages("handbook", summary.ref)
@@ -258,10 +257,10 @@ async def test_compare_shows_the_highlighted_rows_passage_with_both_ranks(kx_hom
     app = KxApp(engine, settings=engine.settings, samples=None)
     query = "working from home equipment"
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot)
         await _ask(app, pilot, query)
         await pilot.press("escape", "c")
-        await _settle(app, pilot)
+        await settle(app, pilot)
         screen = app.screen
         assert isinstance(screen, CompareScreen)
         hybrid = engine.query("handbook", query, k=app.k, mode="hybrid")
@@ -290,7 +289,7 @@ async def test_help_lists_every_binding_of_the_main_screen(kx_home) -> None:
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot)
         await pilot.press("escape", "question_mark")
         await pilot.pause()
         help_screen = app.screen
@@ -306,19 +305,19 @@ async def test_pushed_screens_hide_the_main_screens_keys(handbook_home) -> None:
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot)
         await _ask(app, pilot, "refund")
         await pilot.press("escape", "enter")               # a hit, in its document
-        await _settle(app, pilot)
+        await settle(app, pilot)
         mode = app.mode
         await pilot.press("m")                             # no effect here: the key belongs to the workbench
-        await _settle(app, pilot)
+        await settle(app, pilot)
         assert app.mode == mode
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen)
         app.query_one(ResultsList).focus()
         await pilot.press("m")
-        await _settle(app, pilot)
+        await settle(app, pilot)
         assert app.mode != mode
 
 
@@ -327,7 +326,7 @@ async def test_slash_types_into_the_query_box_and_focuses_it_from_the_results(ha
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot)
         box = app.query_one("#query", Input)
         app.query_one(ResultsList).focus()
         await pilot.press("slash")
@@ -349,7 +348,7 @@ async def test_a_long_model_id_is_cut_with_an_ellipsis_and_the_status_line_is_ne
     for size in ((80, 24), (100, 30)):
         app = KxApp(engine, settings=engine.settings, samples=None)
         async with app.run_test(size=size) as pilot:
-            await _settle(app, pilot)
+            await settle(app, pilot)
             await _ask(app, pilot, "refund")
             sidebar = app.query_one(DatasetList)
             assert sidebar.size.width <= 44
@@ -373,7 +372,7 @@ async def test_a_burst_of_files_is_reported_file_by_file_and_counted_once(handbo
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     app = KxApp(engine, settings=engine.settings, samples=None, watch_settle_seconds=0.0)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot)
         await pilot.press("escape", "w")
         panel = app.query_one(WatchPanel)
         assert panel.watching
@@ -402,7 +401,7 @@ async def test_the_status_line_says_when_dense_search_covers_only_part_of_the_da
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot)
+        await settle(app, pilot)
         await _ask(app, pilot, "refund")
         assert "covers" not in _status(app)          # a fully embedded dataset says nothing
         partial = dataclasses.replace(_main(app).result, dense_coverage=0.42)
