@@ -303,7 +303,7 @@ def served(hash_engine: Engine):
     """The gateway app on a real loopback socket, in this process (so the injected extraction applies)."""
     from engine import KxClient
 
-    with serving(hash_engine) as (url, token):
+    with serving(hash_engine, "test-token") as (url, token):  # the wire tests send this token by hand
         client = KxClient(url, token=token, timeout=60)
         yield client
         client.close()
