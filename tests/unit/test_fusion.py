@@ -531,3 +531,65 @@ def test_strengths_put_each_retrievers_scores_on_one_scale() -> None:
     assert got == {"a": 1.0, "b": 1.0, "c": 0.25, "n": 0.0}
     # a list whose best score is not positive says nothing
     assert strengths(rrf({"sparse": [Ranked("x", -2.0)]}), {"sparse": [Ranked("x", -2.0)]}) == [0.0]
+
+
+def _array_mmr_loop(rel_norm: np.ndarray, floor: np.ndarray, sims: np.ndarray, take: int, lam: float,
+                    threshold: float) -> tuple[list[int], list[int | None]]:
+    """MMR's greedy loop as numpy array operations (how it was written before the plain-Python loop):
+    the oracle the Python loop must match bit for bit, picks and duplicate marks."""
+    n = len(rel_norm)
+    picked: list[int] = []
+    duplicate_of: list[int | None] = []
+    available = np.ones(n, dtype=bool)
+    max_sim = np.full(n, -np.inf)
+    nearest = np.full(n, -1)
+    passes = np.zeros(n, dtype=np.int64)
+    for step in range(take):
+        if step == 0:
+            scores = rel_norm.copy()
+        else:
+            penalty = np.maximum(max_sim, 0.0) ** fusion.SHARPNESS
+            scores = np.round(lam * rel_norm - (1.0 - lam) * penalty, 12)
+        scores[~available] = -np.inf
+        duplicate = max_sim >= threshold
+        best = int(np.argmax(np.where(duplicate, -np.inf, scores)))
+        copy = int(np.argmax(np.where(duplicate, scores, -np.inf)))
+        if not available[best] or duplicate[best]:
+            best = copy
+        elif available[copy] and duplicate[copy] and (
+                passes[copy] >= DUPLICATE_MAX_PASSES
+                or (passes[copy] >= DUPLICATE_MIN_PASSES and floor[best] < DUPLICATE_BAND * floor[copy])):
+            best = copy
+        picked.append(best)
+        duplicate_of.append(int(nearest[best]) if duplicate[best] else None)
+        available[best] = False
+        if not duplicate[best]:
+            passes[duplicate] += 1
+        closer = sims[best] > max_sim
+        nearest[closer] = best
+        np.maximum(max_sim, sims[best], out=max_sim)
+    return picked, duplicate_of
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 40), lam=st.sampled_from([0.0, 0.3, 0.5, 0.7, 0.9]),
+       threshold=st.sampled_from([0.5, 0.8, 0.92, 1.0]), copies=st.integers(0, 6))
+def test_mmr_python_loop_matches_the_array_loop_bit_for_bit(seed: int, n: int, lam: float, threshold: float,
+                                                             copies: int) -> None:
+    # Pools like a query's: RRF-like relevances with ties, strengths, and near-duplicate clusters (copies of
+    # a row with a little noise, some exact), so every branch of the duplicate floor is taken.
+    rng = np.random.default_rng(seed)
+    vectors = rng.standard_normal((n, 16))
+    for _ in range(copies):
+        a, b = rng.integers(0, n, 2)
+        vectors[b] = vectors[a] + rng.standard_normal(16) * rng.choice([0.0, 0.05, 0.2])
+    relevance = (1.0 / (60 + rng.integers(1, 30, n)) + 1.0 / (60 + rng.integers(1, 30, n))).tolist()
+    strength = np.round(rng.random(n), 3).tolist()
+    rel_norm = np.round(fusion._min_max(np.asarray(relevance)), 12)
+    sims = fusion._cosine_matrix(vectors.astype(np.float32))
+    floor = np.round(np.asarray(strength), 6)
+    take = int(rng.integers(1, n + 1))
+    want = _array_mmr_loop(rel_norm, floor, sims, take, lam, threshold)
+    got = fusion._greedy_picks(list(range(n)), rel_norm.tolist(), floor.tolist(), sims.tolist(), take, lam,
+                               threshold)
+    assert (got.order, got.duplicate_of) == want
