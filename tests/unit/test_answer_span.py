@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.embedding.cards import model_card_for
 from engine.records import Hit
@@ -113,3 +115,23 @@ def test_with_answer_spans_gives_document_coordinates_and_leaves_queries_without
     assert text[start - 1000:end - 1000] == "Refunds take five days."
     assert dataclasses.replace(out, answer_span=None) == hit(text, 1000)  # nothing else changed
     assert with_answer_spans([hit(text, 0)], None, None)[0].answer_span is None
+
+
+# passage text from pieces that make sentences, list items, headings and the case-folding oddities
+_TRICKY = st.lists(st.sampled_from(["weigh", "weighs", "Weighed", "test", "rest", "ing", "ed", "a", "x", "ΣΟΣ", "σ",
+                                    "İs", "ß", "é", " ", " ", " ", "\n", "\n\n", "\t", ". ", "! ", "? ", '."', ")",
+                                    "’", "# ", "- ", "| ", "> ", "* ", "1. ", "2) ", "12"]), max_size=80).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=_TRICKY, query=st.lists(st.sampled_from(["weigh", "test", "rest", "σ", "ΣΟΣ", "is", "İs", "ß", "x", "ed"]),
+                                    min_size=1, max_size=4).map(" ".join))
+def test_one_scan_of_the_passage_finds_each_sentences_query_words(text: str, query: str) -> None:
+    # the sentence list and the answer spans score query-word overlap from one scan of the whole passage;
+    # it must be the per-sentence scan exactly (word boundaries at sentence edges, case folding of 'İ', 'Σ')
+    from engine.text.answer_span import _matcher, _overlap, _overlaps, _terms, sentence_ranges
+
+    terms = _terms(query)
+    matcher = _matcher(terms)
+    ranges = sentence_ranges(text)
+    assert _overlaps(matcher, terms, text, ranges) == [_overlap(matcher, terms, text[s:e]) for s, e in ranges]
