@@ -8,6 +8,7 @@ shipped handbook and reads the spans through --json's record and the SDK's parse
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import numpy as np
@@ -118,7 +119,8 @@ def test_with_answer_spans_gives_document_coordinates_and_leaves_queries_without
 
 
 # passage text from pieces that make sentences, list items, headings and the case-folding oddities
-_TRICKY = st.lists(st.sampled_from(["weigh", "weighs", "Weighed", "test", "rest", "ing", "ed", "a", "x", "ΣΟΣ", "σ",
+_TRICKY = st.lists(st.sampled_from(["weigh", "weighs", "Weighed", "test", "rest", "contest", "_test", "xweigh",
+                                    "ing", "ed", "a", "x", "ΣΟΣ", "σ",
                                     "İs", "ß", "é", " ", " ", " ", "\n", "\n\n", "\t", ". ", "! ", "? ", '."', ")",
                                     "’", "# ", "- ", "| ", "> ", "* ", "1. ", "2) ", "12"]), max_size=80).map("".join)
 
@@ -135,3 +137,8 @@ def test_one_scan_of_the_passage_finds_each_sentences_query_words(text: str, que
     matcher = _matcher(terms)
     ranges = sentence_ranges(text)
     assert _overlaps(matcher, terms, text, ranges) == [_overlap(matcher, terms, text[s:e]) for s, e in ranges]
+    # and what the pattern with a leading \b found per sentence (before the word-start check moved out of it)
+    if matcher is not None:
+        bounded = re.compile(r"\b" + matcher.pattern)
+        assert [_overlap(matcher, terms, text[s:e]) for s, e in ranges] == \
+            [len({m.group(1) for m in bounded.finditer(text[s:e].lower())}) / len(terms) for s, e in ranges]
