@@ -25,7 +25,7 @@ cosine, short documents only; long documents keep own):
 For V1-V7 the pool is voyager's pool (its scores as it gives them) joined with every passage of the
 `pool` short (V5-V7: any) documents nearest by whole-text cosine (their own cosine exact from the stored
 vectors), re-scored, re-ranked and cut to the pool size, as an index holding one extra vector per short
-document would find them. Measured 2026-12-04 (notes/q24-docvec.md): no variant lifts Cranfield's
+document would find them. Measured 2026-12-04 (BENCHMARKS.md, "Round 3 session 5"): no variant lifts Cranfield's
 hybrid+MMR by more than 0.002; not built. nDCG@10 and Recall@100 by engine.evaluation.evaluate at
 EVAL_DEPTH (as quality.py): dense, hybrid (MMR off) and hybrid+mmr.
 """

@@ -73,6 +73,11 @@ class PassageReads(CatalogueFile):
         import numpy as np
 
         found = dict(self._where_in("SELECT seq, vector FROM passages", "seq", [int(s) for s in seqs]))
+        blobs = [found[int(seq)] for seq in seqs]
+        if all(len(blob) == 4 * dimension for blob in blobs):
+            # one buffer for all of them: one frombuffer and one copy, not one of each per passage (MMR reads
+            # its 30 vectors on every query)
+            return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(seqs), dimension).copy()
         out = np.zeros((len(seqs), dimension), dtype=np.float32)
         for i, seq in enumerate(seqs):
             blob = found[int(seq)]
