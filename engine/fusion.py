@@ -414,28 +414,28 @@ def _greedy_picks(order: list[int], rel_norm: list[float], floor: list[float], s
     """
     n = len(order)
     scale = 10.0 ** _SCORE_DECIMALS
-    gain = [lam * r for r in rel_norm]  # the score's two terms, each computed once (the same operations)
-    cost = [0.0] * n                    # (1 - lam) * max(0, max_sim) ** SHARPNESS, as max_sim changes
     keep = 1.0 - lam
+    gain = [lam * r for r in rel_norm]
+    # each candidate's score as the array loop computed it every step, kept and recomputed only when the
+    # candidate's similarity to the picks grows (the score's one changing term); the first pick has
+    # nothing to be redundant with, so the most relevant goes first, even at lam = 0
+    score = list(rel_norm)
     picked: list[int] = []
     duplicate_of: list[int | None] = []
     available = [True] * n
     max_sim = [-math.inf] * n   # -inf until the first pick: max over an empty set; the penalty is then 0
     nearest = [-1] * n          # which pick each candidate is most similar to (the first such pick on ties)
     passes = [0] * n            # distinct picks made since each candidate became a near-duplicate
-    for step in range(take):
+    for _step in range(take):
         # the best distinct candidate and the best near-duplicate left (first maximum: smallest ref)
         best, best_score, copy, copy_score = 0, -math.inf, 0, -math.inf
         for i in range(n):
-            if not available[i]:
-                continue
-            # the first pick has nothing to be redundant with: the most relevant goes first, even at lam = 0
-            score = rel_norm[i] if step == 0 else round((gain[i] - cost[i]) * scale) / scale
-            if max_sim[i] >= duplicate_threshold:
-                if score > copy_score:
-                    copy, copy_score = i, score
-            elif score > best_score:
-                best, best_score = i, score
+            if available[i]:
+                if max_sim[i] >= duplicate_threshold:
+                    if score[i] > copy_score:
+                        copy, copy_score = i, score[i]
+                elif score[i] > best_score:
+                    best, best_score = i, score[i]
         if best_score == -math.inf:  # only near-duplicates are left
             best = copy
         elif copy_score > -math.inf and (
@@ -456,7 +456,8 @@ def _greedy_picks(order: list[int], rel_norm: list[float], floor: list[float], s
             if similar > max_sim[i]:
                 nearest[i] = best
                 max_sim[i] = similar
-                cost[i] = keep * (similar if similar > 0.0 else 0.0) ** SHARPNESS
+                # lam * rel_norm - (1 - lam) * max(0, s) ** SHARPNESS, rounded as np.round(x, 12) rounds
+                score[i] = round((gain[i] - keep * (similar if similar > 0.0 else 0.0) ** SHARPNESS) * scale) / scale
     return Diversified([order[i] for i in picked], [None if d is None else order[d] for d in duplicate_of])
 
 
