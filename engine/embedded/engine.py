@@ -88,12 +88,12 @@ class Engine(InProcessBackend):
             created = catalogue.created_at
             folder = catalogue.path.parent
             backlog = catalogue.backlog()
-            state = catalogue.lineage_state()
+            state = catalogue.lineage_view()
         return DatasetSummary(
             name=name,
             documents=state.live_count(),
             versions=docs,
-            retired=sum(1 for head in state.current.values() if head is None),
+            retired=state.retired_count(),
             passages=passages,
             embed_model=fingerprint.embed_model if fingerprint else None,
             created_at=created,
@@ -121,7 +121,7 @@ class Engine(InProcessBackend):
         check_page(offset, limit)
         view = _version_view(versions)
         with self._catalogue(name) as catalogue:
-            state = catalogue.lineage_state()
+            state = catalogue.lineage_view()
             hidden = state.hidden() if view is VersionView.LATEST else set()
             if hidden:  # page over what is shown, not over what is stored
                 rows = [row for row in catalogue.documents() if row.ref not in hidden][offset:offset + limit]

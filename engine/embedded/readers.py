@@ -17,7 +17,7 @@ import numpy as np
 from ..atomic import read_json
 from ..filters import PassageFilter, Where
 from ..fingerprint import Fingerprint
-from ..lineage import LineageMarks, LineageState
+from ..lineage import LineageMarks, LineageView, SimpleLineage
 from ..retrieval import MAX_QUERY_TERMS, Candidates, Searcher  # noqa: F401 - Searcher: the face it has
 from ..rows import DocumentRow, PassageRow
 from .dataset import Dataset
@@ -51,7 +51,7 @@ def dense_ef(pool: int) -> int:
     return max(4 * pool, 256)
 
 
-def shown_documents(rows: dict[str, DocumentRow], state: LineageState) -> dict[str, DocumentRow]:
+def shown_documents(rows: dict[str, DocumentRow], state: LineageView) -> dict[str, DocumentRow]:
     """`rows` with a renamed lineage's documents under the name (and path) the lineage has now."""
     if not state.renamed:
         return rows
@@ -105,8 +105,9 @@ class DatasetSearcher:
         if not self._dense_trusted:  # edited or foreign files a writer could not rebuild yet: never their answers
             self.dense_passages = 0
         self._lineage_mark = self.catalogue.lineage_mark()
-        self._lineage_state: LineageState | None = None
-        self._lineage_known: LineageMarks | None = None
+        self._lineage_state: LineageView | None = None
+        # what the state was read up to: the whole state and its marks, or a simple history's (see _lineages)
+        self._lineage_known: LineageMarks | SimpleLineage | None = None
         self.dataset_id = self.catalogue.dataset_id
         if previous is not None and previous.dataset_id == self.dataset_id:
             self._lineage_known = previous._lineage_known  # advanced on first use: a reopen reads the new rows
@@ -242,9 +243,19 @@ class DatasetSearcher:
             self._filters[key] = found
         return self._filters[key]
 
-    def _lineages(self) -> LineageState:
+    def _lineages(self) -> LineageView:
+        """The lineage state, read on first use. A simple history (every document its name's one version,
+        nothing retired or renamed: engine/lineage.py SimpleLineage) is recognised without building the
+        state; once it is not simple, the whole state is built and later reopens advance it."""
         if self._lineage_state is None:
-            self._lineage_known = self.catalogue.lineage_state_after(self._lineage_known)
+            known = self._lineage_known
+            if known is None or isinstance(known, SimpleLineage):
+                simple = self.catalogue.simple_lineage_after(known)
+                if simple is not None:
+                    self._lineage_known = self._lineage_state = simple
+                    return simple
+                known = None
+            self._lineage_known = self.catalogue.lineage_state_after(known)
             self._lineage_state = self._lineage_known.state
         return self._lineage_state
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 from typing import Sequence
 
-from ...lineage import LineageMarks, LineageState, LineageWrites
+from ...lineage import LineageMarks, LineageState, LineageView, LineageWrites, SimpleLineage
 from .schema import CatalogueFile, rollback
 
 
@@ -46,6 +46,10 @@ class LineageLog(CatalogueFile, LineageWrites):
     def lineage_state(self) -> LineageState:
         """Every document's lineage, version number and whether it is current; retired and renamed lineages."""
         return self.lineage_state_after(None).state
+
+    def lineage_view(self) -> LineageView:
+        """What listings read: a SimpleLineage where the history is simple, else the whole state."""
+        return self.simple_lineage_after(None) or self.lineage_state()
 
     def lineage_state_after(self, known: LineageMarks | None) -> LineageMarks:
         """The lineage state now, with the marks it was read up to: from `known` (an earlier state and its
@@ -71,6 +75,60 @@ class LineageLog(CatalogueFile, LineageWrites):
         finally:
             if began and self._db.in_transaction:
                 self._db.execute("COMMIT")
+
+    def simple_lineage_after(self, known: SimpleLineage | None) -> SimpleLineage | None:
+        """The lineage state as a SimpleLineage where the history is simple (see there), else None (the
+        caller builds the whole state). From `known` (a simple state read earlier) only the documents and
+        events after its marks are looked at; cold, the whole log is checked in SQL (1.7 s at a million
+        documents, against ~10 s for the state itself). Read in one snapshot."""
+        self.lineage_mark()  # notes whether the log exists
+        if "lineage_events" not in self._tables:
+            return None  # a catalogue from before schema 4: documents placed by name, the whole state decides
+        began = not self._db.in_transaction
+        if began:
+            self._db.execute("BEGIN")
+        try:
+            return self._simple_after(known) if known is not None else self._simple_whole()
+        finally:
+            if began and self._db.in_transaction:
+                self._db.execute("COMMIT")
+
+    def _simple_whole(self) -> SimpleLineage | None:
+        db = self._db
+        documents, last_document = db.execute("SELECT COUNT(*), COALESCE(MAX(seq), 0) FROM documents").fetchone()
+        moved = "moved_from" if "moved_from" in self._columns["lineage_events"] else "NULL"  # schema 4: no renames
+        events, last_event, odd = db.execute(
+            f"SELECT COUNT(*), COALESCE(MAX(seq), 0), COALESCE(SUM(doc_ref IS NULL OR {moved} IS NOT NULL), 0) "
+            "FROM lineage_events").fetchone()
+        if events != documents or odd:
+            return None  # a retirement, a rename, a version again, or documents without events
+        if db.execute("SELECT 1 FROM lineage_events GROUP BY lineage HAVING COUNT(*) > 1 LIMIT 1").fetchone():
+            return None  # a lineage with two events: a second version, or old bytes offered again
+        # each lineage has one event and there are as many as documents: simple when each document has its own
+        matched = db.execute("SELECT COUNT(*) FROM documents d WHERE EXISTS (SELECT 1 FROM lineage_events e "
+                             "WHERE e.lineage = d.name AND e.doc_ref = d.ref)").fetchone()[0]
+        return SimpleLineage(documents, (last_document, last_event)) if matched == documents else None
+
+    def _simple_after(self, known: SimpleLineage) -> SimpleLineage | None:
+        documents, events = self._lineage_rows(*known.marks)
+        if not documents and not events:
+            return known
+        if len(events) != len(documents) or any(doc_ref is None or moved_from is not None
+                                                for _seq, _lineage, doc_ref, moved_from, _path in events):
+            return None
+        if {(name, ref) for _seq, ref, name in documents} != {(lineage, doc_ref)
+                                                              for _seq, lineage, doc_ref, _m, _p in events}:
+            return None
+        lineages = [lineage for _seq, lineage, _r, _m, _p in events]
+        if len(set(lineages)) != len(lineages):
+            return None
+        for lineage in lineages:  # a lineage with an earlier event: its second version (the index answers)
+            if self._db.execute("SELECT 1 FROM lineage_events WHERE lineage = ? AND seq <= ? LIMIT 1",
+                                (lineage, known.marks[1])).fetchone():
+                return None
+        return SimpleLineage(known.documents + len(documents),
+                             (documents[-1][0] if documents else known.marks[0],
+                              events[-1][0] if events else known.marks[1]))
 
     def _lineage_rows(self, documents_after: int, events_after: int) -> tuple[list[tuple], list[tuple]]:
         documents = self._db.execute("SELECT seq, ref, name FROM documents WHERE seq > ? ORDER BY seq",
