@@ -81,7 +81,6 @@ class LineageLog(CatalogueFile, LineageWrites):
         caller builds the whole state). From `known` (a simple state read earlier) only the documents and
         events after its marks are looked at; cold, the whole log is checked in SQL (1.7 s at a million
         documents, against ~10 s for the state itself). Read in one snapshot."""
-        self.lineage_mark()  # notes whether the log exists
         if "lineage_events" not in self._tables:
             return None  # a catalogue from before schema 4: documents placed by name, the whole state decides
         began = not self._db.in_transaction

@@ -79,8 +79,7 @@ class PassageReads(CatalogueFile):
             # its 30 vectors on every query)
             return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(seqs), dimension).copy()
         out = np.zeros((len(seqs), dimension), dtype=np.float32)
-        for i, seq in enumerate(seqs):
-            blob = found[int(seq)]
+        for i, blob in enumerate(blobs):
             if blob:  # a passage still in the backlog stays a zero vector: like nothing, a duplicate of nothing
                 out[i] = np.frombuffer(blob, dtype=np.float32)
         return out
