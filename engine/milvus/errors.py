@@ -176,6 +176,22 @@ class MilvusConnection:
         except Exception as exc:  # noqa: BLE001 - pymilvus raises MilvusException, grpc.RpcError, OSError...
             raise translate(exc, self.uri) from None
 
+    def load(self, collection: str) -> None:
+        """Load `collection` for searching. On a milvus-lite file, a load that fails on a cut-short index
+        sidecar (the process writing it was killed) drops the collection's sidecars and loads again."""
+        try:
+            self.call("load_collection", collection)
+        except KxError as error:
+            # INTERNAL only: a timeout or an unreachable server says nothing about the files, and dropping the
+            # sidecars of a large collection costs a full index rebuild.
+            if error.status is not Status.INTERNAL or not is_local(self.uri):
+                raise
+            from .lite_sidecars import drop_index_sidecars
+
+            if not drop_index_sidecars(self.uri, collection):
+                raise
+            self.call("load_collection", collection)
+
     def guarded(self, fn: Callable[[], T]) -> T:
         """Run `fn` (which touches the client directly, e.g. an iterator) with failures translated."""
         try:

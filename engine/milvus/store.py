@@ -104,7 +104,7 @@ class MilvusStore:
             # a collection opened again (a new process, a restarted server) starts released: load it once
             state = self.conn.call("get_load_state", collection)
             if "Loaded" not in str(state.get("state", "")):
-                self.conn.call("load_collection", collection)
+                self.conn.load(collection)
             self._known.add(collection)
             return True
         return False

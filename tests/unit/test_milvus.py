@@ -140,6 +140,28 @@ def test_a_dataset_from_before_lineages_reads_as_before_and_takes_them_on(tmp_pa
     reopened.close()
 
 
+def test_index_files_cut_short_by_a_killed_process_are_rebuilt_and_lose_nothing(tmp_path: Path) -> None:
+    """milvus-lite writes each segment's index file in the background after a flush; a process killed mid-write
+    leaves it cut short. The next process opens the dataset (the indexes rebuilt from the stored rows)
+    instead of failing every call with INTERNAL."""
+    path = tmp_path / "killed.db"
+    backend = _milvus(str(path))
+    backend.ingest("notes", [from_text("parcels leave the depot at noon", "guide"),
+                             from_text("the garage opens at seven", "parking")])
+    backend.close()
+    sidecars = sorted(path.glob("collections/*/partitions/*/indexes/*.idx"))
+    assert len({s.parts[-5] for s in sidecars}) >= 4   # every collection of the dataset and the registry
+    for sidecar in sidecars:
+        sidecar.write_bytes(sidecar.read_bytes()[: sidecar.stat().st_size // 2])
+    reopened = _milvus(str(path))
+    assert [(s.name, s.documents, s.passages) for s in reopened.list_datasets()] == [("notes", 2, 2)]
+    for mode in ("dense", "sparse", "hybrid"):
+        assert reopened.query("notes", "when does the garage open", k=1, mode=mode)[0].document_name == "parking"
+    reopened.ingest("notes", [from_text("the canteen serves lunch from twelve", "canteen")])
+    assert {d.name for d in reopened.list_documents("notes")} == {"guide", "parking", "canteen"}
+    reopened.close()
+
+
 def test_a_crash_between_documents_and_their_events_keeps_the_version_before(tmp_path: Path, monkeypatch) -> None:
     """Milvus has no transactions: documents land first, events after; a crash between leaves the new version
     stored but not current, and offering the file again (a watcher's start scan) makes it current."""
