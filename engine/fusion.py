@@ -379,33 +379,35 @@ def mmr(
     # sees the same matrix whatever order the caller passed the pool in;
     # then position in this order is the tie-breaker too.
     order = sorted(range(n), key=refs.__getitem__)
-    rel = np.asarray(relevance, dtype=np.float64)[order]
-    if not np.all(np.isfinite(rel)):
+    # A few dozen floats: plain Python floats, the same IEEE operations as the float64 arrays they replace
+    # (numpy's per-call overhead cost more than the arithmetic); tests/unit/test_fusion.py holds mmr to the
+    # array version bit for bit.
+    rel = [float(relevance[i]) for i in order]
+    if not all(map(math.isfinite, rel)):
         raise invalid("mmr relevance scores must be finite numbers")
     # Rounded here as the loop rounds its scores, so lam == 1 below and the
     # loop agree on which relevances tie.
-    rel_norm = np.round(_min_max(rel), _SCORE_DECIMALS)
+    rel_norm = _rounded(_min_max_floats(rel), _SCORE_DECIMALS)
     take = min(k, n)
 
     if lam == 1.0:
-        # The similarity term has weight 0: this is just the relevance order.
-        # np.lexsort is stable and keys on the last row first: -rel_norm,
-        # then the position in ref order.
-        by_relevance = np.lexsort((np.arange(n), -rel_norm))
-        return Diversified([order[int(i)] for i in by_relevance[:take]], [None] * take)
+        # The similarity term has weight 0: this is just the relevance order; sorted is stable, so equal
+        # relevances keep ascending ref order.
+        by_relevance = sorted(range(n), key=lambda i: -rel_norm[i])
+        return Diversified([order[i] for i in by_relevance[:take]], [None] * take)
 
     if strength is None:
         floor = rel_norm
     else:
-        floor = np.asarray(strength, dtype=np.float64)[order]
-        if not np.all(np.isfinite(floor)):
+        floor = [float(strength[i]) for i in order]
+        if not all(map(math.isfinite, floor)):
             raise invalid("mmr strengths must be finite numbers")
-        floor = np.round(floor, _SIM_DECIMALS)
+        floor = _rounded(floor, _SIM_DECIMALS)
 
     with _blas_controller().limit(limits=1, user_api="blas"):
         sims = _cosine_matrix(vecs[order])
 
-    return _greedy_picks(order, rel_norm.tolist(), floor.tolist(), sims.tolist(), take, lam, duplicate_threshold)
+    return _greedy_picks(order, rel_norm, floor, sims.tolist(), take, lam, duplicate_threshold)
 
 
 def _greedy_picks(order: list[int], rel_norm: list[float], floor: list[float], sims: list[list[float]],
@@ -429,42 +431,47 @@ def _greedy_picks(order: list[int], rel_norm: list[float], floor: list[float], s
     score = list(rel_norm)
     picked: list[int] = []
     duplicate_of: list[int | None] = []
-    available = [True] * n
     max_sim = [-math.inf] * n   # -inf until the first pick: max over an empty set; the penalty is then 0
     nearest = [-1] * n          # which pick each candidate is most similar to (the first such pick on ties)
     passes = [0] * n            # distinct picks made since each candidate became a near-duplicate
+    # the candidates left, in ascending position (ascending ref), split into distinct ones and near-duplicates:
+    # max() keeps the first of equal maxima, the smallest ref, as the array loop's argmax did; only the
+    # candidates left are scanned and updated (a picked one's values are never read again)
+    distinct = list(range(n))
+    copies: list[int] = []
+    by_score = score.__getitem__
     for _step in range(take):
-        # the best distinct candidate and the best near-duplicate left (first maximum: smallest ref)
-        best, best_score, copy, copy_score = 0, -math.inf, 0, -math.inf
-        for i in range(n):
-            if available[i]:
-                if max_sim[i] >= duplicate_threshold:
-                    if score[i] > copy_score:
-                        copy, copy_score = i, score[i]
-                elif score[i] > best_score:
-                    best, best_score = i, score[i]
-        if best_score == -math.inf:  # only near-duplicates are left
-            best = copy
-        elif copy_score > -math.inf and (
-                passes[copy] >= DUPLICATE_MAX_PASSES
-                or (passes[copy] >= DUPLICATE_MIN_PASSES and floor[best] < DUPLICATE_BAND * floor[copy])):
-            best = copy
+        best = max(distinct, key=by_score) if distinct else -1
+        if copies:
+            copy = max(copies, key=by_score)
+            if best < 0 or passes[copy] >= DUPLICATE_MAX_PASSES or (
+                    passes[copy] >= DUPLICATE_MIN_PASSES and floor[best] < DUPLICATE_BAND * floor[copy]):
+                best = copy
         duplicate = max_sim[best] >= duplicate_threshold
         picked.append(best)
-        duplicate_of.append(nearest[best] if duplicate else None)
-        available[best] = False
-        if not duplicate:
-            for i in range(n):
-                if max_sim[i] >= duplicate_threshold:
-                    passes[i] += 1
+        if duplicate:
+            duplicate_of.append(nearest[best])
+            copies.remove(best)
+        else:
+            duplicate_of.append(None)
+            distinct.remove(best)
+            for i in copies:
+                passes[i] += 1
         row = sims[best]
-        for i in range(n):
-            similar = row[i]
-            if similar > max_sim[i]:
-                nearest[i] = best
-                max_sim[i] = similar
-                # lam * rel_norm - (1 - lam) * max(0, s) ** SHARPNESS, rounded as np.round(x, 12) rounds
-                score[i] = round((gain[i] - keep * (similar if similar > 0.0 else 0.0) ** SHARPNESS) * scale) / scale
+        crossed = False
+        for group in (distinct, copies):
+            for i in group:
+                similar = row[i]
+                if similar > max_sim[i]:
+                    nearest[i] = best
+                    max_sim[i] = similar
+                    # lam * rel_norm - (1 - lam) * max(0, s) ** SHARPNESS, rounded as np.round(x, 12) rounds
+                    score[i] = round((gain[i] - keep * (similar if similar > 0.0 else 0.0) ** SHARPNESS)
+                                     * scale) / scale
+                    crossed = crossed or (similar >= duplicate_threshold and group is distinct)
+        if crossed:  # candidates that became near-duplicates of this pick move over, order kept
+            copies = sorted(copies + [i for i in distinct if max_sim[i] >= duplicate_threshold])
+            distinct = [i for i in distinct if max_sim[i] < duplicate_threshold]
     return Diversified([order[i] for i in picked], [None if d is None else order[d] for d in duplicate_of])
 
 
@@ -492,11 +499,28 @@ def _min_max(values: np.ndarray) -> np.ndarray:
     return (values - low) / (high - low)
 
 
+def _min_max_floats(values: list[float]) -> list[float]:
+    """_min_max on a list of Python floats: the same subtraction and division per element."""
+    low, high = min(values), max(values)
+    if high == low:
+        return [1.0] * len(values)
+    span = high - low
+    return [(v - low) / span for v in values]
+
+
+def _rounded(values: list[float], decimals: int) -> list[float]:
+    """np.round(values, decimals) on Python floats, bit for bit: numpy multiplies by 10 ** decimals, rounds
+    half to even to an integer and divides back, as this does (exact while |x| * 10 ** decimals < 2 ** 53)."""
+    scale = 10.0 ** decimals
+    return [round(v * scale) / scale for v in values]
+
+
 def _cosine_matrix(vectors: np.ndarray) -> np.ndarray:
     vecs = vectors.astype(np.float64)
     norms = np.linalg.norm(vecs, axis=1, keepdims=True)
     # A zero vector stays zero and so has similarity 0 with everything.
     safe = np.where(norms > 0.0, norms, 1.0)
     unit = vecs / safe
-    sims = np.clip(unit @ unit.T, -1.0, 1.0)
-    return np.round(sims, _SIM_DECIMALS)
+    sims = unit @ unit.T
+    np.clip(sims, -1.0, 1.0, out=sims)
+    return np.round(sims, _SIM_DECIMALS, out=sims)

@@ -593,3 +593,44 @@ def test_mmr_python_loop_matches_the_array_loop_bit_for_bit(seed: int, n: int, l
     got = fusion._greedy_picks(list(range(n)), rel_norm.tolist(), floor.tolist(), sims.tolist(), take, lam,
                                threshold)
     assert (got.order, got.duplicate_of) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 40), lam=st.sampled_from([0.0, 0.3, 0.7, 1.0]),
+       copies=st.integers(0, 6), ties=st.booleans())
+def test_mmr_matches_its_numpy_array_version_bit_for_bit(seed: int, n: int, lam: float, copies: int,
+                                                          ties: bool) -> None:
+    """The whole of mmr (the ref order, min-max normalising and rounding on Python floats, the cosines, the
+    loop) against the numpy array version it replaced, on pools passed in a shuffled ref order."""
+    rng = np.random.default_rng(seed)
+    vectors = rng.standard_normal((n, 16)).astype(np.float32)
+    for _ in range(copies):
+        a, b = rng.integers(0, n, 2)
+        vectors[b] = vectors[a] + rng.standard_normal(16).astype(np.float32) * rng.choice([0.0, 0.01, 0.2])
+    if ties:   # RRF-like sums: many exact ties
+        relevance = (1.0 / (60 + rng.integers(1, 8, n)) + 1.0 / (60 + rng.integers(1, 8, n))).tolist()
+    else:
+        relevance = (rng.random(n) * rng.choice([1e-3, 1.0, 30.0])).tolist()
+    strength = (rng.random(n) * rng.choice([0.0, 1.0])).tolist()
+    refs = [f"{int(x):016x}" for x in rng.permutation(10**6)[:n]]
+    got = fusion.mmr(refs, relevance, vectors, n, lam, 0.92, strength)
+
+    order = sorted(range(n), key=refs.__getitem__)
+    rel_norm = np.round(fusion._min_max(np.asarray(relevance, dtype=np.float64)[order]), 12)
+    if lam == 1.0:
+        picks = np.lexsort((np.arange(n), -rel_norm)).tolist()
+        want = ([order[i] for i in picks], [None] * n)
+    else:
+        floor = np.round(np.asarray(strength, dtype=np.float64)[order], 6)
+        sims = fusion._cosine_matrix(vectors[order])
+        picks, marks = _array_mmr_loop(rel_norm, floor, sims, n, lam, 0.92)
+        want = ([order[i] for i in picks], [None if m is None else order[m] for m in marks])
+    assert (got.order, got.duplicate_of) == want
+
+
+def test_rounding_python_floats_is_numpys_rounding_halves_included() -> None:
+    rng = np.random.default_rng(5)
+    for decimals in (6, 12):
+        halves = (np.arange(0, 4001) + 0.5) / 10.0 ** decimals   # x.5 after scaling: half to even, as np.round
+        values = np.concatenate([halves, rng.random(20_000), rng.random(2_000) * 1e-9])
+        assert fusion._rounded(values.tolist(), decimals) == np.round(values, decimals).tolist()
