@@ -77,8 +77,9 @@ def _random_lists(rng: random.Random, names: tuple[str, ...]) -> tuple[list[str]
     return refs, lists
 
 
-@pytest.mark.parametrize("names", [("dense", "sparse"), ("dense",), ("sparse",), ("a", "b", "c")])
-@pytest.mark.parametrize("k", [1, 2, 60])
+@pytest.mark.parametrize("names", [("dense", "sparse"), ("dense",), ("sparse",), ("a", "b", "c"),
+                                   ("dense", "lead", "sentence", "sparse")])
+@pytest.mark.parametrize("k", [1, 2, 60, 10**5])   # 10**5: past the integer shortcut, the exact rationals
 def test_fuse_is_rank_list_then_rrf(names: tuple[str, ...], k: int) -> None:
     rng = random.Random(hash((names, k)) & 0xFFFF)
     for _ in range(150):
