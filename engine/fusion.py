@@ -219,8 +219,9 @@ def fuse(lists: Mapping[str, tuple[np.ndarray, np.ndarray]], ref_order: np.ndarr
     repeated within a list counts once, with its best score. No Ranked or
     Fused objects and no fractions, except inside a run of nearly equal fused
     scores that holds a passage found by several lists (see `rrf`): the exact
-    score of a passage found by two lists, 1/(k+a) + 1/(k+b), is the
-    correctly rounded quotient (2k+a+b) / ((k+a)(k+b)), one float division.
+    score of a passage found by several lists, 1/(k+a) + 1/(k+b) + ..., is the
+    correctly rounded quotient of two integers (over the common denominator
+    (k+a)(k+b)...), one float division.
     """
     if isinstance(k, bool) or not isinstance(k, Integral) or k < 1:
         raise invalid(f"rrf_k must be an integer >= 1, got {k!r}; the usual value is 60")
