@@ -67,7 +67,10 @@ class QueryEngine(Protocol):
 
     def searcher(self, name: str) -> Searcher: ...
 
-    def reading(self, name: str) -> ContextManager[Searcher]: ...
+    def reading(self, name: str, opened: Searcher | None = None) -> ContextManager[Searcher]:
+        """The dataset's readers, held for this thread; `opened`: the readers this query already checked
+        (from `searcher`), used again while they are still the dataset's own."""
+        ...
 
     def load_model_in_background(self, name: str | None = None) -> threading.Thread | None:
         """Start loading the model on a thread; None when it is loaded, none is configured, or dataset `name`
@@ -171,7 +174,7 @@ def run_query(
         query_vector = embedder.encode([text])[0]
         timings["embed"] = _ms(t)
     sentences: SentenceMemo = {}   # this query's sentence scores (the sentence list's, then the answer spans')
-    with engine.reading(name) as searcher:
+    with engine.reading(name, searcher) as searcher:
         coverage = _dense_coverage(name, searcher, use_dense, notes)
         if use_dense and not use_sparse and searcher.total_passages and not searcher.dense_passages:
             raise KxError(Status.FAILED_PRECONDITION,

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from ..embedding.embedders import Embedder
+    from ..retrieval import Searcher
     from .readers import DatasetSearcher
     from .store import Catalogue
 
@@ -268,16 +269,22 @@ class Engine(InProcessBackend):
             return searcher
 
     @contextlib.contextmanager
-    def reading(self, name: str) -> Iterator[DatasetSearcher]:
+    def reading(self, name: str, opened: Searcher | None = None) -> Iterator[DatasetSearcher]:
         """The dataset's open readers, held for this thread until the block ends.
 
         A searcher replaced by a newer one (the catalogue grew) is closed only
         once its lock is free; a caller that lost that race takes the new one.
+        `opened`: the readers this query checked a moment ago (`searcher`), taken again without a second
+        freshness check (a catalogue pragma and ten stats) while they are still the dataset's and open.
         """
+        kept = self._searchers.get(name)
+        searcher = kept if kept is not None and kept is opened else None
         while True:
-            searcher = self.searcher(name)
+            if searcher is None:
+                searcher = self.searcher(name)
             with searcher.lock:
                 if searcher.closed:
+                    searcher = None
                     continue
                 yield searcher
                 return

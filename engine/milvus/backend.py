@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
     from ..embedding.embedders import Embedder
     from ..lineage import LineageState
+    from ..retrieval import Searcher
     from .search import MilvusSearcher
     from .store import MilvusCatalogue, MilvusStore
 
@@ -255,8 +256,10 @@ class MilvusBackend(InProcessBackend):
             return self._searchers.setdefault(name, searcher)
 
     @contextlib.contextmanager
-    def reading(self, name: str) -> Iterator[MilvusSearcher]:
-        yield self.searcher(name)  # no lock: the client is thread-safe and Milvus answers concurrently
+    def reading(self, name: str, opened: Searcher | None = None) -> Iterator[MilvusSearcher]:
+        # no lock: the client is thread-safe and Milvus answers concurrently; `opened` is not reused, as
+        # searcher() is a dictionary look-up here
+        yield self.searcher(name)
 
     def close(self) -> None:
         with self._lock:
