@@ -133,8 +133,37 @@ def test_postings_read_a_block_at_a_time_equal_whoosh_iterating_them(hash_engine
             pairs = list(reader.postings("body", term).items_as("weight"))
             assert blocks is not None
             assert blocks[0].tolist() == [i for i, _w in pairs] and blocks[1].tolist() == [w for _i, w in pairs]
+            assert len(blocks[0]) == reader.doc_frequency("body", term)   # what Bm25Scorer takes as the frequency
     finally:
         reader.close()
+
+
+def test_a_terms_postings_count_its_documents_deleted_ones_too(hash_engine: Engine) -> None:
+    """Bm25Scorer takes a term's document frequency from its postings' length: whoosh's own frequency counts
+    deleted documents as its postings keep them (the sparse index deletes what a crash left doubled)."""
+    from whoosh import index
+    from whoosh.query import NumericRange
+
+    from engine.embedded.sparse import Bm25Scorer
+
+    for batch in range(2):
+        hash_engine.ingest("gone", [from_text(f"common word{i % 3} n{batch}x{i}") for i in range(20)])
+    folder = Dataset(hash_engine.settings, "gone").sparse(True).folder
+    ix = index.open_dir(str(folder))
+    writer = ix.writer()
+    writer.delete_by_query(NumericRange("seq", 30, None))
+    writer.commit(merge=False)
+    reader = ix.reader()
+    scorer = Bm25Scorer(ix.reader(), 1.2, 0.75)
+    try:
+        assert reader.has_deletions()
+        for term in reader.lexicon("body"):
+            term = term.decode() if isinstance(term, bytes) else term
+            assert scorer.document_frequency(term) == reader.doc_frequency("body", term), term
+        assert scorer.document_frequency("absent") == 0
+    finally:
+        reader.close()
+        scorer.close()
 
 
 def test_a_matcher_with_an_unknown_part_is_left_unread_for_whoosh_to_iterate(hash_engine: Engine) -> None:
