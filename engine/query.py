@@ -54,6 +54,11 @@ SENTENCE = "sentence"
 # on all four sets together.
 LEAD_RATIO = 1.4
 LEAD = "lead"
+# The longest query text taken. The model reads a query's first 256 word pieces and sparse its
+# MAX_QUERY_TERMS rarest terms, but analysing the words and scoring the answer sentences grow with the
+# text: 2 million characters held a gateway worker for 21 s. 10,000 characters (~1,500 words, a few
+# paragraphs) answer in a fraction of a second.
+MAX_QUERY_CHARS = 10_000
 
 
 class QueryEngine(Protocol):
@@ -124,6 +129,8 @@ def run_query(
         raise invalid("query text must be a string")
     if text is not None and not text.strip():
         raise invalid("the query is empty; type some words to search for")
+    if text is not None:
+        _check_query_text(text)
     query_vector = None if vector is None else checked_vectors([vector], 1, "the query vector")[0]
     if text is None and query_vector is None:
         raise invalid("give query text (or a pre-computed query vector)")
@@ -361,6 +368,23 @@ def _search(settings: Settings, searcher: Searcher, text: str | None, query_vect
             superseded_by=lineage[row.doc_ref][1] if row.doc_ref in lineage else None,
         ))
     return hits, added
+
+
+def _check_query_text(text: str) -> None:
+    """Refuse query text kx cannot search: too long, or not Unicode text (a lone surrogate: bytes that were
+    not UTF-8, as Python decodes a command-line argument, or an unpaired "\\ud800" escape in JSON)."""
+    if len(text) > MAX_QUERY_CHARS:
+        raise invalid(f"the query is {len(text):,} characters long; kx takes at most {MAX_QUERY_CHARS:,} "
+                      "(the model reads only its first ~200 words); ask with its key sentences")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start:exc.end]
+        shown = "".join(f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else f"\\u{ord(c):04x}"
+                        for c in bad[:4])
+        raise invalid(f"the query holds characters that are not valid text ({shown} at character "
+                      f"{exc.start + 1}: bytes that are not UTF-8, or an unpaired surrogate); check the "
+                      "terminal's or the file's encoding and send UTF-8") from None
 
 
 def _ref_order(refs: list[str]) -> np.ndarray:

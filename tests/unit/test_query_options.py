@@ -30,3 +30,31 @@ def test_a_wrong_option_is_refused_before_anything_is_sent(kx_home) -> None:
         Engine(load_settings()).query("notes", "text", top_k=3)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="unexpected keyword argument.*top_k"):
         KxClient("http://127.0.0.1:9", token="t").query("notes", "text", top_k=3)  # type: ignore[call-arg]
+
+
+def test_query_text_too_long_or_not_text_is_invalid_everywhere(hash_engine: Engine) -> None:
+    """A pasted book or bytes that were not UTF-8 (a lone surrogate) are refused before any work, with the
+    limit or the character named, in-process and on the command line; the gateway's schema refuses JSON's
+    own "\\ud800" escape, naming the field."""
+    import httpx
+
+    from engine import KxError, Status
+    from engine.query import MAX_QUERY_CHARS
+    from engine.text.inputs import from_text
+
+    from ..helpers import run_cli, serving
+
+    hash_engine.ingest("yaks", [from_text("yaks graze on the high plateau", "yaks")])
+    for text, said in (("yaks " * (MAX_QUERY_CHARS // 5 + 1), "at most 10,000"),
+                       ("yaks \udcff", "\\xff at character 6"), ("yaks \ud800 graze", "\\ud800 at character 6")):
+        with pytest.raises(KxError) as err:
+            hash_engine.query("yaks", text, mode="sparse")
+        assert err.value.status is Status.INVALID_ARGUMENT and said in err.value.message
+    shown = run_cli("datasets", "query", "yaks", "yaks \udcff", "--mode", "sparse")
+    assert shown.code != 0 and "INVALID_ARGUMENT" in shown.stderr and "not valid text" in shown.stderr
+    assert [h.document_name for h in hash_engine.query("yaks", "yaks " * 1000, mode="sparse").hits] == ["yaks"]
+    with serving(hash_engine) as (url, token):
+        answer = httpx.post(f"{url}/v1/datasets/yaks/query", timeout=30, content=b'{"text": "yaks \\ud800"}',
+                            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    assert answer.status_code == 400 and answer.json()["code"] == "INVALID_ARGUMENT", answer.text
+    assert answer.json()["message"].startswith("text:")   # the gateway's schema names the field
