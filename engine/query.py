@@ -379,10 +379,10 @@ def _check_query_text(text: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        bad = text[exc.start:exc.end]
-        shown = "".join(f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else f"\\u{ord(c):04x}"
-                        for c in bad[:4])
-        raise invalid(f"the query holds characters that are not valid text ({shown} at character "
+        from .text.inputs import shown_surrogates
+
+        raise invalid(f"the query holds characters that are not valid text "
+                      f"({shown_surrogates(text[exc.start:exc.end])} at character "
                       f"{exc.start + 1}: bytes that are not UTF-8, or an unpaired surrogate); check the "
                       "terminal's or the file's encoding and send UTF-8") from None
 

@@ -81,8 +81,22 @@ def client_supplied(path: str | None) -> str | None:
 
 
 def from_text(text: str, name: str | None = None) -> DocumentInput:
-    data = text.encode("utf-8")
+    """A document from text; refused (its error set) when the text is not Unicode text: a lone surrogate,
+    which is how Python hands over command-line bytes that were not UTF-8."""
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        return DocumentInput(name=name or f"text-{digest}", error=invalid(
+            f"the text holds {shown_surrogates(text[exc.start:exc.end])} at character {exc.start + 1}, which is not "
+            "valid text (bytes that are not UTF-8, or an unpaired surrogate); send it as UTF-8"))
     return DocumentInput(name=name or f"text-{hashlib.sha256(data).hexdigest()[:12]}", data=data)
+
+
+def shown_surrogates(chars: str) -> str:
+    """Lone surrogates as a user can recognise them: a byte Python escaped (\\xe9), else the code (\\ud800)."""
+    return "".join(f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else f"\\u{ord(c):04x}"
+                   for c in chars[:4])
 
 
 def from_bytes(data: bytes, name: str | None = None, media_type: str = "text/plain") -> DocumentInput:
@@ -176,7 +190,15 @@ def from_jsonl(path: Path | str, max_bytes: int) -> Iterator[DocumentInput]:
                 continue
             first_line[str(doc_id)] = number
             canonical = {"id": str(doc_id), "title": title, "text": text}
-            data = json.dumps(canonical, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8")
+            try:
+                data = json.dumps(canonical, ensure_ascii=False, sort_keys=True,
+                                  separators=(",", ":")).encode("utf-8")
+            except UnicodeEncodeError as exc:  # JSON's "\\ud800" escape, unpaired: not text
+                bad = shown_surrogates(exc.object[exc.start:exc.end])
+                yield DocumentInput(str(doc_id).encode("utf-8", "replace").decode("utf-8"), source_path=source,
+                                    error=invalid(f"record {where} holds {bad}, an unpaired surrogate escape, "
+                                                  "which is not text; fix that line"))
+                continue
             if len(data) > max_bytes:
                 yield DocumentInput(str(doc_id), source_path=source, error=invalid(
                     f"record {doc_id} ({where}) is over the {max_bytes:,}-byte limit (KX_MAX_DOCUMENT_BYTES)"))
@@ -192,6 +214,7 @@ def extract_text(doc: DocumentInput) -> str:
     """
     label = doc.source_path or doc.name
     if doc.media_type == RECORD_MEDIA_TYPE:
+        label = f"record {doc.name!r} of {doc.source_path}" if doc.source_path else f"record {doc.name!r}"
         record = json.loads(doc.data)
         text = f"{record['title']}\n\n{record['text']}" if record["title"].strip() else record["text"]
     else:

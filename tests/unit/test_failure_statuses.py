@@ -153,6 +153,26 @@ def test_duplicate_and_unsafe_jsonl_ids_are_refused_with_their_lines(tmp_path: P
     assert "control character" in docs[4].error.message  # type: ignore[union-attr]
 
 
+def test_a_record_or_text_that_is_not_unicode_is_refused_alone_and_named(hash_engine: Engine, tmp_path: Path) -> None:
+    """JSON's unpaired "\\ud800" escape and command-line bytes that are not UTF-8 (a lone surrogate in Python)
+    cannot be stored as text: that record or text is refused with the character named, the others go in; an
+    empty record's reason names the record, not the whole file."""
+    corpus = tmp_path / "t.jsonl"
+    corpus.write_text('{"_id":"a","text":"alpha about okapis"}\n{"_id":"h","text":"\\ud800 lone"}\n'
+                      '{"_id":"e","text":"  "}\n', encoding="utf-8")
+    docs = list(from_jsonl(corpus, 1 << 20))
+    assert [d.error is None for d in docs] == [True, False, True]
+    assert "t.jsonl:2 holds \\ud800" in docs[1].error.message  # type: ignore[union-attr]
+    report = hash_engine.ingest("recs", docs)
+    assert [r.status for r in report.results] == ["added", "refused", "refused"]
+    assert "record 'e' of" in report.results[2].reason and "empty" in report.results[2].reason
+    # `kx datasets ingest --text` hands its argument to from_text as Python decoded it
+    again = hash_engine.ingest("recs", [from_text("caf\udce9 about ocelots"), from_text("fine text", "fine")])
+    assert [r.status for r in again.results] == ["refused", "added"]
+    assert "\\xe9 at character 4" in again.results[0].reason
+    assert {d.name for d in hash_engine.list_documents("recs")} == {"a", "fine"}
+
+
 def _deep_page(depth: int) -> bytes:
     return ("<html><head><title>Deep page</title></head><body>" + "<div>" * depth
             + "<h2>Refunds</h2><p>Refunds are paid within 30 days.</p><script>var x = '<p>no</p>';</script>"
