@@ -249,6 +249,16 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
         if not isinstance(engine, InProcessBackend):   # the gateway's client retires and renames nothing
             raise KxError(Status.FAILED_PRECONDITION, "--sync retires and renames documents, which the gateway "
                                                       "does not do; run it where the datasets live, without --gateway")
+        for folder in folders:
+            # A folder with nothing readable (emptied, or a share that is not mounted and shows as an empty
+            # folder) would retire every document the dataset has from it: refused as a whole, touching nothing.
+            inside = str(folder.resolve())
+            if not any(d.error is None and (d.source_path or "").startswith(inside + os.sep) for d in docs):
+                raise KxError(Status.FAILED_PRECONDITION,
+                              f"--sync found nothing readable in {folder} (no file, or none kx can read), and "
+                              f"would retire every document of dataset '{name}' that came from it; nothing was "
+                              "changed. Check that the folder is the right one (and mounted); documents whose files "
+                              "were removed on purpose retire as a watch (kx datasets watch) sees each one go")
 
     out, err = Console(), Console(stderr=True)
     quiet_lines = as_json or len(docs) > 50
@@ -302,6 +312,11 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
         first = Status[refused[0].code or "INVALID_ARGUMENT"]
         rest = ("nothing was ingested" if len(refused) == len(report.results)
                 else "the others were ingested")
+        from engine.watch.events import Retired
+
+        retired = sum(isinstance(event, Retired) for event in followed)
+        if retired:   # said, as a refusal must not read as "nothing changed"
+            rest += f"; {retired} document(s) whose files are gone were retired"
         raise KxError(first, f"{len(refused)} of {len(report.results)} document(s) refused; {rest} "
                              "(see the reasons above)")
 

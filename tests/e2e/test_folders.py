@@ -75,3 +75,12 @@ def test_ingest_sync_makes_a_dataset_follow_its_folder(tmp_path: Path, kx_home: 
 
     needs_folder = run_cli("datasets", "ingest", "tree", "--text", "x", "--sync")
     assert needs_folder.code != 0 and "--sync makes a dataset follow a folder" in needs_folder.stderr
+
+    # the folder emptied (or a share not mounted): --sync would retire everything; it refuses, changing nothing
+    for path in sorted(root.rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+    before = {d["name"] for d in json.loads(run_cli("datasets", "documents", "tree", "--json").stdout)["documents"]}
+    emptied = run_cli("datasets", "ingest", "tree", str(root), "--sync", "--json")
+    assert emptied.code != 0 and "nothing was changed" in emptied.stderr and emptied.stdout == ""
+    after = {d["name"] for d in json.loads(run_cli("datasets", "documents", "tree", "--json").stdout)["documents"]}
+    assert after == before and sparse("how many days for refunds")["hits"]
