@@ -185,7 +185,7 @@ def run_ingest(
     """
     emit = on_event or (lambda _event: None)
     validate_name(name)
-    docs = list(documents)
+    docs = [_with_a_storable_name(doc) for doc in documents]
     given = None if vectors is None else checked_vectors(vectors, len(docs), "one vector per document")
     card = _card_for_ingest(engine, given)
     if given is None and card is None:
@@ -454,6 +454,40 @@ def _vectors_for(engine: IngestEngine, group: list[_Prepared], done: int, total:
     prepare_embedder(embedder, emit)
     emit(Progress("embedding", done, total))
     return embedder.encode(texts, batch_size=engine.settings.embed_batch_size, progress=progress)
+
+
+def _with_a_storable_name(doc: DocumentInput) -> DocumentInput:
+    """`doc`, or `doc` refused when its name or source path cannot be a document's: the gateway's rule
+    (no control characters, no '.' or '..' segment) for every way in (the CLI's files and --text, MCP, the
+    watcher), and text at all (a file name whose bytes are not UTF-8 comes as lone surrogates, which
+    SQLite and JSON cannot hold: shown with '?' instead)."""
+    from dataclasses import replace
+
+    from .text.inputs import check_document_name, check_source_path
+
+    name, path = doc.name, doc.source_path
+    shown = name.encode("utf-8", "replace").decode("utf-8") if _not_text(name) else name
+    shown_path = path.encode("utf-8", "replace").decode("utf-8") if path and _not_text(path) else path
+    if doc.error is not None:
+        return doc if (shown, shown_path) == (name, path) else replace(doc, name=shown, source_path=shown_path)
+    try:
+        if shown != name or shown_path != path:
+            raise invalid(f"the name of {shown_path or shown!r} is not valid UTF-8 text (a byte shown as '?'); "
+                          "rename the file with UTF-8 characters")
+        check_document_name(name, f"the file {path}" if path else "the document name")
+        if path is not None:
+            check_source_path(path)
+    except KxError as exc:
+        return replace(doc, name=shown, source_path=shown_path, error=exc)
+    return doc
+
+
+def _not_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _refused(doc: DocumentInput, error: KxError) -> DocumentResult:

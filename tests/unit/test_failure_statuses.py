@@ -211,3 +211,28 @@ def from_file_error(path: Path) -> str:
     doc = from_file(path, 1 << 20)
     assert doc.error is not None
     return doc.error.message
+
+
+def test_a_document_name_no_document_may_have_is_refused_on_every_way_in(hash_engine: Engine,
+                                                                          tmp_path: Path) -> None:
+    """The gateway's name rule in the engine itself (so MCP, the watcher and the CLI's files and --text keep it
+    too): a name with a control character or a '..' segment is refused alone; a file name whose bytes are not
+    UTF-8 is refused with a printable name instead of INTERNAL aborting the whole command."""
+    from engine.text.folders import folder_documents
+
+    folder = tmp_path / "names"
+    folder.mkdir()
+    (folder / "good.txt").write_text("good file about caracals")
+    (folder / "new\nline.txt").write_text("newline file about penguins")
+    with open(os.path.join(os.fsencode(folder), b"caf\xe9.txt"), "wb") as handle:   # a Latin-1 name
+        handle.write(b"latin name file about servals")
+    docs = folder_documents(folder, 1 << 20) + [from_text("climbs out", "../x"), from_text("tabbed", "a\tb")]
+    report = hash_engine.ingest("names", docs)
+    outcome = {r.name: r.status for r in report.results}
+    assert outcome == {"good": "added", "new\nline": "refused", "caf?": "refused", "../x": "refused",
+                       "a\tb": "refused"}, outcome
+    reasons = {r.name: r.reason for r in report.results}
+    assert "not valid UTF-8" in reasons["caf?"] and "control character" in reasons["new\nline"]
+    assert "'..'" in reasons["../x"]
+    assert json.dumps(report.to_dict())   # every name and path printable as JSON
+    assert [d.name for d in hash_engine.list_documents("names")] == ["good"]
