@@ -20,6 +20,7 @@ A document that cannot be read is refused on its own; the rest go in.
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Protocol, Sequence
@@ -477,9 +478,16 @@ def _with_a_storable_name(doc: DocumentInput) -> DocumentInput:
         check_document_name(name, f"the file {path}" if path else "the document name")
         if path is not None:
             check_source_path(path)
+        if not _MEDIA_TYPE.fullmatch(doc.media_type):
+            raise invalid(f"the media type {doc.media_type[:60]!r} of {name!r} is not one (type/subtype, e.g. "
+                          "text/plain or application/pdf); leave it out and kx reads the format from the bytes")
     except KxError as exc:
         return replace(doc, name=shown, source_path=shown_path, error=exc)
     return doc
+
+
+# type/subtype with optional parameters, printable ASCII (RFC 6838's characters): what a media type can be
+_MEDIA_TYPE = re.compile(r"[A-Za-z0-9][\w!#$&^.+-]*/[A-Za-z0-9][\w!#$&^.+-]*(\s*;[ -~]*)?", re.ASCII)
 
 
 def _not_text(value: str) -> bool:

@@ -48,6 +48,9 @@ class DocumentInput:
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Also refused in a document name: C1 controls (U+009B is an 8-bit escape to a terminal) and the bidirectional
+# overrides and isolates, which make a name read other than it is ("invoice\u202etxt.exe").
+_UNSHOWABLE = re.compile("[\x80-\x9f\u202a-\u202e\u2066-\u2069]")
 CLIENT_PREFIX = "client:"  # marks a source path a network client sent: never a path on this machine
 
 
@@ -55,13 +58,17 @@ def check_document_name(name: str, label: str = "the document name") -> str:
     """INVALID_ARGUMENT for a name with control characters (NUL included) or a '.' / '..' path segment."""
     if not name:
         raise invalid(f"{label}: a document name cannot be empty")
-    bad = _CONTROL.search(name)
+    bad = _CONTROL.search(name) or _UNSHOWABLE.search(name)
     if bad:
         raise invalid(f"{label}: the document name {name[:60]!r} holds the control character "
                       f"{bad.group()!r}; names are printable text")
-    if any(part in (".", "..") for part in re.split(r"[/\\]", name)):
+    parts = re.split(r"[/\\]", name)
+    if any(part in (".", "..") for part in parts):
         raise invalid(f"{label}: the document name {name[:60]!r} has a '.' or '..' segment; a name may hold "
                       "folders (guide/index) but never climbs out of them")
+    if "" in parts:
+        raise invalid(f"{label}: the document name {name[:60]!r} has an empty segment (a leading, trailing or "
+                      "doubled '/'); write it as folder/name, e.g. guide/index")
     return name
 
 

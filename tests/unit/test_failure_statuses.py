@@ -17,7 +17,7 @@ import pytest
 
 from engine import Engine, KxError, Status, load_settings
 from engine.backend import MAX_OFFSET
-from engine.text.inputs import from_jsonl, from_text
+from engine.text.inputs import from_bytes, from_jsonl, from_text
 
 from ..helpers import HashEmbedder, run_cli
 
@@ -226,13 +226,16 @@ def test_a_document_name_no_document_may_have_is_refused_on_every_way_in(hash_en
     (folder / "new\nline.txt").write_text("newline file about penguins")
     with open(os.path.join(os.fsencode(folder), b"caf\xe9.txt"), "wb") as handle:   # a Latin-1 name
         handle.write(b"latin name file about servals")
-    docs = folder_documents(folder, 1 << 20) + [from_text("climbs out", "../x"), from_text("tabbed", "a\tb")]
+    odd = ["../x", "a\tb", "/etc/x", "dir/", "invoice\u202etxt.exe", "csi\u009b2J"]
+    docs = folder_documents(folder, 1 << 20) + [from_text(f"text {i}", name) for i, name in enumerate(odd)]
+    docs += [from_bytes(b"typed", "typed", media_type="text/plain\n"), from_bytes(b"fine", "fine", "text/plain")]
     report = hash_engine.ingest("names", docs)
     outcome = {r.name: r.status for r in report.results}
-    assert outcome == {"good": "added", "new\nline": "refused", "caf?": "refused", "../x": "refused",
-                       "a\tb": "refused"}, outcome
+    assert outcome == {"good": "added", "new\nline": "refused", "caf?": "refused",
+                       **{name: "refused" for name in odd}, "typed": "refused", "fine": "added"}, outcome
     reasons = {r.name: r.reason for r in report.results}
     assert "not valid UTF-8" in reasons["caf?"] and "control character" in reasons["new\nline"]
     assert "'..'" in reasons["../x"]
     assert json.dumps(report.to_dict())   # every name and path printable as JSON
-    assert [d.name for d in hash_engine.list_documents("names")] == ["good"]
+    assert "media type" in reasons["typed"]
+    assert sorted(d.name for d in hash_engine.list_documents("names")) == ["fine", "good"]
