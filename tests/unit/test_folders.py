@@ -63,3 +63,17 @@ def test_a_folder_with_nothing_readable_makes_no_dataset(tmp_path: Path, hash_en
 
 def test_ignored_names_are_the_watchers() -> None:
     assert is_ignored(".git/config") and is_ignored("a/#x#") and is_ignored("x.swp") and not is_ignored("a/b.md")
+
+
+# -- refusals of the same bytes ---------------------------------------------------------------------------
+
+
+def test_files_refused_for_the_same_bytes_each_name_their_own_file(tmp_path: Path, hash_engine: Engine) -> None:
+    folder = tmp_path / "f4"
+    folder.mkdir()
+    for name in ("a.txt", "b.txt", "c.md"):
+        (folder / name).write_text("")
+    report = hash_engine.ingest("x", folder_documents(folder, 1 << 20))
+    assert {r.name: r.reason for r in report.results} == {
+        name: f"{folder / file} is empty or only whitespace; there is nothing to index"
+        for name, file in (("a", "a.txt"), ("b", "b.txt"), ("c", "c.md"))}
