@@ -5,7 +5,10 @@ given to `kx datasets ingest` alike: a file is named by its path relative to
 the folder, '/'-separated, without its extension (`guide/index.md` ->
 `guide/index`); dot-files, dot-folders and editors' temporary, lock and swap
 files are skipped. A folder is walked recursively in name order (the same
-order on every run); linked folders are not followed.
+order on every run); linked folders are not followed. A path that is not
+valid UTF-8 cannot be stored or printed as it is: its file is refused
+(engine/text/inputs.py's from_file), and wherever its path or name is shown,
+each byte that is not UTF-8 reads U+FFFD (`printable`).
 """
 
 from __future__ import annotations
@@ -35,14 +38,23 @@ def is_ignored(relative: str | PurePath) -> bool:
             or name.lower().endswith(TEMP_SUFFIXES))
 
 
+def printable(text: str) -> str:
+    """`text` with each character UTF-8 cannot hold shown as U+FFFD.
+
+    Python hands a file name's bytes that are not UTF-8 over as lone surrogates
+    (U+DC80-U+DCFF); SQLite, JSON output and a terminal all fail on those.
+    """
+    return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+
+
 def document_name(relative: str | PurePath) -> str:
     """A folder's file's document name: its path in the folder, '/'-separated, without extension.
 
     `guide/index.md` -> `guide/index`, so two `index.md` in different folders
-    stay two names a reader can tell apart.
+    stay two names a reader can tell apart. Always printable.
     """
     path = PurePath(relative)
-    return (path.parent / (path.stem or path.name)).as_posix()
+    return printable((path.parent / (path.stem or path.name)).as_posix())
 
 
 def walk_files(root: str, folder: str | None = None,
@@ -71,9 +83,9 @@ def folder_documents(folder: Path | str, max_bytes: int) -> list[DocumentInput]:
     errors: list[DocumentInput] = []
 
     def unreadable(exc: OSError) -> None:
-        where = str(exc.filename or root)
+        where = printable(str(exc.filename or root))
         errors.append(DocumentInput(document_name(os.path.relpath(where, root)) if where != root else
-                                    Path(root).name, source_path=where,
+                                    printable(Path(root).name), source_path=where,
                                     error=invalid(f"{where} cannot be listed ({exc.strerror}); fix its "
                                                   "permissions")))
 
@@ -83,6 +95,7 @@ def folder_documents(folder: Path | str, max_bytes: int) -> list[DocumentInput]:
         docs.append(replace(doc, name=document_name(os.path.relpath(path, root))))
     docs += errors
     if not docs:
-        docs.append(DocumentInput(Path(root).name, source_path=root, error=invalid(
-            f"the folder {root} holds no files to read (hidden, temporary and lock files are skipped)")))
+        shown = printable(root)
+        docs.append(DocumentInput(Path(shown).name, source_path=shown, error=invalid(
+            f"the folder {shown} holds no files to read (hidden, temporary and lock files are skipped)")))
     return docs

@@ -31,7 +31,7 @@ from watchdog.events import (
 )
 
 from ..errors import precondition
-from ..text.folders import document_name, is_ignored, walk_files
+from ..text.folders import document_name, is_ignored, printable, walk_files
 from .pending import PendingFiles
 
 # Directory modifications and opens/reads are noise here; a file's own events and
@@ -170,6 +170,8 @@ class Intake:
             moves, self._moves = self._moves, []
         pairs: dict[tuple[str, str], str] = {}
         for source, path, folder in moves:
+            if printable(source) != source or printable(path) != path:
+                continue  # a name that is not UTF-8 is refused, never a document: the reconcile retires the old one
             for now in (walk_files(self.root, path) if folder else [path]):
                 before = os.path.join(source, os.path.relpath(now, path)) if folder else source
                 old = document_name(os.path.relpath(before, self.root))

@@ -9,7 +9,7 @@ import hashlib
 import os
 
 from ..errors import KxError, Status
-from ..text.folders import document_name, walk_files
+from ..text.folders import document_name, printable, walk_files
 from .events import Renamed, Retired, WatchEventFn
 from .pending import IngestBackend
 
@@ -17,7 +17,8 @@ from .pending import IngestBackend
 def reconcile(backend: IngestBackend, dataset: str, root: str, emit: WatchEventFn) -> None:
     """Retire or rename (through `backend`) the documents of `dataset` from folder `root` whose files are gone;
     each is reported through `emit` (Retired, Renamed)."""
-    present = {document_name(os.path.relpath(path, root)): path for path in walk_files(root)}
+    # a path that is not UTF-8 never becomes a document (refused), so no lineage can move to it
+    present = {document_name(os.path.relpath(path, root)): path for path in walk_files(root) if printable(path) == path}
     inside = root.rstrip(os.sep) + os.sep
     gone: dict[str, tuple[str, str]] = {}   # name -> (source path, current ref)
     live: dict[str, str] = {}               # name -> current ref, every lineage shown

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
-from engine import Engine
+from engine import Engine, Status
 from engine.records import DocumentStatus
 from engine.text.folders import document_name, folder_documents, is_ignored
+from engine.text.inputs import from_file
 
 
 def _tree(root: Path) -> Path:
@@ -63,6 +66,41 @@ def test_a_folder_with_nothing_readable_makes_no_dataset(tmp_path: Path, hash_en
 
 def test_ignored_names_are_the_watchers() -> None:
     assert is_ignored(".git/config") and is_ignored("a/#x#") and is_ignored("x.swp") and not is_ignored("a/b.md")
+
+
+# -- a file name that is not UTF-8 ------------------------------------------------------------------------
+
+
+def _latin1_named(folder: Path, text: str) -> Path:
+    """A file named `café.txt` in Latin-1 (byte 0xE9): Python hands its name over with a surrogate escape."""
+    path = folder / os.fsdecode(b"caf\xe9.txt")
+    path.write_text(text)
+    return path
+
+
+def test_a_file_name_that_is_not_utf8_is_refused_alone_and_the_folder_goes_in(tmp_path: Path,
+                                                                               hash_engine: Engine) -> None:
+    folder = tmp_path / "f1"
+    folder.mkdir()
+    _latin1_named(folder, "A latin name file about servals.")
+    (folder / "good.txt").write_text("A good file about caracals.")
+    report = hash_engine.ingest("sur5", folder_documents(folder, 1 << 20))
+    by_status = {r.status: r for r in report.results}
+    refused = by_status[DocumentStatus.REFUSED]
+    assert (refused.name, refused.code) == ("caf\ufffd", "INVALID_ARGUMENT")
+    assert refused.source_path == str(folder / "caf\ufffd.txt")
+    assert "not valid UTF-8" in refused.reason and "rename the file" in refused.reason
+    json.dumps(report.to_dict(), ensure_ascii=False).encode("utf-8")   # prints and serialises as it is
+    assert by_status[DocumentStatus.ADDED].name == "good"
+    assert [h.document_name for h in hash_engine.query("sur5", "caracals", mode="sparse").hits] == ["good"]
+
+
+def test_a_single_file_whose_name_is_not_utf8_is_refused_and_makes_no_dataset(tmp_path: Path, hash_engine: Engine,
+                                                                              kx_home: Path) -> None:
+    doc = from_file(_latin1_named(tmp_path, "Servals."), 1 << 20)
+    assert doc.error is not None and doc.error.status is Status.INVALID_ARGUMENT and doc.name == "caf\ufffd"
+    report = hash_engine.ingest("one", [doc])
+    assert report.count(DocumentStatus.REFUSED) == 1 and not (kx_home / "datasets" / "one").exists()
 
 
 # -- refusals of the same bytes ---------------------------------------------------------------------------

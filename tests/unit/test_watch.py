@@ -465,3 +465,20 @@ def test_a_rename_seen_as_a_delete_and_a_create_keeps_the_lineage(drop: Path, wa
     assert log.of(Retired) == []
     hits = engine.query("inbox", "desks booked", k=5, mode="sparse")
     assert [(h.document_name, h.version) for h in hits] == [("booking", 2)]
+
+
+def test_a_file_name_that_is_not_utf8_is_refused_and_the_watch_carries_on(drop: Path, watch) -> None:
+    engine = _hash_engine()
+    (drop / os.fsdecode(b"caf\xe9.txt")).write_text("A latin name file about servals.")
+    (drop / "good.txt").write_text("A good file about caracals.")
+    watcher, log = watch(engine, drop)
+    log.wait_for(lambda l: len(l.of(Refused)) == 1 and len(l.of(Ingested)) == 1, "one refused, one in")
+    refused = log.of(Refused)[0]
+    assert (refused.path, refused.name, refused.code) == (str(drop / "caf\ufffd.txt"), "caf\ufffd", "INVALID_ARGUMENT")
+    assert "not valid UTF-8" in refused.reason
+    (drop / "later.md").write_text("Still watching after the bad name.")
+    log.wait_for(lambda l: "later.md" in l.paths(Ingested), "a later file ingested")
+    assert watcher.running and watcher.error is None and log.of(WatchError) == []
+    for event in log.events:   # every event prints and serialises as it is (the CLI's --json, the TUI)
+        json.dumps(event.to_dict(), ensure_ascii=False).encode("utf-8")
+
