@@ -20,11 +20,11 @@ from typing import Sequence
 
 from ..errors import KxError, Status
 from ..records import DocumentStatus
-from ..text.folders import document_name
+from ..text.folders import document_name, leads_outside, outside_refusal, printable
 from ..text.inputs import DocumentInput, from_file
 from .events import BatchDone, BatchStarted, Ingested, Refused, Renamed, Signature, Unchanged, WatchEventFn
 from .intake import Intake
-from .pending import IngestBackend, file_signature, leads_outside, outside_refusal
+from .pending import IngestBackend, file_signature
 
 
 class Abandoned(Exception):
@@ -95,7 +95,7 @@ class Dispatch:
         real = leads_outside(path, root)
         if real is not None:  # refused unread: the event says where the link leads
             name = Path(path).stem or Path(path).name
-            return DocumentInput(name, source_path=path, error=outside_refusal(path, real))
+            return DocumentInput(name, source_path=printable(path), error=outside_refusal(path, real))
         doc = from_file(path, limit)
         if doc.error is not None and doc.error.status is Status.NOT_FOUND:
             return None

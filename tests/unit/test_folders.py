@@ -103,6 +103,33 @@ def test_a_single_file_whose_name_is_not_utf8_is_refused_and_makes_no_dataset(tm
     assert report.count(DocumentStatus.REFUSED) == 1 and not (kx_home / "datasets" / "one").exists()
 
 
+# -- links ------------------------------------------------------------------------------------------------
+
+
+def test_folder_ingest_refuses_links_out_of_the_folder_as_the_watcher_does(tmp_path: Path,
+                                                                            hash_engine: Engine) -> None:
+    folder, elsewhere = tmp_path / "f3", tmp_path / "elsewhere"
+    (folder / "inner").mkdir(parents=True)
+    elsewhere.mkdir()
+    (folder / "inner" / "i.txt").write_text("inner about okapis")
+    (elsewhere / "out.txt").write_text("outside about quokkas")
+    (folder / "out.txt").symlink_to(elsewhere / "out.txt")
+    (folder / "outdir").symlink_to(elsewhere, target_is_directory=True)
+    (folder / "alias.txt").symlink_to(folder / "inner" / "i.txt")   # a link that stays inside is read
+    report = hash_engine.ingest("sl1", folder_documents(folder, 1 << 20))
+    results = {r.name: r for r in report.results}
+    assert {name: r.status for name, r in results.items()} == {
+        "alias": DocumentStatus.ADDED, "inner/i": DocumentStatus.UNCHANGED,   # the same bytes as alias
+        "out": DocumentStatus.REFUSED, "outdir": DocumentStatus.REFUSED}
+    for name, real in (("out", elsewhere / "out.txt"), ("outdir", elsewhere)):
+        assert results[name].code == "PERMISSION_DENIED"
+        assert f"is a link to {real}, outside the folder {folder}" in results[name].reason
+    assert hash_engine.query("sl1", "quokkas", mode="sparse").hits == []
+    (tmp_path / "via-link").symlink_to(folder, target_is_directory=True)   # the folder itself given by a link
+    again = hash_engine.ingest("sl1", folder_documents(tmp_path / "via-link", 1 << 20))
+    assert sorted(r.name for r in again.results if r.status is DocumentStatus.REFUSED) == ["out", "outdir"]
+
+
 # -- refusals of the same bytes ---------------------------------------------------------------------------
 
 
