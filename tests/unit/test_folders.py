@@ -8,7 +8,7 @@ from pathlib import Path
 
 from engine import Engine, Status
 from engine.records import DocumentStatus
-from engine.text.folders import document_name, folder_documents, is_ignored
+from engine.text.folders import document_name, folder_documents, is_ignored, leaf_names
 from engine.text.inputs import from_file
 
 
@@ -101,6 +101,53 @@ def test_a_single_file_whose_name_is_not_utf8_is_refused_and_makes_no_dataset(tm
     assert doc.error is not None and doc.error.status is Status.INVALID_ARGUMENT and doc.name == "caf\ufffd"
     report = hash_engine.ingest("one", [doc])
     assert report.count(DocumentStatus.REFUSED) == 1 and not (kx_home / "datasets" / "one").exists()
+
+
+# -- two files with one stem ------------------------------------------------------------------------------
+
+
+def test_files_sharing_a_stem_keep_their_extensions_and_a_lone_file_does_not(tmp_path: Path,
+                                                                             hash_engine: Engine) -> None:
+    folder = tmp_path / "f2"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "report.md").write_text("report text about giraffes")
+    (folder / "report.txt").write_text("report text about hippos")
+    (folder / "sub" / "report.rst").write_text("a report alone in its folder, about zebras")  # another folder
+    report = hash_engine.ingest("col1", folder_documents(folder, 1 << 20))
+    assert sorted((r.name, r.status) for r in report.results) == [
+        ("report.md", DocumentStatus.ADDED), ("report.txt", DocumentStatus.ADDED), ("sub/report", DocumentStatus.ADDED)]
+    assert [h.document_name for h in hash_engine.query("col1", "giraffes", mode="sparse").hits] == ["report.md"]
+    assert [h.document_name for h in hash_engine.query("col1", "hippos", mode="sparse").hits] == ["report.txt"]
+    assert len(hash_engine.list_documents("col1")) == 3   # none is a version of another
+
+
+def test_names_kept_whole_never_meet_a_shortened_one() -> None:
+    # a.md.txt would be `a.md`, the name a.md keeps beside a.txt: it keeps its extension too
+    assert leaf_names(["a.md", "a.txt", "a.md.txt", "b.md", "b"]) == {
+        "a.md": "a.md", "a.txt": "a.txt", "a.md.txt": "a.md.txt", "b.md": "b.md", "b": "b"}
+    assert leaf_names(["x.md", "x.md.txt"]) == {"x.md": "x", "x.md.txt": "x.md"}   # no clash: today's names
+    assert document_name("guide/report.md", ["report.txt", "index.md"]) == "guide/report.md"
+
+
+def test_a_second_file_with_the_stem_renames_the_first_with_sync_instead_of_superseding_it(
+        tmp_path: Path, hash_engine: Engine) -> None:
+    from engine.watch.events import Renamed
+    from engine.watch.reconcile import reconcile
+
+    folder = tmp_path / "f2"
+    folder.mkdir()
+    (folder / "report.md").write_text("report text about giraffes")
+    hash_engine.ingest("col1", folder_documents(folder, 1 << 20))
+    assert [d.name for d in hash_engine.list_documents("col1")] == ["report"]   # alone: the name it always had
+    (folder / "report.txt").write_text("report text about hippos")
+    events: list = []
+    reconcile(hash_engine, "col1", str(folder.resolve()), events.append)   # what `ingest --sync` does first
+    assert [(e.old_name, e.name) for e in events if isinstance(e, Renamed)] == [("report", "report.md")]
+    report = hash_engine.ingest("col1", folder_documents(folder, 1 << 20))
+    assert sorted((r.name, r.status) for r in report.results) == [
+        ("report.md", DocumentStatus.UNCHANGED), ("report.txt", DocumentStatus.ADDED)]
+    assert sorted(d.name for d in hash_engine.list_documents("col1")) == ["report.md", "report.txt"]
+    assert [h.document_name for h in hash_engine.query("col1", "giraffes", mode="sparse").hits] == ["report.md"]
 
 
 # -- links ------------------------------------------------------------------------------------------------
