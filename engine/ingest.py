@@ -303,7 +303,7 @@ def _prepare(settings: Settings, docs, given, catalogue, results, emit, committe
 def _cut(settings: Settings, docs, given, catalogue, results, emit, known, extractions,
          committer: _Committer) -> None:
     seen: dict[str, int] = {}  # ref -> passages, for documents cut in this command
-    refused: dict[str, KxError] = {}
+    refused: dict[str, tuple[str, KxError]] = {}  # ref -> (the label its reason names, the reason)
     for position, doc in enumerate(docs):
         committer.read_one()
         if doc.error is not None:
@@ -311,8 +311,12 @@ def _cut(settings: Settings, docs, given, catalogue, results, emit, known, extra
             emit(results[position])
             continue
         ref = doc.ref
-        if ref in refused:  # the same bytes as a document refused above
-            results[position] = _refused(doc, refused[ref])
+        if ref in refused:  # the same bytes as a document refused above: the same reason, told of this one
+            first, exc = refused[ref]
+            label = doc.source_path or doc.name
+            if exc.message.startswith(first) and label != first:  # reasons begin with the file they refuse
+                exc = KxError(exc.status, label + exc.message[len(first):])
+            results[position] = _refused(doc, exc)
             emit(results[position])
             continue
         if ref in known or ref in seen:
@@ -328,7 +332,7 @@ def _cut(settings: Settings, docs, given, catalogue, results, emit, known, extra
             if isinstance(extracted, KxError):
                 raise extracted
         except KxError as exc:
-            refused[ref] = exc
+            refused[ref] = (doc.source_path or doc.name, exc)
             results[position] = _refused(doc, exc)
             emit(results[position])
             continue

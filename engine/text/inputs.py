@@ -114,6 +114,12 @@ def from_bytes(data: bytes, name: str | None = None, media_type: str = "text/pla
 def from_file(path: Path | str, max_bytes: int) -> DocumentInput:
     path = Path(path)
     name = path.stem or path.name
+    shown = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in str(path))
+    if shown != str(path):
+        # bytes that are not UTF-8 in the name (Python's surrogate escapes): SQLite and JSON cannot hold them
+        return DocumentInput(Path(shown).stem or Path(shown).name, source_path=shown, error=invalid(
+            f"the name of {shown} is not valid UTF-8 (\ufffd marks its bad bytes); rename the file (or its "
+            "folder) in UTF-8 and add it again"))
     try:
         if path.is_dir():
             return DocumentInput(name, source_path=str(path), error=invalid(

@@ -15,16 +15,15 @@ import os
 import time
 from collections import deque
 from dataclasses import replace
-from pathlib import Path
 from typing import Sequence
 
 from ..errors import KxError, Status
 from ..records import DocumentStatus
-from ..text.folders import document_name
+from ..text.folders import document_name, document_names, leads_outside, outside_refusal, printable
 from ..text.inputs import DocumentInput, from_file
 from .events import BatchDone, BatchStarted, Ingested, Refused, Renamed, Signature, Unchanged, WatchEventFn
 from .intake import Intake
-from .pending import IngestBackend, file_signature, leads_outside, outside_refusal
+from .pending import IngestBackend, file_signature
 
 
 class Abandoned(Exception):
@@ -74,32 +73,38 @@ class Dispatch:
         batch: list[tuple[str, Signature, DocumentInput]] = []
         size = 0
         limit = self.engine.settings.max_document_bytes
+        listings: dict[str, list[str]] = {}  # each folder listed once a batch to name its files
         while ready and len(batch) < self.batch_files:
             path, signature = ready[0]
             cost = signature[0] if signature[0] <= limit else 0  # too large: refused unread
             if batch and size + cost > self.batch_bytes:
                 break
             ready.popleft()
-            doc = self._read(path, signature, limit)
+            doc = self._read(path, signature, limit, listings)
             if doc is not None:
                 batch.append((path, signature, doc))
                 size += cost
         return batch
 
-    def _read(self, path: str, signature: Signature, limit: int) -> DocumentInput | None:
+    def _read(self, path: str, signature: Signature, limit: int,
+              listings: dict[str, list[str]]) -> DocumentInput | None:
         """The file's document, or None when it vanished or changed since it settled (it settles again)."""
         if file_signature(path) != signature:
             self._intake.note(path)
             return None
         root = self._intake.root
+        name = document_names(root, [path], listings)[path]
+        if name != document_name(os.path.relpath(path, root)):
+            # it keeps its extension: a file with its stem lies beside it, whose document may still hold the
+            # bare name (`report` for report.md, now report.txt came): a reconcile moves it to `report.md`
+            self._intake.ask_reconcile()
         real = leads_outside(path, root)
         if real is not None:  # refused unread: the event says where the link leads
-            name = Path(path).stem or Path(path).name
-            return DocumentInput(name, source_path=path, error=outside_refusal(path, real))
+            return DocumentInput(name, source_path=printable(path), error=outside_refusal(path, real))
         doc = from_file(path, limit)
         if doc.error is not None and doc.error.status is Status.NOT_FOUND:
             return None
-        doc = replace(doc, name=document_name(os.path.relpath(path, root)))
+        doc = replace(doc, name=name)
         if file_signature(path) != signature:  # written to while we read it: not the bytes that settled
             self._intake.note(path)
             return None

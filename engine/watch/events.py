@@ -4,8 +4,10 @@ always from the watcher's worker thread and in order (engine/watch/watcher.py).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Callable, ClassVar
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Callable, ClassVar, cast
+
+from ..text.folders import printable
 
 # (size, mtime_ns, ctime_ns): what "unchanged" means for a file on disk. ctime as well as
 # size and mtime, so a chmod that makes a refused, unreadable file readable offers it again.
@@ -122,3 +124,11 @@ class WatchError(_Event):
 
 WatchEvent = Queued | BatchStarted | Ingested | Unchanged | Refused | Retired | Renamed | BatchDone | WatchError
 WatchEventFn = Callable[[WatchEvent], None]
+
+
+def printable_event(event: WatchEvent) -> WatchEvent:
+    """`event` with every path, name and message printable: a file name's bytes that are not UTF-8 read
+    U+FFFD, so the event survives JSON, a terminal and the TUI (engine/text/folders.py's `printable`)."""
+    changed = {f.name: printable(value) for f in fields(event)
+               if isinstance(value := getattr(event, f.name), str) and printable(value) != value}
+    return cast(WatchEvent, replace(cast(Any, event), **changed)) if changed else event

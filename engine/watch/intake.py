@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from pathlib import PurePath
 from typing import Any, Callable
 
 from watchdog.events import (
@@ -31,7 +32,7 @@ from watchdog.events import (
 )
 
 from ..errors import precondition
-from ..text.folders import document_name, is_ignored, walk_files
+from ..text.folders import document_name, document_names, folder_files, is_ignored, printable, walk_files
 from .pending import PendingFiles
 
 # Directory modifications and opens/reads are noise here; a file's own events and
@@ -152,6 +153,11 @@ class Intake:
             scans, self._scan_requests = self._scan_requests, []
         return scans
 
+    def ask_reconcile(self) -> None:
+        """Reconcile at the worker's next turn (a document's name may have changed under the folder's rules)."""
+        with self.cond:
+            self.reconcile_due = time.monotonic()
+
     def reconcile_now(self) -> bool:
         """Whether a reconcile asked for by a delete or a move is due: things have settled since."""
         return self.reconcile_due is not None and time.monotonic() >= self.reconcile_due
@@ -170,10 +176,18 @@ class Intake:
             moves, self._moves = self._moves, []
         pairs: dict[tuple[str, str], str] = {}
         for source, path, folder in moves:
-            for now in (walk_files(self.root, path) if folder else [path]):
-                before = os.path.join(source, os.path.relpath(now, path)) if folder else source
-                old = document_name(os.path.relpath(before, self.root))
-                new = document_name(os.path.relpath(now, self.root))
+            if printable(source) != source or printable(path) != path:
+                continue  # a name that is not UTF-8 is refused, never a document: the reconcile retires the old one
+            files = list(walk_files(self.root, path)) if folder else [path]
+            names = document_names(self.root, files)
+            for now in files:
+                new = names[now]
+                if folder:  # the files inside moved together: each keeps its last part, under the old folder
+                    before = os.path.join(source, os.path.relpath(now, path))
+                    old = (PurePath(os.path.relpath(before, self.root)).parent / PurePath(new).name).as_posix()
+                else:  # named among the files its old folder held then: without itself there, with the source
+                    siblings = set(folder_files(os.path.dirname(source))) - {os.path.basename(path)}
+                    old = document_name(os.path.relpath(source, self.root), siblings)
                 if old != new:
                     pairs.setdefault((old, new), now)
         return pairs

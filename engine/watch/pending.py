@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from ..config import Settings
-from ..errors import KxError, Status, invalid, not_found, precondition
+from ..errors import invalid, not_found, precondition
 from ..names import validate_name
 from ..records import DocumentSummary, EmbedReport, IngestEventFn, IngestReport
 from ..text.inputs import DocumentInput
@@ -103,22 +103,6 @@ def file_signature(path: str) -> Signature | None:
     if stat.S_ISDIR(st.st_mode):
         return None
     return st.st_size, st.st_mtime_ns, st.st_ctime_ns
-
-
-def leads_outside(path: str, root: str) -> str | None:
-    """Where `path` really lies when a symlink or junction on the way leads out of `root`; else None."""
-    real = os.path.realpath(path)
-    try:
-        inside = os.path.commonpath([real, root]) == root
-    except ValueError:  # another drive (Windows)
-        inside = False
-    return None if inside else real
-
-
-def outside_refusal(path: str, real: str) -> KxError:
-    return KxError(Status.PERMISSION_DENIED,
-                   f"{path} is a link to {real}, outside the watched folder; a watched folder does not follow "
-                   "links out of itself. Copy the file in, or add it once with kx datasets ingest NAME --file PATH")
 
 
 @dataclass

@@ -1,6 +1,8 @@
 """A watched folder against its dataset, at start and after a delete or a move: the documents whose files are
 gone are retired, and one whose current bytes now sit in a file under another name was renamed unseen (while
-nobody watched, or reported as a delete and a create), so its lineage moves there instead.
+nobody watched, or reported as a delete and a create), so its lineage moves there instead. So does one whose
+file is still there under a name the folder's rules now give it otherwise (`report` -> `report.md` once a
+`report.txt` arrives beside it, and back when it leaves: engine/text/folders.py).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ import hashlib
 import os
 
 from ..errors import KxError, Status
-from ..text.folders import document_name, walk_files
+from ..text.folders import document_names, printable, walk_files
 from .events import Renamed, Retired, WatchEventFn
 from .pending import IngestBackend
 
@@ -17,7 +19,9 @@ from .pending import IngestBackend
 def reconcile(backend: IngestBackend, dataset: str, root: str, emit: WatchEventFn) -> None:
     """Retire or rename (through `backend`) the documents of `dataset` from folder `root` whose files are gone;
     each is reported through `emit` (Retired, Renamed)."""
-    present = {document_name(os.path.relpath(path, root)): path for path in walk_files(root)}
+    # a path that is not UTF-8 never becomes a document (refused), so no lineage can move to it
+    present = {name: path for path, name in document_names(
+        root, [path for path in walk_files(root) if printable(path) == path]).items()}
     inside = root.rstrip(os.sep) + os.sep
     gone: dict[str, tuple[str, str]] = {}   # name -> (source path, current ref)
     live: dict[str, str] = {}               # name -> current ref, every lineage shown
@@ -52,10 +56,21 @@ def reconcile(backend: IngestBackend, dataset: str, root: str, emit: WatchEventF
 def unseen_renames(gone: dict[str, tuple[str, str]], present: dict[str, str], live: dict[str, str],
                    max_bytes: int) -> list[tuple[str, str, str]]:
     """(old name, new name, path) for gone documents whose current bytes a present file holds: one the
-    dataset has under its new name already, or (read and hashed here) one it does not know yet."""
-    wanted = {ref: name for name, (_path, ref) in gone.items()}
+    dataset has under its new name already, or (read and hashed here) one it does not know yet. First, a
+    gone document whose file is still there under another name (the folder's naming rule changed its name)
+    moves to that name, unless that name already has a lineage of its own (then the old one retires: a
+    rename onto it would make the older bytes its current version)."""
     moves = []
+    named = {path: name for name, path in present.items()}
+    for lineage, (source, _ref) in gone.items():
+        if source in named and named[source] not in live:  # a file with its stem came or went beside it
+            moves.append((lineage, named.pop(source), source))
+    carried = {lineage for lineage, _new, _path in moves}
+    taken = {new for _old, new, _path in moves}
+    wanted = {ref: name for name, (_path, ref) in gone.items() if name not in carried}
     for name, path in present.items():
+        if name in taken:
+            continue
         if not wanted:
             break
         ref = live.get(name)

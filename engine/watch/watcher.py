@@ -31,11 +31,11 @@ from typing import Any, Callable
 
 from ..errors import KxError, Status, invalid, precondition
 from ..names import validate_name
-from ..text.folders import is_ignored, walk_files
+from ..text.folders import is_ignored, leads_outside, outside_refusal, walk_files
 from .dispatch import Abandoned, Dispatch
-from .events import Queued, Signature, WatchError, WatchEvent, WatchEventFn
+from .events import Queued, Signature, WatchError, WatchEvent, WatchEventFn, printable_event
 from .intake import Intake
-from .pending import IngestBackend, check_still_watched, leads_outside, outside_refusal, watchable_folder
+from .pending import IngestBackend, check_still_watched, watchable_folder
 from .pending import inbox_folder as inbox_folder  # the watcher's default folder: `kx watch` and the TUI ask here
 from .reconcile import reconcile
 
@@ -205,7 +205,7 @@ class FolderWatcher:
             pass  # the callback itself is what broke
 
     def _emit(self, event: WatchEvent) -> None:
-        self._on_event(event)
+        self._on_event(printable_event(event))  # a file name that is not UTF-8 must not break the caller's output
 
     def _scan(self, folder: str) -> None:
         if folder != self._root:

@@ -465,3 +465,72 @@ def test_a_rename_seen_as_a_delete_and_a_create_keeps_the_lineage(drop: Path, wa
     assert log.of(Retired) == []
     hits = engine.query("inbox", "desks booked", k=5, mode="sparse")
     assert [(h.document_name, h.version) for h in hits] == [("booking", 2)]
+
+
+def test_a_file_name_that_is_not_utf8_is_refused_and_the_watch_carries_on(drop: Path, watch) -> None:
+    engine = _hash_engine()
+    (drop / os.fsdecode(b"caf\xe9.txt")).write_text("A latin name file about servals.")
+    (drop / "good.txt").write_text("A good file about caracals.")
+    watcher, log = watch(engine, drop)
+    log.wait_for(lambda l: len(l.of(Refused)) == 1 and len(l.of(Ingested)) == 1, "one refused, one in")
+    refused = log.of(Refused)[0]
+    assert (refused.path, refused.name, refused.code) == (str(drop / "caf\ufffd.txt"), "caf\ufffd", "INVALID_ARGUMENT")
+    assert "not valid UTF-8" in refused.reason
+    (drop / "later.md").write_text("Still watching after the bad name.")
+    log.wait_for(lambda l: "later.md" in l.paths(Ingested), "a later file ingested")
+    assert watcher.running and watcher.error is None and log.of(WatchError) == []
+    for event in log.events:   # every event prints and serialises as it is (the CLI's --json, the TUI)
+        json.dumps(event.to_dict(), ensure_ascii=False).encode("utf-8")
+
+
+def _names(engine: Engine) -> list[str]:
+    return sorted(d.name for d in engine.list_documents("inbox"))
+
+
+def _found(engine: Engine, text: str) -> list[str]:
+    return [h.document_name for h in engine.query("inbox", text, k=5, mode="sparse").hits]
+
+
+def test_two_files_with_one_stem_are_two_documents_when_both_are_there_at_start(drop: Path, watch) -> None:
+    engine = _hash_engine()
+    (drop / "report.md").write_text("report text about giraffes")
+    (drop / "report.txt").write_text("report text about hippos")
+    _, log = watch(engine, drop)
+    log.wait_for(lambda l: len(l.of(Ingested)) == 2, "both ingested")
+    assert sorted(e.name for e in log.of(Ingested)) == ["report.md", "report.txt"]
+    assert _found(engine, "giraffes") == ["report.md"] and _found(engine, "hippos") == ["report.txt"]
+
+
+def test_a_file_arriving_beside_one_with_its_stem_never_supersedes_it(drop: Path, watch) -> None:
+    engine = _hash_engine()
+    _, log = watch(engine, drop)
+    (drop / "report.md").write_text("report text about giraffes")
+    log.wait_for(lambda l: [e.name for e in l.of(Ingested)] == ["report"], "report.md in, named report")
+    (drop / "report.txt").write_text("report text about hippos")
+    log.wait_for(lambda l: [e.name for e in l.of(Ingested)] == ["report", "report.txt"]
+                 and [(e.old_name, e.name) for e in l.of(Renamed)] == [("report", "report.md")],
+                 "report.txt in under its full name, report.md's lineage moved to report.md")
+    assert _names(engine) == ["report.md", "report.txt"]
+    assert _found(engine, "giraffes") == ["report.md"] and _found(engine, "hippos") == ["report.txt"]
+
+    (drop / "report.txt").unlink()   # alone again: report.md's document takes the short name back
+    log.wait_for(lambda l: [e.name for e in l.of(Retired)] == ["report.txt"]
+                 and ("report.md", "report") in [(e.old_name, e.name) for e in l.of(Renamed)],
+                 "report.txt retired, report.md back to report")
+    assert _names(engine) == ["report"] and _found(engine, "giraffes") == ["report"]
+    assert log.of(WatchError) == []
+
+
+def test_renaming_one_of_two_files_with_one_stem_carries_the_right_lineage(drop: Path, watch) -> None:
+    engine = _hash_engine()
+    (drop / "report.md").write_text("report text about giraffes")
+    (drop / "report.txt").write_text("report text about hippos")
+    _, log = watch(engine, drop)
+    log.wait_for(lambda l: len(l.of(Ingested)) == 2, "both ingested")
+    (drop / "report.txt").rename(drop / "hippos.txt")
+    log.wait_for(lambda l: {(e.old_name, e.name) for e in l.of(Renamed)} == {("report.txt", "hippos"),
+                                                                             ("report.md", "report")},
+                 "report.txt renamed to hippos, report.md back to report")
+    assert _names(engine) == ["hippos", "report"]
+    assert _found(engine, "giraffes") == ["report"] and _found(engine, "hippos") == ["hippos"]
+    assert log.of(Retired) == []
