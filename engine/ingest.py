@@ -465,20 +465,21 @@ def _with_a_storable_name(doc: DocumentInput) -> DocumentInput:
     """`doc`, or `doc` refused when its name or source path cannot be a document's: the gateway's rule
     (no control characters, no '.' or '..' segment) for every way in (the CLI's files and --text, MCP, the
     watcher), and text at all (a file name whose bytes are not UTF-8 comes as lone surrogates, which
-    SQLite and JSON cannot hold: shown with '?' instead)."""
+    SQLite and JSON cannot hold: shown with U+FFFD instead)."""
     from dataclasses import replace
 
+    from .text.folders import printable
     from .text.inputs import check_document_name, check_source_path
 
     name, path = doc.name, doc.source_path
-    shown = name.encode("utf-8", "replace").decode("utf-8") if _not_text(name) else name
-    shown_path = path.encode("utf-8", "replace").decode("utf-8") if path and _not_text(path) else path
+    shown = printable(name)
+    shown_path = printable(path) if path else path
     if doc.error is not None:
         return doc if (shown, shown_path) == (name, path) else replace(doc, name=shown, source_path=shown_path)
     try:
         if shown != name or shown_path != path:
-            raise invalid(f"the name of {shown_path or shown!r} is not valid UTF-8 text (a byte shown as '?'); "
-                          "rename the file with UTF-8 characters")
+            raise invalid(f"the name of {shown_path or shown!r} is not valid UTF-8 text (\ufffd marks its bad "
+                          "bytes); rename it in UTF-8 and add it again")
         check_document_name(name, f"the file {path}" if path else "the document name")
         if path is not None:
             check_source_path(path)
@@ -492,14 +493,6 @@ def _with_a_storable_name(doc: DocumentInput) -> DocumentInput:
 
 # type/subtype with optional parameters, printable ASCII (RFC 6838's characters): what a media type can be
 _MEDIA_TYPE = re.compile(r"[A-Za-z0-9][\w!#$&^.+-]*/[A-Za-z0-9][\w!#$&^.+-]*(\s*;[ -~]*)?", re.ASCII)
-
-
-def _not_text(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 def _refused(doc: DocumentInput, error: KxError) -> DocumentResult:

@@ -199,7 +199,8 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
 
     A folder is walked recursively with the folder watcher's rules (hidden,
     temporary and lock files skipped); each file is named by its path in the
-    folder without extension, e.g. docs/guide/index.md -> guide/index.
+    folder without extension, e.g. docs/guide/index.md -> guide/index (files
+    sharing a stem in one folder keep theirs: report.md, report.txt).
 
     Two stages: each document is read, cut into passages, committed and made
     keyword-searchable within seconds; then the passages are embedded for

@@ -231,10 +231,10 @@ def test_a_document_name_no_document_may_have_is_refused_on_every_way_in(hash_en
     docs += [from_bytes(b"typed", "typed", media_type="text/plain\n"), from_bytes(b"fine", "fine", "text/plain")]
     report = hash_engine.ingest("names", docs)
     outcome = {r.name: r.status for r in report.results}
-    assert outcome == {"good": "added", "new\nline": "refused", "caf?": "refused",
+    assert outcome == {"good": "added", "new\nline": "refused", "caf\ufffd": "refused",
                        **{name: "refused" for name in odd}, "typed": "refused", "fine": "added"}, outcome
     reasons = {r.name: r.reason for r in report.results}
-    assert "not valid UTF-8" in reasons["caf?"] and "control character" in reasons["new\nline"]
+    assert "not valid UTF-8" in reasons["caf\ufffd"] and "control character" in reasons["new\nline"]
     assert "'..'" in reasons["../x"]
     assert json.dumps(report.to_dict())   # every name and path printable as JSON
     assert "media type" in reasons["typed"]
