@@ -164,3 +164,40 @@ def test_cli_rebuild_refuses_bad_chunk_settings_and_makes_nothing(hash_cli: Engi
     assert "error: INVALID_ARGUMENT" in result.stderr and words in result.stderr
     assert not (kx_home / "datasets" / "bad").exists()
 
+
+def test_a_failed_rebuild_leaves_no_dataset_behind(hash_cli: Engine, kx_home: Path) -> None:
+    """A rebuild under a model that cannot load failed (exit 5) but left an empty 'r1' that `kx datasets list`
+    showed as `r1 0 0 -`."""
+    before = catalogue_counts(kx_home, "src")
+    result = run_cli("datasets", "rebuild", "src", "--as", "r1", "--set", "embed_model=bogus")
+    assert result.code == Status.FAILED_PRECONDITION.exit_code and "'bogus'" in result.stderr
+    listed = run_cli("datasets", "list")
+    assert listed.code == 0 and "r1" not in listed.stdout and "src" in listed.stdout
+    assert not (kx_home / "datasets" / "r1").exists()
+    assert catalogue_counts(kx_home, "src") == before   # the source untouched
+    again = run_cli("datasets", "rebuild", "src", "--as", "r1")   # the name is free again
+    assert again.code == 0, again.stderr
+
+
+def test_a_rebuild_failing_part_way_discards_only_a_target_it_created(hash_cli: Engine, kx_home: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    other = _small_chunks()
+
+    def full_disk(*_args, **_kwargs):
+        raise KxError(Status.RESOURCE_EXHAUSTED, "the disk is full; free space and run the same command again")
+
+    monkeypatch.setattr(other, "embed", full_disk)   # stage 1 committed, stage 2 fails
+    with pytest.raises(KxError):
+        other.rebuild("src", "small")
+    assert not (kx_home / "datasets" / "small").exists()
+
+    def stop(event: object) -> None:
+        if getattr(event, "status", None) == DocumentStatus.ADDED:
+            raise KeyboardInterrupt   # a stop keeps what was committed, for the same command to continue
+
+    with pytest.raises(KeyboardInterrupt):
+        other.rebuild("src", "small", on_event=stop)
+    assert other.dataset_summary("small").versions == 1
+    with pytest.raises(KxError):   # continuing it fails: the target was there before, so it stays
+        other.rebuild("src", "small")
+    assert other.dataset_summary("small").versions == 1
