@@ -91,3 +91,31 @@ def test_on_a_terminal_only_kx_s_own_styles_are_escape_sequences() -> None:
     assert "\x1b[" in out   # the status's colour
     assert not OBEYED.search(re.sub(r"\x1b\[[0-9;]*m", "", out)), repr(out)
     assert "red␛[31mX␛[0m␛]0;PWNED␇" in out
+
+
+
+def test_the_tui_shows_stored_escapes_too(stored: Path) -> None:
+    """Textual drops only BEL, BS, VT, FF and CR from text (textual/content.py) and writes ESC through; the TUI's
+    views of stored names, titles and text go through terminal_safe."""
+    from rich.console import Console as RichConsole
+
+    from engine.records import DocumentSummary, Hit, PassageSpan, QueryResult, RetrievalMode
+    from kx_tui.tui.screens.compare import passage_card
+    from kx_tui.tui.screens.document_table import COLUMNS
+    from kx_tui.tui.screens.document_text import blocks
+    from kx_tui.tui.widgets.results import hit_header
+
+    answer = json.loads(run_cli("datasets", "query", "esc2", "manatees", "--mode", "sparse", "--json").stdout)
+    hit = Hit.from_dict(answer["hits"][0])
+    listed = json.loads(run_cli("datasets", "documents", "esc", "--json").stdout)["documents"][0]
+    document = DocumentSummary(**{**listed, "notes": tuple(listed.get("notes") or ())})
+    shown = {"results line": hit_header(hit, [hit], 0).plain,
+             "documents table": " ".join(str(cell(document)) for _key, _heading, cell, _sort in COLUMNS),
+             "document text": "".join(block.plain for _span, block in blocks(hit.text, [PassageSpan("p", 0, 1, 0, 9)]))}
+    console = RichConsole(file=io.StringIO(), width=200, color_system=None)
+    result = QueryResult("esc2", "manatees", RetrievalMode.SPARSE, True, 10, 10, [hit])
+    console.print(passage_card(hit.passage_ref, {"sparse": result}))
+    shown["compare card"] = console.file.getvalue()   # type: ignore[attr-defined]
+    for where, text in shown.items():
+        assert not OBEYED.search(text.replace("\n", "")), (where, text)
+        assert "␛" in text, (where, text)
