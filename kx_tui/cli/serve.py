@@ -7,7 +7,8 @@ uvicorn; SIGTERM lets in-flight requests finish and exits 0.
 A stop is bounded (STOP_SECONDS) whatever the gateway is doing: the engine's
 `stop_requested` makes an ingest or a backlog embedding in flight (a request,
 or the start-up's resumption) leave at its next progress event, requests get
-DRAIN_SECONDS to answer, a model warm-up still inside ONNX Runtime is not
+DRAIN_SECONDS to answer (one still running then answers 503 UNAVAILABLE,
+`gateway_server`), a model warm-up still inside ONNX Runtime is not
 waited for, and a guard ends the process (exit 0) if anything still holds it
 up. Every catalogue commit is one SQLite transaction, so leaving mid-work is
 no worse than the kill the crash campaign survives (RELIABILITY.md).
