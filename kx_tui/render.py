@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import datetime as _dt
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from rich.console import Console as _RichConsole
 from rich.console import JustifyMethod
 from rich.markup import escape
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -26,8 +27,63 @@ if TYPE_CHECKING:  # `kx eval` imports the evaluation module; nothing else that 
     from engine.evaluation import EvalReport
 
 
+def _unsafe_table(keep_layout: bool) -> dict[int, str]:
+    """str.translate's table: each character a terminal would obey rather than show, to one visible character.
+
+    C0 controls and DEL become their Control Pictures (ESC shows as ␛, BEL as ␇), one character for one, so
+    offsets into a passage (its highlights, its answer span) stay right; C1 controls (U+009B is a one-byte
+    CSI to many terminals) and the bidi overrides and isolates (which reorder what follows, e.g. a file
+    name's extension) become U+FFFD. With `keep_layout` (a passage's text, where they are layout), newline
+    and tab are left for the layout to use, and CR, VT and FF (CRLF line ends, a PDF's page breaks) are
+    shown as spaces: a bare CR would move the cursor back over what was printed.
+    """
+    table = {code: chr(0x2400 + code) for code in range(0x20)}
+    table[0x7F] = "\u2421"
+    table.update({code: "\ufffd" for code in (*range(0x80, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+    if keep_layout:
+        del table[ord("\n")], table[ord("\t")]
+        table.update({ord("\r"): " ", ord("\v"): " ", ord("\f"): " "})
+    return table
+
+
+_UNSAFE = _unsafe_table(keep_layout=False)
+_UNSAFE_KEEP_LAYOUT = _unsafe_table(keep_layout=True)
+
+
+def terminal_safe(text: str, keep_layout: bool = False) -> str:
+    """`text` (a file name, a title, a passage: anything stored) with every control character shown, not obeyed.
+
+    Stored data reaches a person's terminal through these renderers; an escape sequence in a file name or
+    a document could otherwise recolour, clear or retitle it, or hide what follows. `--json` output is
+    exact instead (JSON escapes control characters itself).
+    """
+    return text.translate(_UNSAFE_KEEP_LAYOUT if keep_layout else _UNSAFE)
+
+
+class _SafeConsole(_RichConsole):
+    """A rich Console whose every piece of text is `terminal_safe` on its way out, whoever built it.
+
+    The one place human output passes through: a renderer that forgets to clean a stored string still
+    cannot send its escapes to the terminal. Rich's own control segments (cursor moves of a live
+    progress line) are rich's, not data, and go out as they are. Renderers that lay text out in columns
+    still clean their cells first (`print_table`), so a cell is measured as it will be shown, and names
+    are cleaned where they are put in a line, so that a CR in one shows as ␍ rather than as a space.
+    """
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        # strings before rich reads them: it would drop BEL, BS and CR silently (and pass ESC on)
+        super().print(*(terminal_safe(o, keep_layout=True) if isinstance(o, str) else o for o in objects), **kwargs)
+
+    def render(self, renderable: Any, options: Any = None) -> Iterable[Segment]:
+        for segment in super().render(renderable, options):
+            if segment.control or segment.text.isprintable() or not segment.text:
+                yield segment
+            else:
+                yield Segment(terminal_safe(segment.text, keep_layout=True), segment.style)
+
+
 def Console(stderr: bool = False) -> _RichConsole:  # noqa: N802 - reads as a constructor at call sites
-    return _RichConsole(stderr=stderr, highlight=False, soft_wrap=True)
+    return _SafeConsole(stderr=stderr, highlight=False, soft_wrap=True)
 
 
 def _when(stamp: float) -> str:
@@ -47,6 +103,7 @@ def print_table(console: _RichConsole, columns: Sequence[Column], rows: Sequence
     its full width whatever the width the console assumes.
     """
     headings = [heading for heading, _j in columns]
+    rows = [[terminal_safe(cell) for cell in row] for row in rows]   # measured as shown: ESC is ␛, one cell
     widths = {h: max([len(h), *(Text(row[i]).cell_len for row in rows)]) for i, h in enumerate(headings)}
     shown = (fit_columns(widths, priority or headings, console.width, gap=2) if console.is_terminal
              else headings)
@@ -159,7 +216,7 @@ _STATUS_STYLE = {DocumentStatus.ADDED: "green", DocumentStatus.UNCHANGED: "dim",
 def print_ingest_line(console: _RichConsole, result: DocumentResult) -> None:
     style = _STATUS_STYLE[result.status]
     label = f"[{style}]{result.status:<9}[/]"
-    name = escape(result.name)
+    name = escape(terminal_safe(result.name))
     if result.status == DocumentStatus.REFUSED:
         console.print(f"{label} {name}: {escape(result.reason or '')}")
     else:
@@ -171,7 +228,7 @@ def print_ingest_notes(console: _RichConsole, report: IngestReport, notes: dict[
     """One `note:` line per thing an extractor could not do, naming the document."""
     for result in report.results:
         for note in notes.get(result.ref or "", []):
-            console.print(f"[yellow]note[/]: {escape(result.name)}: {escape(note)}")
+            console.print(f"[yellow]note[/]: {escape(terminal_safe(result.name))}: {escape(note)}")
 
 
 def print_ingest_summary(console: _RichConsole, report: IngestReport) -> None:
@@ -273,7 +330,9 @@ def passage_preview(hit: Hit, spans: list[tuple[int, int]], limit: int = _PREVIE
 
     answer = answer_range(hit)
     marks = [(a, b, ANSWER_STYLE) for a, b in ([answer] if answer else [])] + [(a, b, WORD_STYLE) for a, b in spans]
-    full, where = styled_text(hit.text, marks, markdown)
+    # cleaned here, one character for one, so the marks' offsets still fit (rich would drop BEL and CR,
+    # shifting them, and pass ESC on)
+    full, where = styled_text(terminal_safe(hit.text, keep_layout=True), marks, markdown)
     plain = full.plain
     focus = where(answer[0]) if answer else (where(spans[0][0]) if spans else 0)
     start = 0
@@ -350,12 +409,12 @@ def print_query(console: _RichConsole, result: QueryResult, spans_of: Callable[[
         if hit.lead_ratio is not None:  # hybrid's lead vote: sparse's best by a wide BM25 margin, counted twice
             ranks += f" · sparse lead ×{hit.lead_ratio:.2f}"
         title = shown_title(hit.document_name, hit.document_title)
-        titled = f" [dim]— {escape(title)}[/]" if title else ""
+        titled = f" [dim]— {escape(terminal_safe(title))}[/]" if title else ""
         if hit.superseded_by:  # --versions all: an older version of its lineage
             titled += f" [yellow](v{hit.version}, superseded by {hit.superseded_by[:12]})[/]"
         console.print()
         console.print(
-            f"[bold]{hit.rank:>2}[/]  {hit.score:.4f}  [cyan]{escape(hit.document_name)}[/]{titled}  "
+            f"[bold]{hit.rank:>2}[/]  {hit.score:.4f}  [cyan]{escape(terminal_safe(hit.document_name))}[/]{titled}  "
             f"{escape(chunk_and_place(hit))}  chars {hit.char_start}–{hit.char_end}  "
             f"[dim]{ranks}{' · ' + mmr_marker(hit.mmr_moved) if hit.mmr_moved else ''}[/]"
             + (f"  [magenta]{duplicate_marker(hit, result.hits)}[/]" if hit.duplicate_of else ""),

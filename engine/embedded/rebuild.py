@@ -59,7 +59,8 @@ def run_rebuild(engine: RebuildEngine, source: str, target: str, on_event: Event
     origin = Dataset(settings, source)
     origin.require(settings)
     destination = Dataset(settings, target)
-    if destination.exists():
+    created = not destination.exists()
+    if not created:
         mark = _read_mark(destination)
         if mark != source:
             raise KxError(Status.ALREADY_EXISTS,
@@ -72,6 +73,23 @@ def run_rebuild(engine: RebuildEngine, source: str, target: str, on_event: Event
         # included) leaves a target that the same command continues, never one it refuses as taken.
         with destination.writing() as marking:
             _mark(marking, source)
+    try:
+        return _fill(engine, origin, destination, on_event=emit, should_stop=should_stop)
+    except Exception:
+        # A failure (a model that cannot load, a full disk, a damaged original) leaves no half-made dataset that
+        # `kx datasets list` would show; only one this run created, though: a target it was continuing was
+        # there before. A stop (Ctrl-C, SIGTERM: KeyboardInterrupt, not an Exception) or a kill keeps what
+        # was committed, for the same command to continue.
+        if created:
+            destination.discard()
+        raise
+
+
+def _fill(engine: RebuildEngine, origin: Dataset, destination: Dataset, on_event: EventFn,
+          should_stop: Callable[[], bool] | None) -> IngestReport:
+    """The marked target `destination` filled from `origin`'s originals, given its lineage state, embedded."""
+    emit = on_event
+    source, target = origin.name, destination.name
     catalogue = origin.reading()
     try:
         rows = catalogue.documents()

@@ -28,6 +28,7 @@ checks (security.py) and by the schema (schema.py).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
@@ -47,7 +48,7 @@ from ..records import VersionView
 from ..text.inputs import RECORD_MEDIA_TYPE, DocumentInput, check_document_name, check_source_path, client_supplied
 from ..version import __version__
 from .schema import _ERRORS, AgentRunIn, DocumentTextOut, IngestIn, Name, QueryIn, QueryOut
-from .security import API_PREFIX, HEALTH_PATH, HostPolicy, _Guard
+from .security import API_PREFIX, HEALTH_PATH, HostPolicy, _Guard, _send_error
 
 if TYPE_CHECKING:  # pymilvus is imported only when KX_BACKEND=milvus chose it (engine/open_backend.py)
     from ..milvus.backend import MilvusBackend
@@ -169,7 +170,48 @@ def create_app(engine: Engine | MilvusBackend, token: str | None, *, allow_local
 
     app.add_middleware(_Guard, token=token, max_bytes=limit, allow_local=allow_local,
                        health_needs_token=health_needs_token, policy=policy)
+    app.add_middleware(_AnswerWhenCancelled)  # added last: outside the guard, so any request it let in
     return app
+
+
+STOPPING = KxError(Status.UNAVAILABLE, "kx is stopping: this request was still running when the gateway stopped "
+                                       "waiting for it; nothing it did is half-written (what was committed stays); "
+                                       "send it again once kx serve runs again")
+
+
+class _AnswerWhenCancelled:
+    """ASGI middleware: a request cancelled before it answered (the server stopping: uvicorn cancels what still
+    runs when its graceful shutdown ends, `kx serve` a moment before that) answers 503 UNAVAILABLE as JSON.
+
+    Without it the CancelledError reached uvicorn, which logged it as "Exception in ASGI application" with a
+    traceback and sent a plain-text 500. The engine call itself runs on in its worker thread; every commit
+    is one transaction, and an ingest leaves at its next progress event (`stop_requested`). A request whose
+    answer has started is cancelled as before: half an answer cannot be taken back.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: dict) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except asyncio.CancelledError:
+            if started:
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()  # handled here: the answer below must not be cancelled in turn
+            await _send_error(send, STOPPING)
 
 
 def _documents(body: IngestIn, max_bytes: int) -> tuple[list[DocumentInput], list[list[float]] | None]:

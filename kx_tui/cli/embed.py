@@ -27,10 +27,10 @@ def embed(ctx: click.Context, name: str, as_json: bool) -> None:
     The next ingest, `kx datasets watch`, `kx serve` and the TUI also do it by
     themselves. Safe to interrupt and run again: nothing is embedded twice.
     """
-    from rich.console import Console
-
     from engine.names import validate_name
     from engine.records import IngestEvent, Notice
+
+    from ..render import Console  # notices may name documents: shown, not obeyed (render.terminal_safe)
 
     validate_name(name)
     backend = backend_of(ctx, settings_of(ctx))

@@ -41,7 +41,14 @@ def rebuild(ctx: click.Context, name: str, new: str, sets: tuple[str, ...], chun
     from ..render import Console, print_ingest_summary
 
     overrides: dict[str, object] = dict(parse_sets(sets))
-    overrides.update(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    for key, flag, value in (("chunk_size", "--chunk-size", chunk_size),
+                             ("chunk_overlap", "--chunk-overlap", chunk_overlap)):
+        if value is None:
+            continue  # not given: a --set value for it (or the global settings) stands
+        if key in overrides:  # two values for one setting on one command line: neither silently wins
+            raise KxError(Status.INVALID_ARGUMENT,
+                          f"{flag} {value} and --set {key}={overrides[key]} both set {key}; give it once")
+        overrides[key] = value
     if settings_of(ctx).gateway:
         raise KxError(Status.FAILED_PRECONDITION, "kx datasets rebuild runs where the datasets live; drop --gateway")
     from engine import Engine

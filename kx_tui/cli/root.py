@@ -458,7 +458,9 @@ def eval_command(ctx: click.Context, name: str, queries_path: Path, qrels_path: 
 
 
 def _fail(status_name: str, message: str, code: int) -> None:
-    click.echo(f"error: {status_name}: {message}", err=True)
+    from ..render import terminal_safe  # a message may quote a file name or a line of input: shown, not obeyed
+
+    click.echo(f"error: {status_name}: {terminal_safe(message)}", err=True)
     sys.exit(code)
 
 

@@ -7,7 +7,8 @@ uvicorn; SIGTERM lets in-flight requests finish and exits 0.
 A stop is bounded (STOP_SECONDS) whatever the gateway is doing: the engine's
 `stop_requested` makes an ingest or a backlog embedding in flight (a request,
 or the start-up's resumption) leave at its next progress event, requests get
-DRAIN_SECONDS to answer, a model warm-up still inside ONNX Runtime is not
+DRAIN_SECONDS to answer (one still running then answers 503 UNAVAILABLE,
+`gateway_server`), a model warm-up still inside ONNX Runtime is not
 waited for, and a guard ends the process (exit 0) if anything still holds it
 up. Every catalogue commit is one SQLite transaction, so leaving mid-work is
 no worse than the kill the crash campaign survives (RELIABILITY.md).
@@ -31,6 +32,7 @@ from .stopping import GIVE_UP_SECONDS, StopSignals, exit_without_finalising
 if TYPE_CHECKING:  # imported when the server starts, not when `kx --help` is drawn
     from types import FrameType
 
+    import uvicorn
     from fastapi import FastAPI
 
     from engine.embedded.engine import Engine
@@ -166,19 +168,8 @@ def _run(engine: Engine | MilvusBackend, token: str, max_bytes: int, allow_local
         app = RequestLog(app, json_lines=log == "json")
     # headers must arrive whole within 10 s, and one address holds at most 64 connections (engine/server/http_limits.py)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=DRAIN_SECONDS, http=guarded_protocol())
-
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            # uvicorn's own handler while it runs (flags only): the engine's work in flight leaves too
-            _request_stop(engine)
-            stop.count += 1  # the guard's clock starts with this stop, not with a later one
-            stop.last = sig
-            if stop.first_at is None:
-                stop.first_at = time.monotonic()
-            super().handle_exit(sig, frame)
-
-    server = Server(config)
+                            timeout_graceful_shutdown=DRAIN_SECONDS + _BACKSTOP_SECONDS, http=guarded_protocol())
+    server = gateway_server(config, engine, stop)
     # uvicorn installs its own flag-setting handlers while it runs. Before they are in (and after),
     # ours count the signal and set the same flags, so a stop in that window is not lost; uvicorn's
     # re-raise of the signal once it has drained lands on ours too, and the process exits 0.
@@ -191,6 +182,44 @@ def _run(engine: Engine | MilvusBackend, token: str, max_bytes: int, allow_local
         server.should_exit = True
         _request_stop(engine)
     server.run(sockets=[sock])
+
+
+_BACKSTOP_SECONDS = 1  # uvicorn's own cancel, should ours not have ended every request by then
+
+
+def gateway_server(config: uvicorn.Config, engine: Engine | MilvusBackend, stop: StopSignals) -> uvicorn.Server:
+    """uvicorn's Server for `kx serve`: a stop signal also stops the engine's work, and the drain ends quietly.
+
+    After DRAIN_SECONDS the requests still running are cancelled here, which the gateway answers 503
+    UNAVAILABLE as JSON (engine/server/gateway.py). uvicorn's own timeout (a second later, a backstop)
+    would cancel them too, but log an ERROR line for it.
+    """
+    import asyncio
+
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            # uvicorn's own handler while it runs (flags only): the engine's work in flight leaves too
+            _request_stop(engine)
+            stop.count += 1  # the guard's clock starts with this stop, not with a later one
+            stop.last = sig
+            if stop.first_at is None:
+                stop.first_at = time.monotonic()
+            super().handle_exit(sig, frame)
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            answer = asyncio.get_running_loop().call_later(DRAIN_SECONDS, self._answer_the_rest)
+            try:
+                await super().shutdown(sockets)
+            finally:
+                answer.cancel()
+
+        def _answer_the_rest(self) -> None:
+            for task in list(self.server_state.tasks):
+                task.cancel(msg="kx serve: the drain is over")
+
+    return Server(config)
 
 
 MALLOC_ARENAS = 2

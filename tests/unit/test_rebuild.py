@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from engine import Engine, KxError, Status, load_settings
 from engine.records import DocumentStatus, Progress
 from engine.text.inputs import from_text
 
-from ..helpers import HashEmbedder, assert_dataset_consistent, catalogue_counts
+from ..helpers import HashEmbedder, assert_dataset_consistent, catalogue_counts, run_cli
 
 LONG = " ".join(f"Sentence {i} of the staff handbook explains the travel policy." for i in range(30))
 
@@ -116,3 +117,87 @@ def test_the_fingerprint_refusal_names_the_rebuild_command(hash_engine: Engine) 
     with pytest.raises(KxError) as caught:
         _small_chunks().ingest("src", [from_text("More.")])
     assert "kx datasets rebuild src --as NEW_NAME" in caught.value.message
+
+
+@pytest.fixture
+def hash_cli(monkeypatch: pytest.MonkeyPatch, hash_engine: Engine) -> Engine:
+    """The real `kx` command line over the tiny embedder, with dataset 'src' holding one 600-word document."""
+    import engine.embedding.embedders
+
+    # the engine imports load_embedder when it first needs a model: patch it where it lives
+    monkeypatch.setattr(engine.embedding.embedders, "load_embedder",
+                        lambda card, *args, **kwargs: HashEmbedder(card.dimension) if card else None)
+    hash_engine.ingest("src", [from_text(" ".join(f"word{i}" for i in range(600)), name="words")])
+    hash_engine.close()
+    return hash_engine
+
+
+def _passages(name: str) -> int:
+    listed = {d["name"]: d for d in json.loads(run_cli("datasets", "list", "--json").stdout)}
+    return listed[name]["passages"]
+
+
+def test_cli_rebuild_applies_chunk_settings_given_with_set(hash_cli: Engine) -> None:
+    """`--set chunk_size=200` used to be overwritten by the absent --chunk-size flag: the rebuilt dataset kept
+    the old passages, and `--set chunk_size=abc` was accepted."""
+    by_set = run_cli("datasets", "rebuild", "src", "--as", "by-set", "--set", "chunk_size=200",
+                     "--set", "chunk_overlap=50")
+    assert by_set.code == 0, by_set.stderr
+    by_flag = run_cli("datasets", "rebuild", "src", "--as", "by-flag", "--chunk-size", "200", "--chunk-overlap", "50")
+    assert by_flag.code == 0, by_flag.stderr
+    assert _passages("by-set") == _passages("by-flag") > _passages("src")
+    summary = Engine(load_settings(), embedder=HashEmbedder()).dataset_summary("by-set")
+    assert (summary.fingerprint["chunk_size"], summary.fingerprint["chunk_overlap"]) == (200, 50)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--set", "chunk_size=abc"], "malformed value 'abc'"),
+    (["--set", "chunk_overlap=-5"], "chunk_overlap"),
+    (["--set", "chunk_size=100", "--set", "chunk_overlap=150"], "must be smaller than chunk_size"),
+    (["--set", "chunk_size=200", "--chunk-size", "300"], "give it once"),   # two values for one setting
+    (["--chunk-overlap", "10", "--set", "chunk_overlap=10"], "give it once"),
+])
+def test_cli_rebuild_refuses_bad_chunk_settings_and_makes_nothing(hash_cli: Engine, kx_home: Path,
+                                                                   args: list[str], words: str) -> None:
+    result = run_cli("datasets", "rebuild", "src", "--as", "bad", *args)
+    assert result.code == Status.INVALID_ARGUMENT.exit_code, result.stderr
+    assert "error: INVALID_ARGUMENT" in result.stderr and words in result.stderr
+    assert not (kx_home / "datasets" / "bad").exists()
+
+
+def test_a_failed_rebuild_leaves_no_dataset_behind(hash_cli: Engine, kx_home: Path) -> None:
+    """A rebuild under a model that cannot load failed (exit 5) but left an empty 'r1' that `kx datasets list`
+    showed as `r1 0 0 -`."""
+    before = catalogue_counts(kx_home, "src")
+    result = run_cli("datasets", "rebuild", "src", "--as", "r1", "--set", "embed_model=bogus")
+    assert result.code == Status.FAILED_PRECONDITION.exit_code and "'bogus'" in result.stderr
+    listed = run_cli("datasets", "list")
+    assert listed.code == 0 and "r1" not in listed.stdout and "src" in listed.stdout
+    assert not (kx_home / "datasets" / "r1").exists()
+    assert catalogue_counts(kx_home, "src") == before   # the source untouched
+    again = run_cli("datasets", "rebuild", "src", "--as", "r1")   # the name is free again
+    assert again.code == 0, again.stderr
+
+
+def test_a_rebuild_failing_part_way_discards_only_a_target_it_created(hash_cli: Engine, kx_home: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    other = _small_chunks()
+
+    def full_disk(*_args, **_kwargs):
+        raise KxError(Status.RESOURCE_EXHAUSTED, "the disk is full; free space and run the same command again")
+
+    monkeypatch.setattr(other, "embed", full_disk)   # stage 1 committed, stage 2 fails
+    with pytest.raises(KxError):
+        other.rebuild("src", "small")
+    assert not (kx_home / "datasets" / "small").exists()
+
+    def stop(event: object) -> None:
+        if getattr(event, "status", None) == DocumentStatus.ADDED:
+            raise KeyboardInterrupt   # a stop keeps what was committed, for the same command to continue
+
+    with pytest.raises(KeyboardInterrupt):
+        other.rebuild("src", "small", on_event=stop)
+    assert other.dataset_summary("small").versions == 1
+    with pytest.raises(KxError):   # continuing it fails: the target was there before, so it stays
+        other.rebuild("src", "small")
+    assert other.dataset_summary("small").versions == 1

@@ -14,6 +14,7 @@ from engine.backend import Backend
 from engine.errors import KxError
 from engine.records import Hit, QueryResult, RetrievalMode
 
+from ...render import terminal_safe
 from ..warmup import ModelWarmup
 from ..widgets.footer import KeysFooter
 from .keys import HELP, KeysScreen, back_keys
@@ -37,7 +38,8 @@ def compare_rows(this: QueryResult, other: QueryResult, absent: str) -> list[tup
     for hit in this:
         there = other_rank.get(hit.passage_ref)
         rows.append((hit.passage_ref, (str(hit.rank), "—" if there is None else str(there),
-                                       movement(hit.rank, there, absent), Text(hit.document_name), Text(hit.label))))
+                                       movement(hit.rank, there, absent), Text(terminal_safe(hit.document_name)),
+                                       Text(hit.label))))
     return rows
 
 
@@ -52,10 +54,10 @@ def passage_card(ref: str, results: dict[str, QueryResult]) -> Group:
         head.append(f"{mode} ", style="dim")
         head.append(f"#{there.rank}" if there else "—", style="bold")
         head.append("   ")
-    head.append(hit.document_name, style="bold cyan")
+    head.append(terminal_safe(hit.document_name), style="bold cyan")
     head.append(f"  {hit.label}  ")
     head.append(f"chars {hit.char_start}–{hit.char_end}", style="dim")
-    return Group(head, Text(""), Text(hit.text))
+    return Group(head, Text(""), Text(terminal_safe(hit.text, keep_layout=True)))
 
 
 class CompareScreen(KeysScreen):

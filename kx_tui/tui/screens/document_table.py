@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Input, Static
 from engine.backend import Backend
 from engine.records import DocumentSummary, VersionView
 
-from ...render import fit_columns, size_text, version_label
+from ...render import fit_columns, size_text, terminal_safe, version_label
 from ..messages import DocumentsLoaded
 from ..widgets.footer import KeysFooter
 from .document_text import DocumentScreen
@@ -28,14 +28,14 @@ PAGE = 1000  # documents per backend call while loading the whole list
 
 # (column key, heading, cell, sort key); None sorts last whichever the direction
 COLUMNS: list[tuple[str, str, Callable[[DocumentSummary], Any], Callable[[DocumentSummary], Any]]] = [
-    ("name", "name", lambda d: Text(d.name + version_label(d)), lambda d: (d.name.lower(), d.version)),
-    ("title", "title", lambda d: Text(d.title or "—"), lambda d: (d.title or "").lower() or None),
+    ("name", "name", lambda d: Text(terminal_safe(d.name) + version_label(d)), lambda d: (d.name.lower(), d.version)),
+    ("title", "title", lambda d: Text(terminal_safe(d.title or "—")), lambda d: (d.title or "").lower() or None),
     ("pages", "pages", lambda d: "—" if d.pages is None else str(d.pages), lambda d: d.pages),
     ("passages", "passages", lambda d: str(d.passages), lambda d: d.passages),
     ("type", "type", lambda d: d.media_type, lambda d: d.media_type),
     ("size", "size", lambda d: size_text(d.size), lambda d: d.size),
     ("ingested", "ingested", lambda d: _when(d.ingested_at), lambda d: d.ingested_at),
-    ("source", "source", lambda d: Text(d.source_path or "—"), lambda d: d.source_path),
+    ("source", "source", lambda d: Text(terminal_safe(d.source_path or "—")), lambda d: d.source_path),
 ]
 _SORT_KEYS = {key: sort for key, _h, _c, sort in COLUMNS}
 # what a narrow terminal keeps, most important first (the name always, and whole)

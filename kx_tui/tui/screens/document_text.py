@@ -21,7 +21,7 @@ from engine.backend import Backend
 from engine.errors import KxError
 from engine.records import DocumentSummary, PassageSpan
 
-from ...render import size_text
+from ...render import size_text, terminal_safe
 from ..messages import DocumentLoaded
 from ..widgets.footer import KeysFooter
 from .keys import HELP, KeysScreen, back_keys
@@ -34,8 +34,8 @@ def provenance_table(document: DocumentSummary) -> Table:
     table.add_column(style="dim", no_wrap=True)
     table.add_column(overflow="fold")
     if document.title:
-        table.add_row("title", Text(document.title))
-    table.add_row("source", Text(document.source_path or "— (given as text or bytes)"))
+        table.add_row("title", Text(terminal_safe(document.title)))
+    table.add_row("source", Text(terminal_safe(document.source_path or "— (given as text or bytes)")))
     table.add_row("type", f"{document.media_type} · {size_text(document.size)}"
                           + (f" · {document.pages} pages" if document.pages is not None else ""))
     table.add_row("passages", str(document.passages))
@@ -56,7 +56,7 @@ def passage_heading(span: PassageSpan, shared: int = 0) -> Text:
                  else f"pp. {span.page_start}–{span.page_end}")
         line.append(f"  {pages}", style="dim")
     if span.section:
-        line.append(f"  § {span.section}", style="dim")
+        line.append(f"  § {terminal_safe(span.section)}", style="dim")
     line.no_wrap, line.overflow = True, "ellipsis"   # a narrow view cuts the section's end, never wraps the label
     return line
 
@@ -73,6 +73,7 @@ def shared_starts(passages: list[PassageSpan]) -> dict[int, int]:
 
 def blocks(text: str, passages: list[PassageSpan]) -> list[tuple[PassageSpan | None, Text]]:
     """The text as (passage, marked text) blocks in order; None for text no passage covers (before the first)."""
+    text = terminal_safe(text, keep_layout=True)   # stored: shown, not obeyed; one for one, so spans still fit
     spans = sorted(passages, key=lambda p: (p.char_start, p.chunk_index))
     out: list[tuple[PassageSpan | None, Text]] = []
     if not spans or spans[0].char_start > 0:
@@ -118,7 +119,8 @@ class DocumentScreen(KeysScreen):
         self._left_at = 0.0  # the scroll position n / p left the view at
 
     def compose(self) -> ComposeResult:
-        yield Static(Text.assemble((self.document.name, "bold cyan"), f"  · {self.dataset}"), id="document-title")
+        yield Static(Text.assemble((terminal_safe(self.document.name), "bold cyan"), f"  · {self.dataset}"),
+                     id="document-title")
         yield Static(provenance_table(self.document), id="document-provenance")
         with VerticalScroll(id="document-body"):
             yield Static("loading…", id="document-loading")

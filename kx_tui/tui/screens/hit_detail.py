@@ -14,7 +14,7 @@ from engine.errors import KxError
 from engine.records import Hit
 
 from ...markdown_text import looks_like_markdown, styled_text
-from ...render import ANSWER_PASSAGE_STYLE, answer_range, shown_title
+from ...render import ANSWER_PASSAGE_STYLE, answer_range, shown_title, terminal_safe
 from ..widgets.footer import KeysFooter
 from .hit_actions import copy_citation, open_source
 from .keys import HELP, KeysScreen, back_keys
@@ -42,10 +42,11 @@ class PassageDetailScreen(KeysScreen):
 
     def compose(self) -> ComposeResult:
         hit = self.hit
-        first = Text.assemble((hit.document_name, "bold cyan"), f"  {hit.label}  ",
+        first = Text.assemble((terminal_safe(hit.document_name), "bold cyan"), f"  {hit.label}  ",
                               (f"chars {hit.char_start}–{hit.char_end}", "dim"))
         title = shown_title(hit.document_name, hit.document_title)
-        second = Text(" · ").join(Text(p, style=s) for p, s in ((title, "cyan"), (hit.provenance, "green")) if p)
+        second = Text(" · ").join(Text(terminal_safe(p), style=s)
+                                  for p, s in ((title, "cyan"), (hit.provenance, "green")) if p)
         for line in (first, second):
             line.no_wrap, line.overflow = True, "ellipsis"   # cut at the end, never wrapped mid-field
         yield Static(Text("\n").join([first, second]) if second.plain else first, id="detail-title")
@@ -75,7 +76,9 @@ class PassageDetailScreen(KeysScreen):
         answer = answer_range(self.hit)
         if answer is not None:
             marks.append((start + answer[0], start + answer[1], ANSWER_PASSAGE_STYLE))
-        full, where = styled_text(text, marks, looks_like_markdown(self.hit.source_path, text))
+        # stored: shown, not obeyed (render.terminal_safe), one for one so the marks still fit
+        full, where = styled_text(terminal_safe(text, keep_layout=True), marks,
+                                  looks_like_markdown(self.hit.source_path, text))
         shown_start, shown_end = where(start), where(end)
         before = self.query_one("#detail-before", Static)
         before.update(full[:shown_start])

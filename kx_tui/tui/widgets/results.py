@@ -15,7 +15,7 @@ from textual.widgets.option_list import Option
 from engine.records import Hit, QueryResult
 
 from ...markdown_text import looks_like_markdown
-from ...render import duplicate_marker, mmr_marker, passage_preview, shown_title
+from ...render import duplicate_marker, mmr_marker, passage_preview, shown_title, terminal_safe
 
 _TITLE_CHARS = 40  # a long title must not push the chunk label and ranks off the line
 
@@ -44,7 +44,7 @@ def hit_header(hit: Hit, hits: Sequence[Hit] = (), width: int = 0) -> Text:
     """
     lead = Text()
     lead.append(f"{hit.rank:>2} ", style="bold")
-    name = hit.document_name
+    name = terminal_safe(hit.document_name)   # stored: shown, not obeyed (render.terminal_safe)
     room = width - lead.cell_len - 2 - len(hit.label)
     if width and len(name) > room:   # a name too long for the line loses its start, never the chunk label
         name = "…" + name[len(name) - max(room - 1, 1):]
@@ -83,7 +83,7 @@ def hit_header(hit: Hit, hits: Sequence[Hit] = (), width: int = 0) -> Text:
     for piece, style in ((title, "italic cyan"), (hit.provenance, "green")):
         if piece:
             second.append(" · " if second.plain else "")
-            second.append(piece, style=style)
+            second.append(terminal_safe(piece), style=style)
     if second.plain:
         line.append("\n   ")
         line.append_text(second)
