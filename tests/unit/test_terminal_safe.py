@@ -39,17 +39,18 @@ def test_terminal_safe_keeps_text_and_layout() -> None:
 
 @pytest.fixture
 def stored(monkeypatch: pytest.MonkeyPatch, kx_home: Path, tmp_path: Path) -> Path:
-    """Datasets 'esc' (a file whose name holds escapes) and 'esc2' (a text holding them), the real CLI over the
-    tiny embedder; returns the folder holding the file."""
+    """Datasets 'esc' and 'esc2' (files whose text holds escapes: a name holding them is refused at ingest,
+    tests/unit/test_failure_statuses.py), the real CLI over the tiny embedder; returns the folder holding
+    the first file."""
     import engine.embedding.embedders
 
     monkeypatch.setattr(engine.embedding.embedders, "load_embedder",
                         lambda card, *args, **kwargs: HashEmbedder(card.dimension) if card else None)
     folder = tmp_path / "esc"
     folder.mkdir()
-    (folder / f"{NAME}.txt").write_text("escape test about narwhals\n")
-    (tmp_path / f"notes{NAME}.txt").write_text(TEXT, newline="")
-    for name, path in (("esc", folder), ("esc2", tmp_path / f"notes{NAME}.txt")):
+    (folder / "escape.txt").write_text(f"escape test about narwhals {NAME}\n")
+    (tmp_path / "notes.txt").write_text(TEXT, newline="")
+    for name, path in (("esc", folder), ("esc2", tmp_path / "notes.txt")):
         made = run_cli("datasets", "ingest", name, str(path), "--json")   # made by the CLI: its fingerprint
         assert made.code == 0, made.stderr
     return folder
@@ -62,15 +63,15 @@ def stored(monkeypatch: pytest.MonkeyPatch, kx_home: Path, tmp_path: Path) -> Pa
     ["datasets", "query", "esc2", "manatees", "--mode", "sparse"],
     ["datasets", "query", "esc2", "manatees"],
     ["datasets", "list"],
-    ["datasets", "ingest", "esc", "FOLDER"],                   # its "unchanged NAME" line
     ["datasets", "ingest", "new", "FOLDER/nope\x1b[31m"],      # a refusal quoting the path, and the error line
+    ["datasets", "ingest", "new", f"FOLDER/{NAME}"],            # the same, from a path on the command line
 ])
 def test_human_output_shows_stored_escapes_and_obeys_none(stored: Path, args: list[str]) -> None:
     result = run_cli(*(a.replace("FOLDER", str(stored)) for a in args))
     shown = result.stdout + result.stderr
     assert "Traceback" not in shown
     assert not OBEYED.search(shown), repr(shown)
-    if args[1] != "list":
+    if args[1] not in ("list", "documents"):   # names hold no escapes (refused at ingest); text and paths may
         assert "␛[31m" in shown or "␛]0;PWNED2␇" in shown   # shown, visibly: not dropped
     if args[:3] == ["datasets", "query", "esc2"]:
         assert "␛]0;PWNED2␇ and ␛[2J" in shown and "manatees" in shown
@@ -78,7 +79,7 @@ def test_human_output_shows_stored_escapes_and_obeys_none(stored: Path, args: li
 
 def test_json_output_stays_exact(stored: Path) -> None:
     listed = json.loads(run_cli("datasets", "documents", "esc", "--json").stdout)["documents"]
-    assert [d["name"] for d in listed] == [NAME]
+    assert [d["name"] for d in listed] == ["escape"]
     hits = json.loads(run_cli("datasets", "query", "esc2", "manatees", "--mode", "sparse", "--json").stdout)["hits"]
     assert "\x1b]0;PWNED2\x07 and \x1b[2J clear \x9b2J screen \u202eabout" in hits[0]["text"]
 
@@ -118,4 +119,5 @@ def test_the_tui_shows_stored_escapes_too(stored: Path) -> None:
     shown["compare card"] = console.file.getvalue()   # type: ignore[attr-defined]
     for where, text in shown.items():
         assert not OBEYED.search(text.replace("\n", "")), (where, text)
-        assert "␛" in text, (where, text)
+        # names hold no escapes (refused at ingest): the passage's own text carries them
+        assert where in ("documents table", "results line") or "␛" in text, (where, text)
