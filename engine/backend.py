@@ -34,6 +34,11 @@ MAX_DOCUMENTS_PAGE = 1000  # documents per list_documents call; page with `offse
 # offset is refused here, never an OverflowError there (and a schema's bound that a double cannot hold exactly
 # lets generators send numbers just past it)
 MAX_OFFSET = 2**53 - 1
+# The longest query text taken. The model reads a query's first 256 word pieces and sparse its
+# MAX_QUERY_TERMS rarest terms, but analysing the words and scoring the answer sentences grow with the
+# text: 2 million characters held a gateway worker for 21 s. 10,000 characters (~1,500 words, a few
+# paragraphs) answer in a fraction of a second. The gateway's schema states it too.
+MAX_QUERY_CHARS = 10_000
 
 
 def check_page(offset: int, limit: int) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ContextManager, Mapping, Protocol, Sequen
 
 import numpy as np
 
+from .backend import MAX_QUERY_CHARS
 from .config import Settings
 from .embedding.cards import ModelCard
 from .embedding.embedders import no_embedder_error
@@ -54,11 +55,6 @@ SENTENCE = "sentence"
 # on all four sets together.
 LEAD_RATIO = 1.4
 LEAD = "lead"
-# The longest query text taken. The model reads a query's first 256 word pieces and sparse its
-# MAX_QUERY_TERMS rarest terms, but analysing the words and scoring the answer sentences grow with the
-# text: 2 million characters held a gateway worker for 21 s. 10,000 characters (~1,500 words, a few
-# paragraphs) answer in a fraction of a second.
-MAX_QUERY_CHARS = 10_000
 
 
 class QueryEngine(Protocol):

@@ -9,14 +9,17 @@ from typing import Annotated, Any
 from fastapi import Path as PathParam
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from ..backend import MAX_OFFSET
+from ..backend import MAX_OFFSET, MAX_QUERY_CHARS
 from ..names import NAME_PATTERN, NAME_RULE
 from ..records import RetrievalMode, VersionView
 
 _NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
 _NOT_BLANK = r"[^\s\x1c-\x1f]"  # a character Python's strip() keeps (it also strips \x1c-\x1f)
-_SEGMENT_CHAR, _NOT_DOT = r"[^/\\\x00-\x1f\x7f]", r"[^/\\\x00-\x1f\x7f.]"
-_SEGMENT = rf"(?:{_NOT_DOT}{_SEGMENT_CHAR}*|\.{_NOT_DOT}{_SEGMENT_CHAR}*|\.\.{_SEGMENT_CHAR}+)?"  # never . or ..
+# engine/text/inputs.py's check_document_name: no C0 or C1 control, no bidirectional override or isolate, and
+# '/'- or '\\'-separated segments that are neither empty nor . or ..
+_UNNAMEABLE = r"/\\\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
+_SEGMENT_CHAR, _NOT_DOT = rf"[^{_UNNAMEABLE}]", rf"[^{_UNNAMEABLE}.]"
+_SEGMENT = rf"(?:{_NOT_DOT}{_SEGMENT_CHAR}*|\.{_NOT_DOT}{_SEGMENT_CHAR}*|\.\.{_SEGMENT_CHAR}+)"  # never . or ..
 _DOCUMENT_NAME = rf"^{_SEGMENT}(?:[/\\]{_SEGMENT})*$"
 _BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 Name = Annotated[str, PathParam(pattern=f"^{NAME_PATTERN}$", description=f"A dataset name: {NAME_RULE}.")]
@@ -59,8 +62,9 @@ class DocumentIn(_Body):
     data_base64: str | None = Field(None, pattern=_BASE64, description="The document's raw bytes, base64 "
                                                                        "(standard alphabet, padded).")
     name: str | None = Field(None, min_length=1, max_length=1024, pattern=_DOCUMENT_NAME,
-                             description="Display name; default derived from the bytes. No control characters, "
-                                         "no '.' or '..' path segments.")
+                             description="Display name; default derived from the bytes. No control characters "
+                                         "(C1 and bidirectional overrides included), no empty, '.' or '..' "
+                                         "path segments.")
     media_type: str | None = Field(None, max_length=200, description="How to read the bytes (application/pdf, "
                                    "text/markdown, ...); default text/plain.")
     source_path: str | None = Field(None, max_length=4096, pattern=_NO_CONTROL,
@@ -103,7 +107,8 @@ class QueryIn(_Body):
                                                 "mode": {"enum": ["dense", "hybrid", None]}}},
     ]})
 
-    text: str | None = Field(None, pattern=_NOT_BLANK, description="The question or words to search for (not blank).")
+    text: str | None = Field(None, max_length=MAX_QUERY_CHARS, pattern=_NOT_BLANK,
+                             description="The question or words to search for (not blank).")
     vector: list[Number] | None = Field(None, min_length=1, json_schema_extra=_SOME_NONZERO,
                                         description="A pre-computed query embedding (searches dense).")
     # lax, so 10.0 (an integer to JSON Schema) is taken; a string or a boolean is not a number at all

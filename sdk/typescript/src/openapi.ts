@@ -214,7 +214,7 @@ export interface components {
             media_type?: string | null;
             /**
              * Name
-             * @description Display name; default derived from the bytes. No control characters, no '.' or '..' path segments.
+             * @description Display name; default derived from the bytes. No control characters (C1 and bidirectional overrides included), no empty, '.' or '..' path segments.
              */
             name?: string | null;
             /**
