@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ...lineage import shown_as
 from ...rows import PassageRow
+from ..storage_errors import damaged_catalogue
 from .schema import PASSAGE_COLUMNS, CatalogueFile
 
 if TYPE_CHECKING:  # numpy is imported where vectors are touched: `kx datasets list` never pays for it
@@ -80,6 +81,12 @@ class PassageReads(CatalogueFile):
             return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(seqs), dimension).copy()
         out = np.zeros((len(seqs), dimension), dtype=np.float32)
         for i, blob in enumerate(blobs):
+            if len(blob) not in (0, 4 * dimension):
+                # Only an empty blob is a legitimate state (the backlog, below). Any other size was never
+                # written by kx; read as "not embedded" it would stay out of the backlog (which picks empty
+                # blobs only) and silently never be searched densely again, so it is damage.
+                raise damaged_catalogue(self.path, f"passage {int(seqs[i])}'s vector is {len(blob)} bytes, "
+                                                   f"not the {4 * dimension} of its {dimension} dimensions")
             if blob:  # a passage still in the backlog stays a zero vector: like nothing, a duplicate of nothing
                 out[i] = np.frombuffer(blob, dtype=np.float32)
         return out

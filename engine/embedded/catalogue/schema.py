@@ -25,7 +25,6 @@ The schema's history, each step readable by the next:
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import time
@@ -248,7 +247,7 @@ class CatalogueFile:
 
     def fingerprint(self) -> Fingerprint | None:
         raw = self._meta("fingerprint")
-        return None if raw is None else Fingerprint.from_dict(json.loads(raw))
+        return None if raw is None else Fingerprint.from_json(raw, str(self.path))
 
     def _where_in(self, select: str, column: str, values: Sequence[Any]) -> Iterator[tuple]:
         """Rows of `select ... WHERE column IN (values)`, asked 500 at a time (SQLite caps bound variables)."""
