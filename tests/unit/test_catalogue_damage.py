@@ -105,3 +105,69 @@ def test_the_gateway_lists_the_healthy_datasets_beside_a_damaged_one(three: Engi
     assert answer.status_code == 200, answer.text
     listed = {d["name"]: d for d in answer.json()["datasets"]}
     assert listed["e1"]["error"].startswith("DATA_LOSS: ") and "error" not in listed["e6"]
+
+
+def _stored(path: Path) -> tuple[set[str], int, str]:
+    """What a refused write must leave as it was: the tables, the documents, the schema version."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        documents = db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+        version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+        return tables, documents, version
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("table", ["passages", "blobs", "texts", "lineage_events"])
+def test_an_ingest_into_a_catalogue_missing_a_table_is_refused_not_healed(three: Engine, kx_home: Path,
+                                                                          table: str) -> None:
+    path = _damage(kx_home, "e1", f"DROP TABLE {table}")
+    before = _stored(path)
+    for call in (lambda: three.query("e1", "elephants", mode="sparse"),
+                 lambda: three.ingest("e1", [from_text("Lions hunt at night.")]),
+                 lambda: three.retire("e1", ["anything"])):
+        error = _error(call)
+        assert error.status is Status.DATA_LOSS, error
+        # the same words on read and write, and true: the rest of the catalogue is there
+        assert f"its table {table} is missing" in error.message and "none of kx's tables" not in error.message
+        assert str(path) in error.message and "backup" in error.message
+    assert _stored(path) == before  # no empty table put in its place: the next query still says DATA_LOSS
+    assert _error(lambda: three.query("e1", "elephants")).status is Status.DATA_LOSS
+
+
+def test_a_new_dataset_and_an_old_schema_still_open_and_migrate(kx_home: Path) -> None:
+    engine = _engine()
+    engine.ingest("old", [from_text(t) for t in DOCS])   # a brand-new catalogue is created as before
+    engine.close()
+    # schema 3 had no lineage_events table (schema 4 brought it): not damage, a writer adds it
+    path = _damage(kx_home, "old", "DROP TABLE lineage_events")
+    _damage(kx_home, "old", "UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    engine = _engine()
+    assert engine.query("old", "elephants", mode="sparse").hits
+    engine.ingest("old", [from_text("Lions hunt at night.")])
+    tables, documents, version = _stored(path)
+    assert "lineage_events" in tables and documents == 4 and version == "5"
+
+
+def test_a_catalogue_from_a_newer_kx_is_refused_and_left_as_it_is(three: Engine, kx_home: Path) -> None:
+    path = _damage(kx_home, "e1", "UPDATE meta SET value = '999' WHERE key = 'schema_version'")
+    before = _stored(path)
+    for call in (lambda: three.query("e1", "elephants"), lambda: three.list_documents("e1"),
+                 lambda: three.ingest("e1", [from_text("Lions hunt at night.")])):
+        error = _error(call)
+        assert error.status is Status.FAILED_PRECONDITION, error
+        assert "made by a newer kx (schema 999, this kx reads up to 5)" in error.message
+        assert "upgrade kx" in error.message and str(path) in error.message
+    assert _stored(path) == before  # never stamped down to this kx's schema 5
+    assert [s.error.split(":")[0] for s in three.list_datasets() if s.error] == ["FAILED_PRECONDITION"]
+    result = run_cli("datasets", "query", "e1", "elephants")
+    assert result.code == Status.FAILED_PRECONDITION.exit_code and "newer kx" in result.stderr
+
+
+def test_a_schema_version_that_is_not_a_number_is_data_loss(three: Engine, kx_home: Path) -> None:
+    path = _damage(kx_home, "e1", "UPDATE meta SET value = 'five' WHERE key = 'schema_version'")
+    for call in (lambda: three.query("e1", "elephants"), lambda: three.ingest("e1", [from_text("Lions.")])):
+        error = _error(call)
+        assert error.status is Status.DATA_LOSS and "schema_version is 'five'" in error.message, error
+    assert _stored(path)[2] == "five"
