@@ -68,6 +68,17 @@ def test_a_vector_of_the_wrong_size_is_data_loss_not_a_zero_vector(three: Engine
     assert error.status is Status.DATA_LOSS and str(path) in error.message and "passage 1" in error.message
 
 
+def test_a_vector_of_the_wrong_size_met_while_rebuilding_the_graph_is_data_loss(three: Engine,
+                                                                                kx_home: Path) -> None:
+    path = _damage(kx_home, "e6", "UPDATE passages SET vector = x'0102' WHERE seq = 1")
+    for name in ("dense.voy", "dense.json"):  # the graph is rebuilt from the stored vectors on the next open
+        (kx_home / "datasets" / "e6" / name).unlink()
+    for mode in ("dense", "sparse"):
+        error = _error(lambda: three.query("e6", "elephants", mode=mode))
+        assert error.status is Status.DATA_LOSS and str(path) in error.message, error
+        assert "passage 1's vector is 2 bytes" in error.message
+
+
 def test_a_passage_still_in_the_backlog_is_not_damage(kx_home: Path) -> None:
     engine = _engine()
     engine.ingest("bl", [from_text(t) for t in DOCS])
