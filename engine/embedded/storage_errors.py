@@ -82,6 +82,8 @@ def check_catalogue_kept(folder: Path) -> None:
         if translated is not None and translated.status is Status.DATA_LOSS:
             raise translated from None
         return  # cannot even be opened (a read-only folder, ...): the writer says why, in its own words
+    if "meta" not in tables and tables & {"blobs", "documents", "passages"}:  # not replaced: its meta dropped
+        raise missing_tables(path, ["meta"])
     if "meta" not in tables:
         raise damaged_catalogue(path, f"{size:,} bytes but none of kx's tables, while the dataset's indexes are "
                                       "still there: it was replaced")

@@ -168,11 +168,11 @@ class CatalogueFile:
                 self._init_meta()
                 self._migrate()
             self._db.execute("PRAGMA busy_timeout=30000")
+            if readonly:
+                self._check_stored()  # first: a catalogue that lost only its meta table is not "empty"
             if readonly and not self._table_columns("meta"):
                 self._db.close()
                 raise CatalogueEmpty(path)
-            if readonly:
-                self._check_stored()
             self._columns = {table: self._table_columns(table)
                              for table in ("documents", "passages", "texts", "lineage_events")}
             self._tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
