@@ -9,12 +9,13 @@ Display-only knobs (RRF K, MMR lambda, BM25 k1/b) are deliberately not here.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
 from .config import BackendKind, Settings
 from .embedding.cards import ModelCard
-from .errors import precondition
+from .errors import KxError, Status, precondition
 from .text.analysis import MILVUS_ANALYZER_VERSION, TOKENIZER_VERSION
 from .text.chunking import CHUNKER_VERSION
 
@@ -37,8 +38,30 @@ class Fingerprint:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Fingerprint:
+        """The fingerprint a stored dict describes; ValueError saying what is wrong when it is not one.
+
+        A stored fingerprint is only ever written whole by `to_dict`, so a field missing or of another type
+        means the stored copy was damaged: comparing it would refuse (or, worse, admit) the wrong settings.
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"a fingerprint is a JSON object, not {type(data).__name__}")
+        wrong = [f"{f.name} missing" if f.name not in data else f"{f.name} is {data[f.name]!r}"
+                 for f in fields(cls) if f.name not in data or not _typed(data[f.name], f.type)]
+        if wrong:
+            raise ValueError("; ".join(wrong))
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+    @classmethod
+    def from_json(cls, raw: str, where: str) -> Fingerprint:
+        """The fingerprint stored as `raw` in `where` (a file, a collection); DATA_LOSS when it is damaged."""
+        try:
+            return cls.from_dict(json.loads(raw))
+        except ValueError as exc:  # json.JSONDecodeError is a ValueError too
+            raise KxError(Status.DATA_LOSS,
+                          f"the fingerprint stored in {where} is damaged ({exc}); kx cannot tell which model and "
+                          "chunk settings made this dataset, so it will not answer from it or add to it. Restore "
+                          "that file from a backup, or ingest the original files into a new dataset") from None
 
     def differences(self, other: Fingerprint) -> list[str]:
         """'field: mine -> theirs' for each field that differs."""
@@ -48,6 +71,15 @@ class Fingerprint:
             if a != b:
                 out.append(f"{f.name}: {_show(a)} -> {_show(b)}")
         return out
+
+
+def _typed(value: Any, kind: Any) -> bool:
+    """Whether a stored field's value has its declared type (`kind` is the annotation's text here)."""
+    if kind in ("int", int):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind in ("bool", bool):
+        return isinstance(value, bool)
+    return isinstance(value, str)
 
 
 def _show(value: Any) -> str:

@@ -173,9 +173,15 @@ class DatasetSummary:
     backlog: int = 0               # passages committed (keyword-searchable) but not yet embedded
     versions: int | None = None    # documents stored, every version counted (`documents`: the current ones)
     retired: int = 0               # lineages retired (their files left a watched folder)
+    # why this dataset cannot be read ("DATA_LOSS: ..."), set by a listing instead of failing it for every
+    # dataset; its counts are then 0 and its model None, as nothing could be read. None: it reads.
+    error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if self.error is None:  # a readable dataset's dict stays what it always was
+            del out["error"]
+        return out
 
 
 @dataclass(frozen=True)

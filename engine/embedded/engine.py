@@ -68,7 +68,17 @@ class Engine(InProcessBackend):
     # -- reads --------------------------------------------------------------------
 
     def list_datasets(self) -> list[DatasetSummary]:
-        return [self.dataset_summary(name) for name in list_dataset_names(self.settings)]
+        """Every dataset's summary; one that cannot be read is listed with its error, not raised: a damaged
+        catalogue must not hide the healthy datasets beside it (querying it says the same error, in full)."""
+        out = []
+        for name in list_dataset_names(self.settings):
+            try:
+                out.append(self.dataset_summary(name))
+            except KxError as exc:
+                out.append(DatasetSummary(name=name, documents=0, passages=0, embed_model=None, created_at=0.0,
+                                          fingerprint=None, path=str(Dataset(self.settings, name).folder),
+                                          error=f"{exc.status.name}: {exc.message}"))
+        return out
 
     @contextlib.contextmanager
     def _catalogue(self, name: str) -> Iterator[Catalogue]:

@@ -15,6 +15,7 @@ import threading
 import numpy as np
 
 from ..atomic import read_json
+from ..errors import KxError, Status
 from ..filters import PassageFilter, Where
 from ..fingerprint import Fingerprint
 from ..lineage import LineageMarks, LineageView, SimpleLineage
@@ -120,6 +121,32 @@ class DatasetSearcher:
         if not self._dense_trusted:
             self.notes.append("the dense index does not match this dataset's catalogue (edited or copied files); "
                               "it is left out until the next writer rebuilds it from the catalogue")
+        self._sparse_unusable: str | None = None
+        if not os.access(dataset.folder, os.W_OK):
+            self._refuse_unrebuildable()
+
+    def _refuse_unrebuildable(self) -> None:
+        """On a home nobody can write (a read-only mount), an index its sidecar no longer vouches for (damaged,
+        missing, made by another tokenizer) cannot be rebuilt from the catalogue, as opening it on a writable
+        home does first; so its files are never read. Whoosh fails on garbage segments with EINVAL, and a
+        graph trusted for nothing would read as passages "not embedded", which they are."""
+        folder, name = self.dataset.folder, self.dataset.name
+        sparse_bad = self._state[0] > 0 and self._state[2] == 0
+        dense_bad = self.dense_passages == 0 and self.catalogue.embedded_prefix() > 0
+        why = (f"kx rebuilds them from the catalogue when it opens them, but {folder} cannot be written (a "
+               "read-only home). The catalogue itself is intact (`kx datasets documents` still reads it); run one "
+               f"query where KX_HOME can be written, or copy {folder} to a writable KX_HOME, and it is rebuilt")
+        if sparse_bad and dense_bad:
+            self.catalogue.close()
+            raise KxError(Status.FAILED_PRECONDITION,
+                          f"dataset '{name}''s indexes ({folder / 'sparse'} and {self.dense.path}) are damaged or "
+                          f"missing; {why}")
+        if sparse_bad:  # dense-only queries still answer from the graph
+            self._sparse_unusable = (f"dataset '{name}''s keyword index {folder / 'sparse'} is damaged or "
+                                     f"missing; {why}")
+        if dense_bad:   # keyword queries still answer; hybrid says what it left out
+            self.notes.append(f"the dense index {self.dense.path} is damaged or missing and cannot be rebuilt on "
+                              "this read-only home: dense results are left out (the catalogue is intact)")
 
     def _read_state(self) -> tuple[int, int, int]:
         return self.catalogue.max_passage_seq(), self.dense.watermark, self.sparse.watermark
@@ -266,6 +293,8 @@ class DatasetSearcher:
     def sparse_candidates(self, text: str, pool: int, only: PassageFilter | None = None,
                           term_weights: dict[str, float] | None = None) -> Candidates:
         # `term_weights`: each term's BM25 weight instead of its count in `text` (an expanded query)
+        if self._sparse_unusable:
+            raise KxError(Status.FAILED_PRECONDITION, self._sparse_unusable)
         counts: dict[str, float] = dict(self.sparse.term_counts(text)) if term_weights is None else term_weights
         if not counts or not self.sparse.folder.exists():
             return Candidates.empty()

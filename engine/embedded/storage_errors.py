@@ -46,6 +46,12 @@ def damaged_catalogue(path: Path | str, detail: str) -> KxError:
                    "\".recover\"` into a new file, or ingest the original files into a new dataset")
 
 
+def missing_tables(path: Path | str, tables: list[str]) -> KxError:
+    """DATA_LOSS for a catalogue that is there (its other tables are) but lacks `tables`: dropped or damaged."""
+    which = f"table {tables[0]} is" if len(tables) == 1 else f"tables {', '.join(tables)} are"
+    return damaged_catalogue(path, f"its {which} missing while the rest of it is there: dropped or damaged")
+
+
 _DERIVED = ("dense.json", "sparse.json", "dense.voy", "sparse")
 
 
@@ -76,6 +82,8 @@ def check_catalogue_kept(folder: Path) -> None:
         if translated is not None and translated.status is Status.DATA_LOSS:
             raise translated from None
         return  # cannot even be opened (a read-only folder, ...): the writer says why, in its own words
+    if "meta" not in tables and tables & {"blobs", "documents", "passages"}:  # not replaced: its meta dropped
+        raise missing_tables(path, ["meta"])
     if "meta" not in tables:
         raise damaged_catalogue(path, f"{size:,} bytes but none of kx's tables, while the dataset's indexes are "
                                       "still there: it was replaced")
@@ -90,7 +98,10 @@ def classify_sqlite(exc: sqlite3.Error, path: Path | str) -> KxError | None:
         return disk_full(path)
     if primary in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or "malformed" in text or "not a database" in text:
         return damaged_catalogue(path, str(exc))
-    if "no such table" in text:  # an emptied (0-byte) or foreign file where a kx catalogue was
+    if "no such table" in text:  # an emptied (0-byte) or foreign file where a kx catalogue was, or a table dropped
+        table = str(exc).split("no such table:", 1)[-1].strip()
+        if table and _has_kx_tables(Path(path)):
+            return missing_tables(path, [table])
         size = ""
         with contextlib.suppress(OSError):
             size = f"{Path(path).stat().st_size:,} bytes, "
@@ -98,6 +109,19 @@ def classify_sqlite(exc: sqlite3.Error, path: Path | str) -> KxError | None:
     if primary == _SQLITE_READONLY or "readonly database" in text or "read-only" in text:
         return unwritable(Path(path), "read-only")
     return None
+
+
+def _has_kx_tables(path: Path) -> bool:
+    """Whether the file at `path` holds kx's meta or documents table (so a missing one was dropped, not never there)."""
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return bool(db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name IN ('meta', 'documents')")
+                        .fetchone())
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return False
 
 
 def unwritable(path: Path, why: str) -> KxError:

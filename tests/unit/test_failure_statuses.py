@@ -63,9 +63,11 @@ def test_an_emptied_or_replaced_catalogue_is_data_loss_everywhere(engine: Engine
         error = _status(call)
         assert error.status is Status.DATA_LOSS and str(catalogue) in error.message, error
     assert catalogue.stat().st_size == (0 if damage == "zero bytes" else catalogue.stat().st_size)
-    for args in (["datasets", "list"], ["datasets", "documents", "hb"]):
-        result = run_cli(*args)
-        assert result.code == 12 and "DATA_LOSS" in result.stderr and "INTERNAL" not in result.stderr
+    result = run_cli("datasets", "documents", "hb")
+    assert result.code == 12 and "DATA_LOSS" in result.stderr and "INTERNAL" not in result.stderr
+    # a listing marks it instead of failing, so that one damaged dataset does not hide the others
+    result = run_cli("datasets", "list", "--json")
+    assert result.code == 0 and '"error": "DATA_LOSS: ' in result.stdout and str(catalogue) in result.stdout
 
 
 def test_the_sparse_folder_replaced_by_a_file_is_named(engine: Engine, kx_home: Path) -> None:
@@ -239,3 +241,52 @@ def test_a_document_name_no_document_may_have_is_refused_on_every_way_in(hash_en
     assert json.dumps(report.to_dict())   # every name and path printable as JSON
     assert "media type" in reasons["typed"]
     assert sorted(d.name for d in hash_engine.list_documents("names")) == ["fine", "good"]
+
+
+def _garble_indexes(kx_home: Path, which: tuple[str, ...]) -> None:
+    """Overwrite the sparse index's segments and/or the dense graph with random bytes (their sizes kept)."""
+    folder = kx_home / "datasets" / "hb"
+    files = ([p for p in (folder / "sparse").iterdir() if p.suffix == ".seg"] if "sparse" in which else []) \
+        + ([folder / "dense.voy"] if "dense" in which else [])
+    assert files
+    for path in files:
+        path.write_bytes(os.urandom(path.stat().st_size))
+
+
+def test_damaged_indexes_on_a_read_only_home_are_a_precondition_not_internal(read_only_home: Path, kx_home: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    _garble_indexes(kx_home, ("sparse", "dense"))
+    monkeypatch.setenv("KX_HOME", str(read_only_home))
+    engine = _fresh(read_only_home)
+    for mode in ("sparse", "hybrid", "dense"):
+        error = _status(lambda: engine.query("hb", "refunds", mode=mode))
+        assert error.status is Status.FAILED_PRECONDITION, (mode, error)
+        # not "not embedded" (they are), not whoosh's EINVAL: what is wrong, why it stays so, what to do
+        assert "damaged or missing" in error.message and "read-only home" in error.message, error
+        assert "not embedded" not in error.message and "writable KX_HOME" in error.message
+    assert len(engine.list_documents("hb")) == len(DOCS)   # the catalogue still reads
+    engine.close()
+    result = run_cli("datasets", "query", "hb", "refunds", "--mode", "sparse")
+    assert result.code == Status.FAILED_PRECONDITION.exit_code and "INTERNAL" not in result.stderr
+
+
+def test_one_damaged_index_on_a_read_only_home_leaves_the_other_answering(read_only_home: Path, kx_home: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    _garble_indexes(kx_home, ("sparse",))
+    monkeypatch.setenv("KX_HOME", str(read_only_home))
+    engine = _fresh(read_only_home)
+    assert engine.query("hb", "refunds", mode="dense").hits
+    error = _status(lambda: engine.query("hb", "refunds", mode="sparse"))
+    assert error.status is Status.FAILED_PRECONDITION and "keyword index" in error.message, error
+    engine.close()
+
+
+def test_a_damaged_dense_graph_on_a_read_only_home_is_said_with_keyword_answers(
+        read_only_home: Path, kx_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _garble_indexes(kx_home, ("dense",))
+    monkeypatch.setenv("KX_HOME", str(read_only_home))
+    engine = _fresh(read_only_home)
+    assert engine.query("hb", "refunds", mode="sparse").hits
+    answer = engine.query("hb", "refunds", mode="hybrid")
+    engine.close()
+    assert answer.hits and any("dense index" in note and "damaged or missing" in note for note in answer.notes)

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+from ...errors import KxError
 from ...lineage import shown_as
 from ...rows import PassageRow
+from ..storage_errors import damaged_catalogue
 from .schema import PASSAGE_COLUMNS, CatalogueFile
 
 if TYPE_CHECKING:  # numpy is imported where vectors are touched: `kx datasets list` never pays for it
@@ -80,12 +82,24 @@ class PassageReads(CatalogueFile):
             return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(seqs), dimension).copy()
         out = np.zeros((len(seqs), dimension), dtype=np.float32)
         for i, blob in enumerate(blobs):
+            if len(blob) not in (0, 4 * dimension):
+                raise self._bad_vector(int(seqs[i]), len(blob), dimension)
             if blob:  # a passage still in the backlog stays a zero vector: like nothing, a duplicate of nothing
                 out[i] = np.frombuffer(blob, dtype=np.float32)
         return out
 
+    def _bad_vector(self, seq: int, size: int, dimension: int) -> KxError:
+        # Only an empty blob is a legitimate state besides a whole vector (the backlog). Any other size was
+        # never written by kx; read as "not embedded" it would stay out of the backlog (which picks empty
+        # blobs only) and silently never be searched densely again, so it is damage.
+        return damaged_catalogue(self.path, f"passage {seq}'s vector is {size} bytes, not the {4 * dimension} "
+                                            f"of its {dimension} dimensions")
+
     def iter_passages_after(self, seq: int, upto: int, batch: int = 2048) -> Iterator[list[tuple[int, str, bytes]]]:
-        """(seq, text, vector bytes) for passages in (seq, upto], in batches, ascending."""
+        """(seq, text, vector bytes) for passages in (seq, upto], in batches, ascending; each vector empty (the
+        backlog) or of the fingerprint's dimension, else DATA_LOSS (the indexes build from these bytes)."""
+        fingerprint = self.fingerprint()
+        sizes = (0, 4 * fingerprint.dimension) if fingerprint is not None else None
         last = seq
         while True:
             rows = self._db.execute(
@@ -94,6 +108,10 @@ class PassageReads(CatalogueFile):
             ).fetchall()
             if not rows:
                 return
+            if sizes is not None:
+                bad = next((row for row in rows if len(row[2]) not in sizes), None)
+                if bad is not None:
+                    raise self._bad_vector(bad[0], len(bad[2]), sizes[1] // 4)
             yield rows
             last = rows[-1][0]
 

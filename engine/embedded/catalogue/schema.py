@@ -25,7 +25,6 @@ The schema's history, each step readable by the next:
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import time
@@ -35,7 +34,7 @@ from typing import Any, Iterator, Sequence
 
 from ...errors import KxError, Status
 from ...fingerprint import Fingerprint
-from ..storage_errors import classify_sqlite
+from ..storage_errors import classify_sqlite, damaged_catalogue, missing_tables
 
 SCHEMA_VERSION = 5
 
@@ -104,6 +103,10 @@ _ADDED_COLUMNS = (
     ("lineage_events", "moved_from", "TEXT"), ("lineage_events", "source_path", "TEXT"),
 )
 
+# kx's tables and the schema that brought each: a catalogue at that version or later lacking one was damaged
+# (a table dropped), while an older one lacks it by right and is given it, empty, when a writer migrates it.
+_TABLES_SINCE = (("meta", 1), ("blobs", 1), ("documents", 1), ("passages", 1), ("texts", 2), ("lineage_events", 4))
+
 # The rows' columns, in engine/rows.py's field order (DocumentRow, PassageRow).
 DOCUMENT_COLUMNS = ("ref", "name", "source_path", "size", "media_type", "ingested_at", "text_length",
                     "passage_count", "title", "page_count", "extractor", "notes")
@@ -155,18 +158,27 @@ class CatalogueFile:
                 self._db = _open_readonly(path)
             else:
                 self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+                # before anything is created or migrated: `CREATE TABLE IF NOT EXISTS` would otherwise put an
+                # empty table where a dropped one was (and the next ingest "heal" the damage away), and the
+                # migration would stamp a newer kx's catalogue with this kx's older schema version
+                self._check_stored()
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=FULL")
                 self._db.executescript(_SCHEMA)
                 self._init_meta()
                 self._migrate()
             self._db.execute("PRAGMA busy_timeout=30000")
+            if readonly:
+                self._check_stored()  # first: a catalogue that lost only its meta table is not "empty"
             if readonly and not self._table_columns("meta"):
                 self._db.close()
                 raise CatalogueEmpty(path)
             self._columns = {table: self._table_columns(table)
                              for table in ("documents", "passages", "texts", "lineage_events")}
             self._tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        except KxError:
+            self._db.close()
+            raise
         except sqlite3.DatabaseError as exc:
             translated = classify_sqlite(exc, path)  # damaged (DATA_LOSS) or the disk is full
             if translated is not None:
@@ -185,6 +197,32 @@ class CatalogueFile:
         self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         self._db.execute("INSERT OR IGNORE INTO meta VALUES ('created_at', ?)", (repr(time.time()),))
         self._db.execute("INSERT OR IGNORE INTO meta VALUES ('dataset_id', ?)", (uuid.uuid4().hex,))
+
+    def _check_stored(self) -> None:
+        """Refuse, touching nothing, a stored catalogue a newer kx made (FAILED_PRECONDITION) or one missing a
+        table its schema version has (DATA_LOSS). A new file, or one a writer is creating this instant (no
+        schema_version yet, no documents), passes."""
+        tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "meta" not in tables:
+            if tables & {name for name, _since in _TABLES_SINCE}:  # a writer creates meta first
+                raise missing_tables(self.path, ["meta"])
+            return
+        raw = self._meta("schema_version")
+        if raw is None:
+            if "documents" in tables and self._db.execute("SELECT 1 FROM documents LIMIT 1").fetchone():
+                raise damaged_catalogue(self.path, "its schema_version is missing from meta")
+            return
+        try:
+            version = int(raw)
+        except ValueError:
+            raise damaged_catalogue(self.path, f"its schema_version is {raw!r}, not a number") from None
+        if version > SCHEMA_VERSION:
+            raise KxError(Status.FAILED_PRECONDITION,
+                          f"the catalogue {self.path} was made by a newer kx (schema {version}, this kx reads up to "
+                          f"{SCHEMA_VERSION}); upgrade kx to read or add to it (nothing in it was changed)")
+        missing = [name for name, since in _TABLES_SINCE if since <= max(version, 1) and name not in tables]
+        if missing:
+            raise missing_tables(self.path, missing)
 
     def _table_columns(self, table: str) -> set[str]:
         return {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
@@ -248,7 +286,7 @@ class CatalogueFile:
 
     def fingerprint(self) -> Fingerprint | None:
         raw = self._meta("fingerprint")
-        return None if raw is None else Fingerprint.from_dict(json.loads(raw))
+        return None if raw is None else Fingerprint.from_json(raw, str(self.path))
 
     def _where_in(self, select: str, column: str, values: Sequence[Any]) -> Iterator[tuple]:
         """Rows of `select ... WHERE column IN (values)`, asked 500 at a time (SQLite caps bound variables)."""
