@@ -140,8 +140,9 @@ def print_datasets(console: _RichConsole, summaries: list[DatasetSummary]) -> No
     print_table(console, [("name", "left"), ("documents", "right"), ("passages", "right"),
                           *((("to embed", "right"),) if waiting else ()),
                           ("embedding model", "left"), ("created", "left")],
-                [[s.name, f"{s.documents:,}" + (f" ({s.versions:,} stored)" if s.versions not in (None, s.documents)
-                                                else ""), f"{s.passages:,}",
+                [[s.name + (" (unreadable)" if s.error else ""),
+                  f"{s.documents:,}" + (f" ({s.versions:,} stored)" if s.versions not in (None, s.documents) else ""),
+                  f"{s.passages:,}",
                   *((f"{s.backlog:,}" if s.backlog else "-",) if waiting else ()),
                   s.embed_model or "-", _when(s.created_at)]
                  for s in summaries],
@@ -149,6 +150,9 @@ def print_datasets(console: _RichConsole, summaries: list[DatasetSummary]) -> No
     if waiting:
         console.print("[dim]to embed: passages keyword-searchable but not yet in dense search; "
                       "`kx datasets embed NAME` finishes them[/]")
+    for s in summaries:
+        if s.error:  # listed so the others still are; its row's zeros are nothing read, not an empty dataset
+            console.print(f"[red]{escape(s.name)}: cannot be read: {escape(s.error)}[/]")
 
 
 def size_text(size: int) -> str:

@@ -102,6 +102,8 @@ def test_one_damaged_dataset_is_marked_in_the_list_and_the_others_still_listed(t
     result = run_cli("datasets", "list", "--json")
     assert result.code == 0, result.stderr
     assert '"error": "DATA_LOSS: ' in result.stdout and '"e6"' in result.stdout
+    human = run_cli("datasets", "list")
+    assert human.code == 0 and "e1 (unreadable)" in human.stdout and "e1: cannot be read: DATA_LOSS" in human.stdout
 
 
 def test_the_gateway_lists_the_healthy_datasets_beside_a_damaged_one(three: Engine, kx_home: Path) -> None:
