@@ -7,9 +7,12 @@ import hashlib
 import io
 import json
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,30 +180,33 @@ def serving(backend, token: str | None = None) -> Iterator[tuple[str, str]]:
     server on a loopback port, in a thread of this process (so it shares the test's backend and model), until
     the block ends. `token`: the bearer token; a random one by default."""
     import secrets
-    import socket
-    import threading
-    import time
 
     import uvicorn
 
     from engine.server.gateway import create_app
 
     token = token or secrets.token_urlsafe(32)
+    server = uvicorn.Server(uvicorn.Config(create_app(backend, token), log_level="warning", access_log=False,
+                                           lifespan="off"))
+    thread, url, sock = start_server(server)
+    try:
+        yield url, token
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def start_server(server) -> tuple[threading.Thread, str, socket.socket]:
+    """Run a uvicorn.Server in a thread on a free loopback port; (the thread, its URL, its socket: the caller
+    closes it) once it is serving."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(backend, token), log_level="warning", access_log=False,
-                                           lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
     while not server.started:
         assert time.monotonic() < deadline and thread.is_alive(), "the gateway did not start"
         time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}", token
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    return thread, f"http://127.0.0.1:{sock.getsockname()[1]}", sock

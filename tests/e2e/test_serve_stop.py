@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import socket
 import threading
 import time
 from types import SimpleNamespace
@@ -23,6 +22,8 @@ import kx_tui.cli.serve as serve_module
 from engine import Engine
 from engine.server.gateway import create_app
 from engine.text.inputs import from_text
+
+from ..helpers import start_server
 
 TOKEN = "t" * 43
 
@@ -40,19 +41,6 @@ def slow_engine(hash_engine: Engine, monkeypatch: pytest.MonkeyPatch) -> Iterato
     monkeypatch.setattr(hash_engine, "query", slow_query)
     yield hash_engine, entered
     release.set()
-
-
-def _run(server: uvicorn.Server) -> tuple[threading.Thread, str]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the gateway did not start"
-        time.sleep(0.02)
-    return thread, f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
 def _config(engine: Engine, graceful: float) -> uvicorn.Config:
@@ -74,7 +62,7 @@ def test_a_request_running_when_the_server_stops_answers_503_json_without_a_trac
     else:   # any uvicorn: its own timeout cancels the request; the gateway still answers it
         server = uvicorn.Server(_config(engine, 0.5))
     caplog.set_level(logging.INFO)
-    thread, url = _run(server)
+    thread, url, _sock = start_server(server)
     answer: dict[str, httpx.Response] = {}
     client = threading.Thread(target=lambda: answer.update(r=httpx.post(
         f"{url}/v1/datasets/notes/query", json={"text": "parking"}, headers={"Authorization": f"Bearer {TOKEN}"},
@@ -116,7 +104,7 @@ def test_a_request_that_answers_within_the_drain_is_answered(hash_engine: Engine
 
     monkeypatch.setattr(hash_engine, "query", a_little_slow)
     server = serve_module.gateway_server(_config(hash_engine, 6), hash_engine, stop)  # type: ignore[arg-type]
-    thread, url = _run(server)
+    thread, url, _sock = start_server(server)
     answer: dict[str, httpx.Response] = {}
     client = threading.Thread(target=lambda: answer.update(r=httpx.post(
         f"{url}/v1/datasets/notes/query", json={"text": "parking", "mode": "sparse"},

@@ -491,12 +491,18 @@ def _found(engine: Engine, text: str) -> list[str]:
     return [h.document_name for h in engine.query("inbox", text, k=5, mode="sparse").hits]
 
 
-def test_two_files_with_one_stem_are_two_documents_when_both_are_there_at_start(drop: Path, watch) -> None:
+def _two_reports_watched(drop: Path, watch):
+    """report.md and report.txt in the folder before the watch starts; (engine, log) once both are in."""
     engine = _hash_engine()
     (drop / "report.md").write_text("report text about giraffes")
     (drop / "report.txt").write_text("report text about hippos")
     _, log = watch(engine, drop)
     log.wait_for(lambda l: len(l.of(Ingested)) == 2, "both ingested")
+    return engine, log
+
+
+def test_two_files_with_one_stem_are_two_documents_when_both_are_there_at_start(drop: Path, watch) -> None:
+    engine, log = _two_reports_watched(drop, watch)
     assert sorted(e.name for e in log.of(Ingested)) == ["report.md", "report.txt"]
     assert _found(engine, "giraffes") == ["report.md"] and _found(engine, "hippos") == ["report.txt"]
 
@@ -522,11 +528,7 @@ def test_a_file_arriving_beside_one_with_its_stem_never_supersedes_it(drop: Path
 
 
 def test_renaming_one_of_two_files_with_one_stem_carries_the_right_lineage(drop: Path, watch) -> None:
-    engine = _hash_engine()
-    (drop / "report.md").write_text("report text about giraffes")
-    (drop / "report.txt").write_text("report text about hippos")
-    _, log = watch(engine, drop)
-    log.wait_for(lambda l: len(l.of(Ingested)) == 2, "both ingested")
+    engine, log = _two_reports_watched(drop, watch)
     (drop / "report.txt").rename(drop / "hippos.txt")
     log.wait_for(lambda l: {(e.old_name, e.name) for e in l.of(Renamed)} == {("report.txt", "hippos"),
                                                                              ("report.md", "report")},
