@@ -121,7 +121,19 @@ class MilvusBackend(InProcessBackend):
     # -- reads ----------------------------------------------------------------------------
 
     def list_datasets(self) -> list[DatasetSummary]:
-        return [self.dataset_summary(name) for name in self.store().dataset_names()]
+        """Every dataset's summary; one whose stored facts are damaged or incompatible is listed with its error,
+        as the embedded engine lists it, so it does not hide the others (Milvus unreachable still fails all)."""
+        out = []
+        for name in self.store().dataset_names():
+            try:
+                out.append(self.dataset_summary(name))
+            except KxError as exc:
+                if exc.status not in (Status.DATA_LOSS, Status.FAILED_PRECONDITION):
+                    raise
+                out.append(DatasetSummary(name=name, documents=0, passages=0, embed_model=None, created_at=0.0,
+                                          fingerprint=None, path=redacted(self.uri),
+                                          error=f"{exc.status.name}: {exc.message}"))
+        return out
 
     def embed(self, name: str, on_event: EventFn | None = None) -> EmbedReport:
         """Nothing waits here: Milvus rows are embedded before they are committed."""

@@ -253,9 +253,15 @@ class MilvusCatalogue(LineageWrites):
             self._registry = self.store.registry_row(self.name)
         return self._registry
 
+    def _registry_where(self) -> str:
+        from .errors import redacted
+
+        return (f"Milvus's registry row of dataset '{self.name}' (collection {REGISTRY} at "
+                f"{redacted(self.store.conn.uri)})")
+
     def fingerprint(self) -> Fingerprint | None:
         row = self._registered()
-        return None if row is None else Fingerprint.from_dict(json.loads(row["fingerprint"]))
+        return None if row is None else Fingerprint.from_json(row["fingerprint"], self._registry_where())
 
     @property
     def created_at(self) -> float:
@@ -415,7 +421,7 @@ class MilvusCatalogue(LineageWrites):
             raise KxError(Status.UNAVAILABLE, f"Milvus did not keep the registration of dataset '{self.name}'; "
                                               "try the ingest again")
         self._registry = stored
-        theirs = Fingerprint.from_dict(json.loads(stored["fingerprint"]))
+        theirs = Fingerprint.from_json(stored["fingerprint"], self._registry_where())
         if theirs != fingerprint:
             from ..fingerprint import check_compatible
 

@@ -162,6 +162,28 @@ def test_index_files_cut_short_by_a_killed_process_are_rebuilt_and_lose_nothing(
     reopened.close()
 
 
+def test_a_damaged_registry_fingerprint_is_data_loss_and_listed_beside_the_healthy(tmp_path: Path) -> None:
+    """As on the embedded backend: a fingerprint that is not JSON is DATA_LOSS naming where it is (it was
+    INTERNAL), and `list_datasets` shows the dataset with that error instead of failing for every dataset."""
+    from engine.milvus.schema import PLACEHOLDER, REGISTRY
+
+    backend = _milvus(str(tmp_path / "reg.db"))
+    for name in ("good", "bad"):
+        backend.ingest(name, [from_text(f"parcels leave the depot at noon ({name})", "guide")])
+    row = backend.store().registry_row("bad")
+    backend.store().conn.call("upsert", REGISTRY, [{**row, "fingerprint": "{garbage", "schema_version": 1,
+                                                    "_v": PLACEHOLDER}])
+    backend.close()
+    reopened = _milvus(str(tmp_path / "reg.db"))
+    with pytest.raises(KxError) as err:
+        reopened.query("bad", "parcels")
+    assert err.value.status is Status.DATA_LOSS and "registry row of dataset 'bad'" in err.value.message
+    listed = {s.name: s for s in reopened.list_datasets()}
+    assert listed["good"].error is None and listed["good"].documents == 1
+    assert listed["bad"].error is not None and listed["bad"].error.startswith("DATA_LOSS: ")
+    reopened.close()
+
+
 def test_a_crash_between_documents_and_their_events_keeps_the_version_before(tmp_path: Path, monkeypatch) -> None:
     """Milvus has no transactions: documents land first, events after; a crash between leaves the new version
     stored but not current, and offering the file again (a watcher's start scan) makes it current."""
