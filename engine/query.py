@@ -178,6 +178,8 @@ def run_query(
         timings["embed"] = _ms(t)
     sentences: SentenceMemo = {}   # this query's sentence scores (the sentence list's, then the answer spans')
     with engine.reading(name, searcher) as searcher:
+        if use_dense and not use_sparse and searcher.dense_problem:
+            raise KxError(Status.FAILED_PRECONDITION, searcher.dense_problem)
         coverage = _dense_coverage(name, searcher, use_dense, notes)
         if use_dense and not use_sparse and searcher.total_passages and not searcher.dense_passages:
             raise KxError(Status.FAILED_PRECONDITION,
@@ -215,7 +217,7 @@ def _dense_coverage(name: str, searcher: Searcher, use_dense: bool, notes: list[
     total, held = searcher.total_passages, searcher.dense_passages
     if not total or held >= total:
         return 1.0
-    if use_dense:
+    if use_dense and not searcher.dense_problem:   # a damaged graph says so in the searcher's own note
         notes.append(f"dense covers {held:,} of {total:,} passages; embedding continues (sparse covers all; "
                      f"`kx datasets embed {name}` finishes it if no ingest is running)")
     return round(held / total, 6)

@@ -59,6 +59,7 @@ class Searcher(Protocol):
     notes: list[str]
     dense_passages: int   # passages the dense index holds (embedded so far)
     total_passages: int   # passages committed (all of them keyword-searchable)
+    dense_problem: str | None   # why dense search cannot answer at all (a damaged graph that cannot be rebuilt)
 
     def dense_candidates(self, vector: np.ndarray, pool: int, only: PassageFilter | None = None) -> Candidates: ...
 

@@ -122,6 +122,7 @@ class DatasetSearcher:
             self.notes.append("the dense index does not match this dataset's catalogue (edited or copied files); "
                               "it is left out until the next writer rebuilds it from the catalogue")
         self._sparse_unusable: str | None = None
+        self.dense_problem: str | None = None
         if not os.access(dataset.folder, os.W_OK):
             self._refuse_unrebuildable()
 
@@ -144,7 +145,8 @@ class DatasetSearcher:
         if sparse_bad:  # dense-only queries still answer from the graph
             self._sparse_unusable = (f"dataset '{name}''s keyword index {folder / 'sparse'} is damaged or "
                                      f"missing; {why}")
-        if dense_bad:   # keyword queries still answer; hybrid says what it left out
+        if dense_bad:   # keyword queries still answer; hybrid says what it left out; dense alone refuses
+            self.dense_problem = f"dataset '{name}''s dense index {self.dense.path} is damaged or missing; {why}"
             self.notes.append(f"the dense index {self.dense.path} is damaged or missing and cannot be rebuilt on "
                               "this read-only home: dense results are left out (the catalogue is intact)")
 

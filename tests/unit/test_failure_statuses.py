@@ -288,5 +288,10 @@ def test_a_damaged_dense_graph_on_a_read_only_home_is_said_with_keyword_answers(
     engine = _fresh(read_only_home)
     assert engine.query("hb", "refunds", mode="sparse").hits
     answer = engine.query("hb", "refunds", mode="hybrid")
+    with pytest.raises(KxError) as err:   # dense alone: said, not "the passages are not embedded yet"
+        engine.query("hb", "refunds", mode="dense")
     engine.close()
     assert answer.hits and any("dense index" in note and "damaged or missing" in note for note in answer.notes)
+    assert not any("embedding continues" in note for note in answer.notes)
+    assert err.value.status is Status.FAILED_PRECONDITION and "damaged or missing" in err.value.message
+    assert "not embedded" not in err.value.message
