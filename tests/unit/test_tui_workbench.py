@@ -132,3 +132,36 @@ def test_a_newer_queued_message_replaces_an_older_one_and_nothing_else_does() ->
     assert older.can_replace(newer)           # the newer count says everything the older one did
     done = WatchFileDone(Ingested("/in/a.md", "a", "ref", 1, 1), 1)
     assert not older.can_replace(done) and not done.can_replace(newer) and not done.can_replace(done)
+
+
+def test_the_sidebar_marks_an_unreadable_dataset_and_shows_why() -> None:
+    """A dataset listed with an error (a damaged catalogue) reads as unreadable, not as an empty dataset, and
+    its error's control characters are shown, not sent to the terminal."""
+    import asyncio
+
+    from textual.app import App, ComposeResult
+
+    from engine.records import DatasetSummary
+    from kx_tui.tui.widgets.datasets import DatasetList
+
+    class Probe(App):
+        def compose(self) -> ComposeResult:
+            yield DatasetList()
+
+    bad = DatasetSummary(name="e1", documents=0, passages=0, embed_model=None, created_at=0.0, fingerprint=None,
+                         path="/h/e1", error="DATA_LOSS: the fingerprint stored in /h/e1 is damaged \x1b[31m")
+    good = DatasetSummary(name="ok", documents=1, passages=1, embed_model="m", created_at=0.0, fingerprint=None,
+                          path="/h/ok")
+
+    async def shown() -> dict[str, str]:
+        app = Probe()
+        async with app.run_test() as pilot:
+            listed = app.query_one(DatasetList)
+            listed.show([bad, good])
+            await pilot.pause()
+            return {name: " ".join(line.plain for line in listed.get_option(name).prompt.renderables)
+                    for name in ("e1", "ok")}
+
+    lines = asyncio.run(shown())
+    assert "unreadable" in lines["e1"] and "DATA_LOSS" in lines["e1"] and "\x1b" not in lines["e1"]
+    assert "0 docs" not in lines["e1"] and "1 docs · 1 passages" in lines["ok"]

@@ -13,6 +13,8 @@ from textual.widgets.option_list import Option
 
 from engine.records import DatasetSummary
 
+from ...render import terminal_safe
+
 
 def _when(stamp: float) -> str:
     return datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M") if stamp else "—"
@@ -36,6 +38,8 @@ class DatasetList(OptionList):
             # one line each, cut with an ellipsis: a long model id never wraps onto a line of its own
             lines = [Text(s.name, style="bold"), Text(f"{s.documents} docs · {s.passages} passages", style="dim"),
                      Text(s.embed_model or "no model", style="dim italic")]
+            if s.error:   # listed so the others still are: its zeros are nothing read, not an empty dataset
+                lines[1:] = [Text("unreadable", style="bold red"), Text(terminal_safe(s.error), style="red")]
             for line in lines:
                 line.no_wrap, line.overflow = True, "ellipsis"
             self.add_option(Option(Group(*lines), id=s.name))
@@ -60,6 +64,8 @@ class DatasetDetails(Static):
         table.add_column(style="dim", no_wrap=True, min_width=9)   # "documents", "tokenizer" whole
         table.add_column(no_wrap=True, overflow="ellipsis")   # a narrow sidebar cuts a value's end, never wraps
         table.add_row("dataset", Text(summary.name, style="bold"))
+        if summary.error:
+            table.add_row("error", Text(terminal_safe(summary.error), style="red"))
         table.add_row("documents", str(summary.documents))
         table.add_row("passages", str(summary.passages))
         table.add_row("created", _when(summary.created_at))
