@@ -462,10 +462,10 @@ def _vectors_for(engine: IngestEngine, group: list[_Prepared], done: int, total:
 
 
 def _with_a_storable_name(doc: DocumentInput) -> DocumentInput:
-    """`doc`, or `doc` refused when its name or source path cannot be a document's: the gateway's rule
-    (no control characters, no '.' or '..' segment) for every way in (the CLI's files and --text, MCP, the
-    watcher), and text at all (a file name whose bytes are not UTF-8 comes as lone surrogates, which
-    SQLite and JSON cannot hold: shown with U+FFFD instead)."""
+    """`doc`, or `doc` refused when its name, source path or media type cannot be a document's: the gateway's
+    name rule (text.inputs.check_document_name) for every way in (the CLI's files and --text, MCP, the
+    watcher); text at all (a file name whose bytes are not UTF-8 comes as lone surrogates, which SQLite and
+    JSON cannot hold: shown with U+FFFD instead); a media type that is type/subtype."""
     from dataclasses import replace
 
     from .text.folders import printable
