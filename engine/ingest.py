@@ -468,8 +468,7 @@ def _with_a_storable_name(doc: DocumentInput) -> DocumentInput:
     JSON cannot hold: shown with U+FFFD instead); a media type that is type/subtype."""
     from dataclasses import replace
 
-    from .text.folders import printable
-    from .text.inputs import check_document_name, check_source_path
+    from .text.inputs import check_document_name, check_source_path, printable
 
     name, path = doc.name, doc.source_path
     shown = printable(name)

@@ -31,7 +31,7 @@ from pathlib import Path, PurePath
 from typing import Callable, Iterable, Iterator
 
 from ..errors import KxError, Status, invalid
-from .inputs import DocumentInput, from_file
+from .inputs import DocumentInput, from_file, printable
 
 # Names that editors, browsers and office suites use for work in progress; the
 # finished file arrives under its real name (usually by a rename a watcher sees).
@@ -48,15 +48,6 @@ def is_ignored(relative: str | PurePath) -> bool:
             or name.endswith("~")  # editor backups
             or (name.startswith("#") and name.endswith("#"))  # Emacs auto-saves
             or name.lower().endswith(TEMP_SUFFIXES))
-
-
-def printable(text: str) -> str:
-    """`text` with each character UTF-8 cannot hold shown as U+FFFD.
-
-    Python hands a file name's bytes that are not UTF-8 over as lone surrogates
-    (U+DC80-U+DCFF); SQLite, JSON output and a terminal all fail on those.
-    """
-    return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
 
 
 def _stem(name: str) -> str:

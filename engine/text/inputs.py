@@ -100,6 +100,16 @@ def from_text(text: str, name: str | None = None) -> DocumentInput:
     return DocumentInput(name=name or f"text-{hashlib.sha256(data).hexdigest()[:12]}", data=data)
 
 
+def printable(text: str) -> str:
+    """`text` with each character UTF-8 cannot hold shown as U+FFFD.
+
+    Python hands a file name's bytes that are not UTF-8 over as lone surrogates
+    (U+DC80-U+DCFF), and JSON's unpaired "\\ud800" escape arrives as one; SQLite,
+    JSON output and a terminal all fail on those.
+    """
+    return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+
+
 def shown_surrogates(chars: str) -> str:
     """Lone surrogates as a user can recognise them: a byte Python escaped (\\xe9), else the code (\\ud800)."""
     return "".join(f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else f"\\u{ord(c):04x}"
@@ -114,7 +124,7 @@ def from_bytes(data: bytes, name: str | None = None, media_type: str = "text/pla
 def from_file(path: Path | str, max_bytes: int) -> DocumentInput:
     path = Path(path)
     name = path.stem or path.name
-    shown = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in str(path))
+    shown = printable(str(path))
     if shown != str(path):
         # bytes that are not UTF-8 in the name (Python's surrogate escapes): SQLite and JSON cannot hold them
         return DocumentInput(Path(shown).stem or Path(shown).name, source_path=shown, error=invalid(
@@ -208,7 +218,7 @@ def from_jsonl(path: Path | str, max_bytes: int) -> Iterator[DocumentInput]:
                                   separators=(",", ":")).encode("utf-8")
             except UnicodeEncodeError as exc:  # JSON's "\\ud800" escape, unpaired: not text
                 bad = shown_surrogates(exc.object[exc.start:exc.end])
-                yield DocumentInput(str(doc_id).encode("utf-8", "replace").decode("utf-8"), source_path=source,
+                yield DocumentInput(printable(str(doc_id)), source_path=source,
                                     error=invalid(f"record {where} holds {bad}, an unpaired surrogate escape, "
                                                   "which is not text; fix that line"))
                 continue
