@@ -401,7 +401,7 @@ def mmr(
         raise invalid("mmr relevance scores must be finite numbers")
     # Rounded here as the loop rounds its scores, so lam == 1 below and the
     # loop agree on which relevances tie.
-    rel_norm = _rounded(_min_max_floats(rel), _SCORE_DECIMALS)
+    rel_norm = _rounded(_min_max(rel), _SCORE_DECIMALS)
     take = min(k, n)
 
     if lam == 1.0:
@@ -504,17 +504,9 @@ def _blas_controller() -> ThreadpoolController:
     return _CONTROLLER
 
 
-def _min_max(values: np.ndarray) -> np.ndarray:
-    # RRF scores (~0.016-0.033) and cosines live on different scales; map
-    # relevance onto [0, 1] so lam weighs like against like.
-    low, high = float(values.min()), float(values.max())
-    if high == low:
-        return np.ones_like(values)
-    return (values - low) / (high - low)
-
-
-def _min_max_floats(values: list[float]) -> list[float]:
-    """_min_max on a list of Python floats: the same subtraction and division per element."""
+def _min_max(values: list[float]) -> list[float]:
+    """`values` mapped onto [0, 1]: RRF scores (~0.016-0.033) and cosines live on different scales, so lam
+    weighs like against like. All equal: all 1."""
     low, high = min(values), max(values)
     if high == low:
         return [1.0] * len(values)

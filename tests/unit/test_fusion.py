@@ -533,6 +533,14 @@ def test_strengths_put_each_retrievers_scores_on_one_scale() -> None:
     assert strengths(rrf({"sparse": [Ranked("x", -2.0)]}), {"sparse": [Ranked("x", -2.0)]}) == [0.0]
 
 
+def _array_min_max(values: np.ndarray) -> np.ndarray:
+    """mmr's min-max normalising as numpy arrays (how it was written before the Python floats): the oracle's."""
+    low, high = float(values.min()), float(values.max())
+    if high == low:
+        return np.ones_like(values)
+    return (values - low) / (high - low)
+
+
 def _array_mmr_loop(rel_norm: np.ndarray, floor: np.ndarray, sims: np.ndarray, take: int, lam: float,
                     threshold: float) -> tuple[list[int], list[int | None]]:
     """MMR's greedy loop as numpy array operations (how it was written before the plain-Python loop):
@@ -585,7 +593,7 @@ def test_mmr_python_loop_matches_the_array_loop_bit_for_bit(seed: int, n: int, l
         vectors[b] = vectors[a] + rng.standard_normal(16) * rng.choice([0.0, 0.05, 0.2])
     relevance = (1.0 / (60 + rng.integers(1, 30, n)) + 1.0 / (60 + rng.integers(1, 30, n))).tolist()
     strength = np.round(rng.random(n), 3).tolist()
-    rel_norm = np.round(fusion._min_max(np.asarray(relevance)), 12)
+    rel_norm = np.round(_array_min_max(np.asarray(relevance)), 12)
     sims = fusion._cosine_matrix(vectors.astype(np.float32))
     floor = np.round(np.asarray(strength), 6)
     take = int(rng.integers(1, n + 1))
@@ -616,7 +624,7 @@ def test_mmr_matches_its_numpy_array_version_bit_for_bit(seed: int, n: int, lam:
     got = fusion.mmr(refs, relevance, vectors, n, lam, 0.92, strength)
 
     order = sorted(range(n), key=refs.__getitem__)
-    rel_norm = np.round(fusion._min_max(np.asarray(relevance, dtype=np.float64)[order]), 12)
+    rel_norm = np.round(_array_min_max(np.asarray(relevance, dtype=np.float64)[order]), 12)
     if lam == 1.0:
         picks = np.lexsort((np.arange(n), -rel_norm)).tolist()
         want = ([order[i] for i in picks], [None] * n)
