@@ -183,6 +183,12 @@ class DatasetSummary:
             del out["error"]
         return out
 
+    @classmethod
+    def unreadable(cls, name: str, path: str, status: str, message: str) -> DatasetSummary:
+        """A listing's entry for a dataset that could not be read: nothing read (zeros, no model), and why."""
+        return cls(name=name, documents=0, passages=0, embed_model=None, created_at=0.0, fingerprint=None,
+                   path=path, error=f"{status}: {message}")
+
 
 @dataclass(frozen=True)
 class EmbedReport:

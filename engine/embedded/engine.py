@@ -75,9 +75,8 @@ class Engine(InProcessBackend):
             try:
                 out.append(self.dataset_summary(name))
             except KxError as exc:
-                out.append(DatasetSummary(name=name, documents=0, passages=0, embed_model=None, created_at=0.0,
-                                          fingerprint=None, path=str(Dataset(self.settings, name).folder),
-                                          error=f"{exc.status.name}: {exc.message}"))
+                out.append(DatasetSummary.unreadable(name, str(Dataset(self.settings, name).folder),
+                                                     exc.status.name, exc.message))
         return out
 
     @contextlib.contextmanager

@@ -130,9 +130,7 @@ class MilvusBackend(InProcessBackend):
             except KxError as exc:
                 if exc.status not in (Status.DATA_LOSS, Status.FAILED_PRECONDITION):
                     raise
-                out.append(DatasetSummary(name=name, documents=0, passages=0, embed_model=None, created_at=0.0,
-                                          fingerprint=None, path=redacted(self.uri),
-                                          error=f"{exc.status.name}: {exc.message}"))
+                out.append(DatasetSummary.unreadable(name, redacted(self.uri), exc.status.name, exc.message))
         return out
 
     def embed(self, name: str, on_event: EventFn | None = None) -> EmbedReport:
