@@ -12,12 +12,13 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 from ..backend import MAX_OFFSET, MAX_QUERY_CHARS
 from ..names import NAME_PATTERN, NAME_RULE
 from ..records import RetrievalMode, VersionView
+from ..text.inputs import UNSHOWABLE_CLASS
 
 _NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
 _NOT_BLANK = r"[^\s\x1c-\x1f]"  # a character Python's strip() keeps (it also strips \x1c-\x1f)
 # engine/text/inputs.py's check_document_name: no C0 or C1 control, no bidirectional override or isolate, and
 # '/'- or '\\'-separated segments that are neither empty nor . or ..
-_UNNAMEABLE = r"/\\\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
+_UNNAMEABLE = rf"/\\\x00-\x1f\x7f{UNSHOWABLE_CLASS}"
 _SEGMENT_CHAR, _NOT_DOT = rf"[^{_UNNAMEABLE}]", rf"[^{_UNNAMEABLE}.]"
 _SEGMENT = rf"(?:{_NOT_DOT}{_SEGMENT_CHAR}*|\.{_NOT_DOT}{_SEGMENT_CHAR}*|\.\.{_SEGMENT_CHAR}+)"  # never . or ..
 _DOCUMENT_NAME = rf"^{_SEGMENT}(?:[/\\]{_SEGMENT})*$"

@@ -50,7 +50,9 @@ class DocumentInput:
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # Also refused in a document name: C1 controls (U+009B is an 8-bit escape to a terminal) and the bidirectional
 # overrides and isolates, which make a name read other than it is ("invoice\u202etxt.exe").
-_UNSHOWABLE = re.compile("[\x80-\x9f\u202a-\u202e\u2066-\u2069]")
+# (A regex character class's body: the gateway's schema, engine/server/schema.py, states the same rule with it.)
+UNSHOWABLE_CLASS = r"\x80-\x9f\u202a-\u202e\u2066-\u2069"
+_UNSHOWABLE = re.compile(f"[{UNSHOWABLE_CLASS}]")
 CLIENT_PREFIX = "client:"  # marks a source path a network client sent: never a path on this machine
 
 
