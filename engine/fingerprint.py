@@ -61,7 +61,7 @@ class Fingerprint:
             raise KxError(Status.DATA_LOSS,
                           f"the fingerprint stored in {where} is damaged ({exc}); kx cannot tell which model and "
                           "chunk settings made this dataset, so it will not answer from it or add to it. Restore "
-                          "that file from a backup, or ingest the original files into a new dataset") from None
+                          "it from a backup, or ingest the original files into a new dataset") from None
 
     def differences(self, other: Fingerprint) -> list[str]:
         """'field: mine -> theirs' for each field that differs."""
