@@ -33,7 +33,9 @@ def _schema(stopwords: bool):
     from whoosh.fields import NUMERIC, TEXT, Schema
 
     return Schema(
-        seq=NUMERIC(int, bits=64, signed=False, stored=True, unique=True),
+        # sortable: whoosh also keeps seq in a fixed-width column, which a scorer reads whole
+        # (stored_seqs) instead of unpickling one document's stored fields per new passage number
+        seq=NUMERIC(int, bits=64, signed=False, stored=True, unique=True, sortable=True),
         body=TEXT(analyzer=build_analyzer(stopwords), phrase=False, stored=False),
     )
 
@@ -248,9 +250,12 @@ class Bm25Scorer:
         # term -> (doc numbers, term frequencies, document frequency); None when no document has it.
         # The reader is a snapshot, so entries stay true until the searcher reopens on a newer index.
         self._postings: dict[str, tuple[np.ndarray, np.ndarray, int] | None] = {}
+        self._terms = SegmentTerms.of(reader, "body")
         self._seq: dict[int, int] = {}
-        self._seq_array: np.ndarray | None = None
-        self._all_seqs: np.ndarray | None = None
+        # every document number's seq when the index keeps the seq column (indexes written since
+        # round 3 session 7); otherwise read from stored fields as passages are first met
+        self._all_seqs: np.ndarray | None = stored_seqs(reader, self.total)
+        self._seq_array: np.ndarray | None = self._all_seqs
 
     def close(self) -> None:
         self._reader.close()
@@ -263,17 +268,14 @@ class Bm25Scorer:
         if term not in self._postings:
             if len(self._postings) >= self._CACHE_TERMS:
                 self._postings.pop(next(iter(self._postings)))
-            having = self._reader.doc_frequency("body", term)
-            if having == 0:
-                self._postings[term] = None
-            else:
-                matcher = self._reader.postings("body", term)
-                block = read_blocks(matcher)
-                if block is None:  # a matcher shape read_blocks does not know: whoosh's own iteration
-                    pairs = list(matcher.items_as("weight"))
-                    block = (np.fromiter((i for i, _w in pairs), dtype=np.int64, count=len(pairs)),
-                             np.fromiter((w for _i, w in pairs), dtype=np.float64, count=len(pairs)))
-                self._postings[term] = (block[0], block[1], having)
+            if self._terms is not None:
+                self._postings[term] = self._terms.postings(term)
+            else:  # a reader shape SegmentTerms does not know: whoosh's own look-ups and iteration
+                having = self._reader.doc_frequency("body", term)
+                pairs = list(self._reader.postings("body", term).items_as("weight")) if having else []
+                self._postings[term] = (np.fromiter((i for i, _w in pairs), dtype=np.int64, count=len(pairs)),
+                                        np.fromiter((w for _i, w in pairs), dtype=np.float64, count=len(pairs)),
+                                        having) if having else None
         return self._postings[term]
 
     def top_arrays(self, terms: list[str], k: int, counts: Sequence[float] | None = None,
@@ -336,6 +338,46 @@ class Bm25Scorer:
         return seq
 
 
+def stored_seqs(reader, total: int) -> np.ndarray | None:
+    """Every document number's passage seq, read from each segment's seq column in one go; None when a
+    segment has no such column (an index written before it existed) or the reader's shape is not known.
+
+    whoosh writes the column as big-endian unsigned 64-bit values (unsigned integers are their own
+    sortable form) and leaves documents past its end at the field's default; a document without a seq
+    does not exist in kx's indexes, so a default value there means the column cannot be trusted.
+    tests/unit/test_bm25_parity.py checks it against the stored fields.
+    """
+    from whoosh.codec.whoosh3 import W3PerDocReader
+    from whoosh.columns import NumericColumn
+    from whoosh.reading import MultiReader, SegmentReader
+
+    parts = list(reader.readers) if isinstance(reader, MultiReader) else [reader]
+    if any(type(part) is not SegmentReader or type(part._perdoc) is not W3PerDocReader for part in parts):
+        return None
+    field = reader.schema["seq"] if "seq" in reader.schema else None
+    column_type = getattr(field, "column_type", None)
+    if not isinstance(column_type, NumericColumn) or type(column_type) is not NumericColumn:
+        return None
+    if column_type._typecode != "Q":
+        return None
+    pieces = []
+    for part in parts:
+        count = part.doc_count_all()
+        if count == 0:
+            continue
+        if not part._perdoc.has_column("seq"):
+            return None
+        column = part._perdoc.column_reader("seq", column_type)
+        if column._count < count:
+            return None
+        raw = bytes(column._dbfile.get(column._basepos, count * 8))
+        pieces.append(np.frombuffer(raw, dtype=">u8").astype(np.int64))
+    seqs = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+    if len(seqs) != total or (seqs < 0).any():
+        return None
+    return seqs
+
+
 def field_lengths(reader, field: str, total: int) -> np.ndarray | None:
     """Every document's (quantised) length of `field`, as whoosh's `doc_field_length` gives it, read a
     segment's stored length column at a time; None for a reader shape not known here.
@@ -373,38 +415,84 @@ def field_lengths(reader, field: str, total: int) -> np.ndarray | None:
     return lengths if len(lengths) == total else None
 
 
-def read_blocks(matcher) -> tuple[np.ndarray, np.ndarray] | None:
-    """A term's (doc numbers, weights), read a posting block at a time from whoosh's on-disk matchers.
+class SegmentTerms:
+    """A term's postings read straight from each whoosh segment's term table and postings file: one look-up
+    per segment, blocks decoded as arrays.
 
-    whoosh's public iteration costs a handful of Python calls per posting;
-    its W3 leaf matchers decode whole blocks into arrays anyway, so taking
-    those arrays is 10-50 x faster for a common word. That reaches into
-    whoosh's block attributes, so only the shapes known here are read this
-    way (a MultiMatcher over W3LeafMatchers, or one of them); anything else
-    returns None and the caller iterates as whoosh documents. Deleted
-    documents are still in the postings: Bm25Scorer masks them, as before.
-    tests/unit/test_bm25_parity.py checks both paths give the same postings.
+    whoosh's own path looks a term up three times in every segment (its document frequency, `term in
+    segment`, the matcher) and decodes each block's ids in a Python generator; a query's first sight of
+    its words spent most of its sparse time there (BENCHMARKS.md, round 3 session 7). This reaches into
+    whoosh's W3 codec, so it is used only for the reader shapes checked in `of`; anything else gets None
+    and the scorer asks whoosh. Deleted documents stay in the postings, as whoosh keeps them there (and
+    counts them in a term's document frequency): Bm25Scorer masks them. tests/unit/test_bm25_parity.py
+    holds every term of several indexes to whoosh's own postings and frequencies.
     """
-    from whoosh.codec.whoosh3 import W3LeafMatcher
-    from whoosh.matching.wrappers import MultiMatcher
 
-    if isinstance(matcher, MultiMatcher):
-        parts = list(zip(matcher.matchers, matcher.offsets))
-    else:
-        parts = [(matcher, 0)]
-    # every part checked before any is read: reading advances a leaf, and the caller's fallback iterates
-    # the same matcher, which must still be at its start
-    if any(type(leaf) is not W3LeafMatcher for leaf, _offset in parts):
-        return None
-    ids: list[np.ndarray] = []
-    weights: list[np.ndarray] = []
-    for leaf, offset in parts:
-        while leaf.is_active():
-            leaf._read_ids()
-            leaf._read_weights()
-            ids.append(np.asarray(leaf._ids, dtype=np.int64) + offset)
-            weights.append(np.asarray(leaf._weights, dtype=np.float64))
-            leaf._next_block()
-    if not ids:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-    return np.concatenate(ids), np.concatenate(weights)
+    def __init__(self, parts: list[tuple[Any, int]], field: str, format_: Any) -> None:
+        self._parts = parts  # (the segment's W3TermsReader, its first document number)
+        self._field = field
+        self._format = format_
+
+    @classmethod
+    def of(cls, reader, field: str) -> SegmentTerms | None:
+        from whoosh.codec.whoosh3 import W3TermsReader
+        from whoosh.fields import TEXT
+        from whoosh.reading import MultiReader, SegmentReader
+
+        if isinstance(reader, MultiReader):
+            parts = list(zip(reader.readers, reader.doc_offsets))
+        else:
+            parts = [(reader, 0)]
+        if type(reader.schema[field]) is not TEXT:  # TEXT: a term's bytes are its UTF-8
+            return None
+        if any(type(part) is not SegmentReader or type(part._terms) is not W3TermsReader for part, _o in parts):
+            return None
+        return cls([(part._terms, offset) for part, offset in parts], field, reader.schema[field].format)
+
+    def postings(self, text: str) -> tuple[np.ndarray, np.ndarray, int] | None:
+        """(document numbers, term frequencies, document frequency) of `text`; None when no document has it."""
+        from whoosh.codec.whoosh3 import W3LeafMatcher, W3TermInfo
+
+        term = text.encode("utf-8")
+        having = 0
+        ids: list[np.ndarray] = []
+        weights: list[np.ndarray] = []
+        for terms, offset in self._parts:
+            raw = terms._tindex.get(terms._keycoder(self._field, term))
+            if raw is None:
+                continue
+            info = W3TermInfo.from_bytes(raw)
+            having += info.doc_frequency()
+            if info.is_inlined():  # a rare term's postings live in its term info
+                seg_ids, seg_weights, _values = info.inlined_postings()
+                ids.append(np.array(seg_ids, dtype=np.int64) + offset)
+                weights.append(_block_weights(seg_weights, len(seg_ids)))
+                continue
+            leaf = terms._codec.postings_reader(terms._postfile, info, self._format)
+            if type(leaf) is not W3LeafMatcher or leaf._byteids:
+                pairs = list(leaf.items_as("weight"))
+                ids.append(np.array([i for i, _w in pairs], dtype=np.int64) + offset)
+                weights.append(np.array([w for _i, w in pairs], dtype=np.float64))
+                continue
+            while leaf.is_active():
+                if leaf._data is None:
+                    leaf._read_data()
+                # ids are stored as gaps from the previous id (the first from 0)
+                ids.append(np.cumsum(np.array(leaf._data[0], dtype=np.int64)) + offset)
+                weights.append(_block_weights(leaf._data[1], leaf._blocklength))
+                leaf._next_block()
+        if having == 0:
+            return None
+        if len(ids) == 1:
+            return ids[0], weights[0], having
+        return np.concatenate(ids), np.concatenate(weights), having
+
+
+def _block_weights(stored: Any, count: int) -> np.ndarray:
+    """A block's weights as whoosh gives them: None (every weight 1.0), one float for all (which whoosh
+    widens through a float32 array), or one float each."""
+    if stored is None:
+        return np.ones(count, dtype=np.float64)
+    if isinstance(stored, float):
+        return np.full(count, float(np.float32(stored)), dtype=np.float64)
+    return np.array(stored, dtype=np.float64)

@@ -113,11 +113,12 @@ def test_a_repeated_query_word_counts_as_often_as_it_occurs(hash_engine: Engine)
     assert sorted(scores.values(), reverse=True) == pytest.approx([first, second], abs=1e-6)
 
 
-def test_postings_read_a_block_at_a_time_equal_whoosh_iterating_them(hash_engine: Engine) -> None:
-    """Several segments (one per ingest) and words in more postings than one block holds (whoosh: 128)."""
+def test_postings_read_from_the_segments_equal_whoosh_iterating_them(hash_engine: Engine) -> None:
+    """Several segments (one per ingest), words in more postings than one block holds (whoosh: 128), words in
+    one passage only (whoosh inlines those postings into the term's entry) and words some segments lack."""
     from whoosh import index
 
-    from engine.embedded.sparse import read_blocks
+    from engine.embedded.sparse import SegmentTerms
 
     rng = random.Random(5)
     for batch in range(3):
@@ -127,13 +128,18 @@ def test_postings_read_a_block_at_a_time_equal_whoosh_iterating_them(hash_engine
     reader = index.open_dir(str(sparse.folder)).reader()
     try:
         assert reader.doc_frequency("body", "common") == 450 and len(getattr(reader, "readers", [])) >= 2
+        segments = SegmentTerms.of(reader, "body")
+        assert segments is not None
+        kinds = set()
         for term in reader.lexicon("body"):
             term = term.decode() if isinstance(term, bytes) else term
-            blocks = read_blocks(reader.postings("body", term))
+            ids, weights, having = segments.postings(term)
             pairs = list(reader.postings("body", term).items_as("weight"))
-            assert blocks is not None
-            assert blocks[0].tolist() == [i for i, _w in pairs] and blocks[1].tolist() == [w for _i, w in pairs]
-            assert len(blocks[0]) == reader.doc_frequency("body", term)   # what Bm25Scorer takes as the frequency
+            assert ids.tolist() == [i for i, _w in pairs] and weights.tolist() == [w for _i, w in pairs], term
+            assert having == reader.doc_frequency("body", term)
+            kinds.add("one" if having == 1 else "blocks" if having > 128 else "some")
+        assert kinds == {"one", "some", "blocks"}
+        assert segments.postings("absent") is None
     finally:
         reader.close()
 
@@ -166,25 +172,43 @@ def test_a_terms_postings_count_its_documents_deleted_ones_too(hash_engine: Engi
         scorer.close()
 
 
-def test_a_matcher_with_an_unknown_part_is_left_unread_for_whoosh_to_iterate(hash_engine: Engine) -> None:
-    """read_blocks gives up before reading anything, so the fallback sees every segment's postings."""
+def test_a_reader_of_another_shape_is_scored_through_whooshs_own_postings(hash_engine: Engine) -> None:
+    """SegmentTerms reads only the whoosh shapes it knows; for any other the scorer asks whoosh for each term
+    and scores the same."""
     from whoosh import index
-    from whoosh.matching.wrappers import MultiMatcher, WrappingMatcher
 
-    from engine.embedded.sparse import read_blocks
+    from engine.embedded.sparse import Bm25Scorer, SegmentTerms
 
+    rng = random.Random(3)
     for batch in range(2):  # two ingests, two segments
-        hash_engine.ingest("mixed", [from_text(f"common word n{batch}x{i}") for i in range(5)])
-    reader = index.open_dir(str(Dataset(hash_engine.settings, "mixed").sparse(True).folder)).reader()
+        hash_engine.ingest("mixed", [from_text(" ".join(rng.choices(WORDS, k=8)), f"b{batch}-{i}") for i in range(40)])
+    folder = Dataset(hash_engine.settings, "mixed").sparse(True).folder
+    known = Bm25Scorer(index.open_dir(str(folder)).reader(), 1.2, 0.75)
+    other = Bm25Scorer(index.open_dir(str(folder)).reader(), 1.2, 0.75)
+    other._reader.readers[1]._terms = _Wrapped(other._reader.readers[1]._terms)  # a shape SegmentTerms does not know
+    other._terms = SegmentTerms.of(other._reader, "body")
     try:
-        expected = list(reader.postings("body", "common").items_as("weight"))
-        matcher = reader.postings("body", "common")
-        assert isinstance(matcher, MultiMatcher) and len(matcher.matchers) == 2 and len(expected) == 10
-        matcher.matchers[1] = WrappingMatcher(matcher.matchers[1])  # a shape read_blocks does not know
-        assert read_blocks(matcher) is None
-        assert list(matcher.items_as("weight")) == expected  # the first segment was not consumed
+        assert known._terms is not None and other._terms is None
+        for query in (["refund", "receipt"], ["laptop", "password", "vpn"], ["absent", "hotel"]):
+            for got, want in zip(other.top_arrays(query, 15), known.top_arrays(query, 15)):
+                assert got.tolist() == want.tolist()
+            assert [other.document_frequency(t) for t in query] == [known.document_frequency(t) for t in query]
     finally:
-        reader.close()
+        known.close()
+        other.close()
+
+
+class _Wrapped:
+    """A terms reader that is not whoosh's W3TermsReader but answers as it does."""
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str):
+        return getattr(self._inner, name)
+
+    def __contains__(self, term) -> bool:
+        return term in self._inner
 
 
 def test_field_lengths_read_from_the_columns_are_whooshs_own(hash_engine: Engine) -> None:
@@ -206,3 +230,67 @@ def test_field_lengths_read_from_the_columns_are_whooshs_own(hash_engine: Engine
         assert len(getattr(reader, "readers", [reader])) > 1 and 0 in walked
         ours = field_lengths(reader, "body", total)
         assert ours is not None and ours.tolist() == [float(v) for v in walked]
+
+
+def test_passage_seqs_read_from_the_seq_column_are_the_stored_ones(hash_engine: Engine) -> None:
+    """The scorer maps document numbers to passage seqs from whoosh's seq column, read whole; the same seqs as
+    each document's stored fields, over several segments, a merge and deleted documents (which keep theirs)."""
+    from whoosh import index
+    from whoosh.query import NumericRange
+
+    from engine.embedded.sparse import stored_seqs
+
+    for batch in range(3):  # one commit each: several segments
+        hash_engine.ingest("seqs", [from_text(f"common word{i % 4} n{batch}x{i}", f"b{batch}-{i}") for i in range(30)])
+    folder = Dataset(hash_engine.settings, "seqs").sparse(True).folder
+    ix = index.open_dir(str(folder))
+    writer = ix.writer()
+    writer.delete_by_query(NumericRange("seq", 40, 45))
+    writer.commit(merge=False)
+    for merged in (False, True):
+        if merged:
+            ix.optimize()
+        with ix.reader() as reader:
+            total = reader.doc_count_all()
+            assert merged or len(getattr(reader, "readers", [reader])) == 3
+            assert merged or reader.has_deletions()
+            stored = [reader.stored_fields(i)["seq"] for i in range(total)]
+            ours = stored_seqs(reader, total)
+            assert ours is not None and ours.tolist() == stored
+
+
+def test_an_index_without_the_seq_column_answers_the_same(hash_engine: Engine, monkeypatch) -> None:
+    """A sparse index written before the seq column existed is read through the stored fields: same hits, same
+    scores, same filter mask as an index with the column."""
+    from whoosh.fields import NUMERIC
+
+    import engine.embedded.sparse as sparse_module
+    from engine.embedded.sparse import stored_seqs
+
+    rng = random.Random(11)
+    docs = [from_text(" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 40))), f"d{i}") for i in range(120)]
+    hash_engine.ingest("with", docs)
+    new_schema = sparse_module._schema
+
+    def old_schema(stopwords: bool):
+        schema = new_schema(stopwords)
+        schema.remove("seq")
+        schema.add("seq", NUMERIC(int, bits=64, signed=False, stored=True, unique=True))
+        return schema
+
+    monkeypatch.setattr(sparse_module, "_schema", old_schema)
+    hash_engine.ingest("without", docs)
+    monkeypatch.undo()
+
+    scorers = {}
+    for name in ("with", "without"):
+        scorers[name] = Dataset(hash_engine.settings, name).sparse(True).open_scorer(1.2, 0.75)
+    try:
+        assert stored_seqs(scorers["with"]._reader, scorers["with"].total) is not None
+        assert stored_seqs(scorers["without"]._reader, scorers["without"].total) is None
+        for query in ("refund receipt", "laptop password vpn", "holiday travel hotel mileage"):
+            assert sparse_hits(hash_engine, "with", query, 20) == sparse_hits(hash_engine, "without", query, 20)
+        assert scorers["with"].docnum_seqs().tolist() == scorers["without"].docnum_seqs().tolist()
+    finally:
+        for scorer in scorers.values():
+            scorer.close()
