@@ -6,6 +6,7 @@ from rich.markup import escape
 
 from engine.watch.events import (
     BatchDone,
+    FolderEmpty,
     Ingested,
     Queued,
     Refused,
@@ -36,6 +37,11 @@ def describe_watch_event(event: WatchEvent, where: str) -> str | None:
         return f"[yellow]retired  [/] {shown}: no longer answers (put the file back to bring it back)"
     if isinstance(event, Renamed):
         return f"[cyan]renamed  [/] {shown}: was {escape(event.old_name)}; its earlier versions go with it"
+    if isinstance(event, FolderEmpty):
+        plural = "" if event.documents == 1 else "s"
+        return (f"[yellow]kept     [/] {shown} is empty, but the dataset holds {event.documents:,} document{plural} "
+                f"from it: kept, none retired (is the folder mounted, or not synced yet?); files deleted while "
+                "watching retire as usual")
     if isinstance(event, BatchDone):
         plural = "" if event.passages_added == 1 else "s"
         return (f"[bold]batch {event.batch}[/]: {event.added} added ({event.passages_added:,} passage{plural}), "

@@ -98,6 +98,19 @@ class Renamed(_Event):
 
 
 @dataclass(frozen=True)
+class FolderEmpty(_Event):
+    """At start the watched folder (`path`) held no file while the dataset held `documents` current documents
+    from it: they were kept, not retired. An unmounted drive, a sync client that has not filled the folder yet
+    or a folder emptied by mistake all look like this, and retiring would empty the dataset without a word.
+    The watch goes on; what this run sees deleted retires as usual, and the kept documents retire once a later
+    start finds the folder holding files but not theirs."""
+
+    kind: ClassVar[str] = "folder_empty"
+    path: str
+    documents: int
+
+
+@dataclass(frozen=True)
 class BatchDone(_Event):
     kind: ClassVar[str] = "batch_done"
     batch: int
@@ -122,7 +135,8 @@ class WatchError(_Event):
     path: str | None = None
 
 
-WatchEvent = Queued | BatchStarted | Ingested | Unchanged | Refused | Retired | Renamed | BatchDone | WatchError
+WatchEvent = (Queued | BatchStarted | Ingested | Unchanged | Refused | Retired | Renamed | FolderEmpty | BatchDone
+              | WatchError)
 WatchEventFn = Callable[[WatchEvent], None]
 
 

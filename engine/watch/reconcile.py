@@ -2,23 +2,34 @@
 gone are retired, and one whose current bytes now sit in a file under another name was renamed unseen (while
 nobody watched, or reported as a delete and a create), so its lineage moves there instead. So does one whose
 file is still there under a name the folder's rules now give it otherwise (`report` -> `report.md` once a
-`report.txt` arrives beside it, and back when it leaves: engine/text/folders.py).
+`report.txt` arrives beside it, and back when it leaves: engine/text/folders.py). Except at start in a folder
+holding no file at all: that is as likely a drive not mounted as a folder emptied, so nothing retires then.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+from typing import AbstractSet
 
 from ..errors import KxError, Status
 from ..text.folders import document_names, printable, walk_files
-from .events import Renamed, Retired, WatchEventFn
+from .events import FolderEmpty, Renamed, Retired, WatchEventFn
 from .pending import IngestBackend
 
 
-def reconcile(backend: IngestBackend, dataset: str, root: str, emit: WatchEventFn) -> None:
+def reconcile(backend: IngestBackend, dataset: str, root: str, emit: WatchEventFn, *, at_start: bool = False,
+              spared: AbstractSet[str] = frozenset()) -> set[str]:
     """Retire or rename (through `backend`) the documents of `dataset` from folder `root` whose files are gone;
-    each is reported through `emit` (Retired, Renamed)."""
+    each is reported through `emit` (Retired, Renamed). A document named in `spared` may be renamed (its bytes
+    turned up under another name) but is never retired.
+
+    `at_start` (a watcher's first look): a folder holding no file then retires nothing. An unmounted drive
+    or a sync client that has not filled the folder yet looks exactly like a folder whose files were all
+    deleted, and only the first costs nothing to wait out; the documents are reported kept (FolderEmpty) and
+    their names returned, for the watcher to pass as `spared` for the rest of its run. Returns an empty set
+    otherwise. (A delete seen while watching is a fact, not a guess: those reconciles retire as ever.)
+    """
     # a path that is not UTF-8 never becomes a document (refused), so no lineage can move to it
     present = {name: path for path, name in document_names(
         root, [path for path in walk_files(root) if printable(path) == path]).items()}
@@ -37,10 +48,13 @@ def reconcile(backend: IngestBackend, dataset: str, root: str, emit: WatchEventF
             offset += len(page)
     except KxError as exc:
         if exc.status is Status.NOT_FOUND:  # no dataset yet: nothing to retire
-            return
+            return set()
         raise
     if not gone:
-        return
+        return set()
+    if at_start and not present:
+        emit(FolderEmpty(root, len(gone)))
+        return set(gone)
     moves = unseen_renames(gone, present, live, backend.settings.max_document_bytes)
     if moves:
         moved = set(backend.rename(dataset, moves))
@@ -48,9 +62,11 @@ def reconcile(backend: IngestBackend, dataset: str, root: str, emit: WatchEventF
             if old in moved:
                 gone.pop(old, None)
                 emit(Renamed(path, new, old))
-    if gone:
-        for name in backend.retire(dataset, sorted(gone)):
+    leaving = sorted(set(gone) - spared)
+    if leaving:
+        for name in backend.retire(dataset, leaving):
             emit(Retired(gone[name][0], name))
+    return set()
 
 
 def unseen_renames(gone: dict[str, tuple[str, str]], present: dict[str, str], live: dict[str, str],

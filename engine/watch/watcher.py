@@ -33,7 +33,7 @@ from ..errors import KxError, Status, invalid, precondition
 from ..names import validate_name
 from ..text.folders import is_ignored, leads_outside, outside_refusal, walk_files
 from .dispatch import Abandoned, Dispatch
-from .events import Queued, Signature, WatchError, WatchEvent, WatchEventFn, printable_event
+from .events import Ingested, Queued, Signature, Unchanged, WatchError, WatchEvent, WatchEventFn, printable_event
 from .intake import Intake
 from .pending import IngestBackend, check_still_watched, watchable_folder
 from .pending import inbox_folder as inbox_folder  # the watcher's default folder: `kx watch` and the TUI ask here
@@ -92,6 +92,9 @@ class FolderWatcher:
         self._root = ""
         self._identity: tuple[int, int] = (0, 0)
         self._reported_links: set[str] = set()
+        # documents the start scan kept because the folder was empty (reconcile.py): this run never saw their
+        # files go, so it never retires them; one whose file comes (back) is an ordinary document again
+        self._spared: set[str] = set()
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -164,7 +167,7 @@ class FolderWatcher:
         try:
             self._scan(self._root)
             self._dispatch.resume_backlog()
-            self._reconcile()  # files gone while nobody watched retire now
+            self._reconcile(at_start=True)  # files gone while nobody watched retire now (unless all are)
             last_scan = time.monotonic()
             while True:
                 scans = self._intake.next_turn(bool(self._ready), self.tick_seconds)
@@ -205,6 +208,8 @@ class FolderWatcher:
             pass  # the callback itself is what broke
 
     def _emit(self, event: WatchEvent) -> None:
+        if isinstance(event, (Ingested, Unchanged)):
+            self._spared.discard(event.name)   # its file is here now: a later delete of it is seen, and retires
         self._on_event(printable_event(event))  # a file name that is not UTF-8 must not break the caller's output
 
     def _scan(self, folder: str) -> None:
@@ -228,10 +233,14 @@ class FolderWatcher:
         for path in walk_files(self._root, folder, on_error=unreadable, on_link=self._report_outside_folder):
             self._intake.note(path)
 
-    def _reconcile(self) -> None:
-        """The dataset's documents from this folder whose files are gone: retired, or renamed (reconcile.py)."""
+    def _reconcile(self, at_start: bool = False) -> None:
+        """The dataset's documents from this folder whose files are gone: retired, or renamed (reconcile.py);
+        at start, an empty folder's are kept instead, and spared for the rest of the run."""
         self._intake.reconciling()
-        reconcile(self.engine, self.dataset, self._root, self._emit)
+        if at_start:
+            self._spared = reconcile(self.engine, self.dataset, self._root, self._emit, at_start=True)
+        else:
+            reconcile(self.engine, self.dataset, self._root, self._emit, spared=self._spared)
 
     def _report_outside_folder(self, path: str) -> None:
         """Say once that a linked folder leading out of the watched one is not followed."""

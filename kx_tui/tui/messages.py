@@ -14,7 +14,16 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 from engine.records import DatasetSummary, DocumentSummary, IngestReport, PassageSpan, QueryResult
-from engine.watch.events import BatchDone, Ingested, Refused, Renamed, Retired, Unchanged, WatchError
+from engine.watch.events import (
+    BatchDone,
+    FolderEmpty,
+    Ingested,
+    Refused,
+    Renamed,
+    Retired,
+    Unchanged,
+    WatchError,
+)
 
 if TYPE_CHECKING:  # the agent's records are loaded when the agent screen runs, not with every message
     from engine.agent_run import AgentRun, Step
@@ -117,6 +126,13 @@ class WatchLineageChanged(Message):
     """A watched file left the folder (its lineage retired) or was renamed in it: the counts changed."""
 
     event: Retired | Renamed
+
+
+@dataclass
+class WatchFolderEmpty(Message):
+    """The watched folder was empty at start: the dataset's documents from it were kept, not retired."""
+
+    event: FolderEmpty
 
 
 @dataclass

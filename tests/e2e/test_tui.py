@@ -326,6 +326,35 @@ async def test_watching_the_inbox_shows_activity(handbook_engine: Engine) -> Non
 
 
 @pytest.mark.slow  # drives the whole Textual app: seconds
+async def test_watching_an_empty_inbox_keeps_what_came_from_it_and_says_so(handbook_engine: Engine) -> None:
+    inbox = handbook_engine.settings.home / "inbox" / "handbook"
+    inbox.mkdir(parents=True)
+    for name, text in (("parking.md", "Staff parking is free after six.\n"), ("desks.md", "Forty desks.\n")):
+        (inbox / name).write_text(text)
+        handbook_engine.ingest("handbook", [from_file(inbox / name, 1 << 20)])
+        (inbox / name).unlink()   # gone before the watch starts: the inbox is empty then
+    app = KxApp(handbook_engine, settings=handbook_engine.settings, watch_settle_seconds=0.0)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot, rounds=3)
+        notes = _recording_notify(app)
+        await pilot.press("escape", "w")
+        assert app.query_one(WatchPanel).watching
+        log = app.query_one(ActivityLog)
+        for _ in range(200):  # the watcher's own thread; poll the UI until it has reported
+            await pilot.pause(0.05)
+            if any("kept" in line for line in log.lines_written):
+                break
+        text = "\n".join(log.lines_written)
+        assert re.search(r"kept\s*\[/\] handbook is empty, but the dataset holds 2 documents from it: kept, "
+                         r"none retired", text), text
+        assert "retired  " not in text
+        assert ("the watched folder is empty; the dataset's 2 document(s) from it were kept, not retired",
+                "warning") in notes
+        assert app.query_one(WatchPanel).watching
+        assert handbook_engine.dataset_summary("handbook").documents == 8
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_engine_advisories_are_shown_as_notifications(kx_home, monkeypatch) -> None:
     from engine import Engine, load_settings
     from kx_tui.tui.app import KxApp

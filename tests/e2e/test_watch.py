@@ -5,6 +5,7 @@ Watched-folder auto-ingest: the real watchdog observer on temporary folders, the
 from __future__ import annotations
 
 import hashlib
+import json
 import signal
 import sqlite3
 import threading
@@ -17,7 +18,7 @@ from engine import Engine, load_settings
 from engine.embedded.dataset import Dataset
 from engine.watch.events import BatchDone, Ingested, Queued
 
-from ..helpers import HashEmbedder, assert_dataset_consistent, catalogue_counts, kx_process
+from ..helpers import HashEmbedder, assert_dataset_consistent, catalogue_counts, kx_process, run_cli
 from ..unit.test_watch import (  # noqa: F401 - helpers and fixtures
     SETTLE,
     EventLog,
@@ -130,6 +131,40 @@ def test_cli_watch_json_lines_then_sigterm_exits_zero(drop: Path, kx_home: Path,
     assert stopped["reason"] == "signal" and stopped["added"] == 2 and stopped["refused"] == 1
     assert catalogue_counts(kx_home, "hb")[0] == 2
     assert_dataset_consistent(kx_home, "hb", unique_names=True)
+
+
+@pytest.mark.slow
+def test_cli_watch_on_an_empty_folder_keeps_the_dataset_says_so_and_goes_on(drop: Path, kx_home: Path,
+                                                                           processes) -> None:
+    """A folder that is empty when the watch starts (a drive not mounted, a sync client not done) retires none
+    of the dataset's documents from it: the watch says so, in words and in --json, and goes on watching."""
+    (drop / "refunds.md").write_text("Refunds are paid within 30 days of purchase.")
+    (drop / "security.txt").write_text("The KX-4021 token is required for VPN access.")
+    assert run_cli("datasets", "ingest", "hb", str(drop)).code == 0
+    for path in list(drop.iterdir()):
+        path.unlink()
+
+    words = kx_process("datasets", "watch", "hb", str(drop), "--settle", str(SETTLE))
+    processes.append(words)
+    line = Lines(words).until(lambda l: l.startswith("kept"), "the kept line")
+    assert f"{drop.resolve()} is empty, but the dataset holds 2 documents from it: kept, none retired" in line
+    words.send_signal(signal.SIGTERM)
+    assert words.wait(timeout=60) == 0
+
+    proc = kx_process("datasets", "watch", "hb", str(drop), "--json", "--settle", str(SETTLE))
+    processes.append(proc)
+    out = Lines(proc)
+    kept = out.json_until(lambda e: e["event"] == "folder_empty", "the folder_empty event")
+    assert kept == {"event": "folder_empty", "path": str(drop.resolve()), "documents": 2}
+    (drop / "leave.md").write_text("Annual leave is 25 days a year.")   # still watching
+    out.json_until(lambda e: e["event"] == "batch_done", "leave.md ingested")
+    proc.send_signal(signal.SIGTERM)
+    stopped = out.json_until(lambda e: e["event"] == "stopped", "the stop line", timeout=60)
+    assert proc.wait(timeout=60) == 0 and stopped["reason"] == "signal"
+    assert out.events("retired") == [] and out.events("error") == []
+    listed = json.loads(run_cli("datasets", "documents", "hb", "--json").stdout)["documents"]
+    assert sorted(d["name"] for d in listed) == ["leave", "refunds", "security"]
+    assert run_cli("datasets", "query", "hb", "KX-4021", "--mode", "sparse", "--json").stdout.count("security") > 0
 
 
 @pytest.mark.slow

@@ -21,7 +21,17 @@ import pytest
 from engine import Engine, KxError, Status, load_settings
 from engine.embedded.dataset import Dataset
 from engine.text.inputs import from_file
-from engine.watch.events import BatchDone, Ingested, Queued, Refused, Renamed, Retired, Unchanged, WatchError
+from engine.watch.events import (
+    BatchDone,
+    FolderEmpty,
+    Ingested,
+    Queued,
+    Refused,
+    Renamed,
+    Retired,
+    Unchanged,
+    WatchError,
+)
 from engine.watch.pending import PendingFiles
 from engine.watch.watcher import FolderWatcher, inbox_folder, is_ignored
 
@@ -380,15 +390,58 @@ def test_a_file_missing_at_start_retires_and_survives_a_restart(drop: Path, watc
     engine = _hash_engine()
     watcher, log = watch(engine, drop)
     (drop / "old.md").write_text("The archive room is in the basement.")
-    log.wait_for(lambda l: len(l.of(Ingested)) == 1, "old.md ingested")
+    (drop / "stays.md").write_text("The lifts are beside the stairs.")  # the folder is not empty at the restart
+    log.wait_for(lambda l: len(l.of(Ingested)) == 2, "old.md and stays.md ingested")
     assert watcher.stop(timeout=30)
     (drop / "old.md").unlink()  # while nobody watches
     _, log = watch(engine, drop)
     log.wait_for(lambda l: [e.name for e in l.of(Retired)] == ["old"], "old retired at the start scan")
+    assert log.of(FolderEmpty) == []
     engine.close()
     again = _hash_engine()  # a new process's view: retirement is in the catalogue
     assert again.query("inbox", "archive basement", k=5, mode="sparse").hits == []
     assert again.dataset_summary("inbox").retired == 1
+
+
+def test_an_empty_folder_at_start_keeps_its_documents_and_the_watch_goes_on(drop: Path, watch) -> None:
+    """An unmounted drive or a sync client that has not filled the folder yet looks empty: the start scan keeps
+    what came from it (and says so) instead of retiring all of it; a delete seen while watching still retires."""
+    engine = _hash_engine()
+    watcher, log = watch(engine, drop)
+    (drop / "a.md").write_text("The archive room is in the basement.")
+    (drop / "sub").mkdir()
+    (drop / "sub" / "b.md").write_text("The lifts are beside the stairs.")
+    log.wait_for(lambda l: len(l.of(Ingested)) == 2, "both ingested")
+    assert watcher.stop(timeout=30)
+    moved = drop.parent / "elsewhere"
+    drop.rename(moved)   # the folder's files are gone while nobody watched; only an empty folder is left
+    drop.mkdir()
+    (drop / ".DS_Store").write_bytes(b"\0")   # ignored files do not make it less empty
+
+    watcher, log = watch(engine, drop)
+    log.wait_for(lambda l: l.of(FolderEmpty), "the start scan's word on the empty folder")
+    [empty] = log.of(FolderEmpty)
+    assert (empty.path, empty.documents) == (str(drop.resolve()), 2)
+    assert empty.to_dict() == {"event": "folder_empty", "path": str(drop.resolve()), "documents": 2}
+    assert log.of(Retired) == [] and log.of(WatchError) == []
+    assert watcher.running
+    assert sorted(d.name for d in engine.list_documents("inbox")) == ["a", "sub/b"]
+    assert len(_answering(engine, "archive basement")) == 1
+
+    (drop / "c.md").write_text("The canteen opens at noon.")   # still watching: a new file goes in
+    log.wait_for(lambda l: l.paths(Ingested) == ["c.md"], "c.md ingested")
+    (drop / "c.md").unlink()                                   # and a delete seen while watching retires it
+    log.wait_for(lambda l: [e.name for e in l.of(Retired)] == ["c"], "c retired")
+    # the kept documents were never seen to go: this run leaves them be
+    assert sorted(d.name for d in engine.list_documents("inbox")) == ["a", "sub/b"]
+    assert watcher.stop(timeout=30)
+
+    (moved / "a.md").rename(drop / "a.md")   # the folder holds files again: its usual rule is back
+    _, log = watch(engine, drop)
+    log.wait_for(lambda l: [e.name for e in l.of(Retired)] == ["sub/b"] and l.paths(Unchanged) == ["a.md"],
+                 "sub/b retired, a.md unchanged")
+    assert log.of(FolderEmpty) == []
+    assert [d.name for d in engine.list_documents("inbox")] == ["a"]
 
 
 def _renamed_file_keeps_its_lineage(engine, drop: Path, watch) -> None:

@@ -27,6 +27,7 @@ from engine.records import DocumentSummary, EmbedReport, IngestEventFn, IngestRe
 from engine.text.inputs import DocumentInput
 from engine.watch.events import (
     BatchDone,
+    FolderEmpty,
     Ingested,
     Queued,
     Refused,
@@ -39,7 +40,14 @@ from engine.watch.events import (
 from engine.watch.watcher import FolderWatcher, inbox_folder
 
 from ...describe import describe_watch_event
-from ..messages import WatchBatchDone, WatchFailed, WatchFileDone, WatchLineageChanged, WatchQueued
+from ..messages import (
+    WatchBatchDone,
+    WatchFailed,
+    WatchFileDone,
+    WatchFolderEmpty,
+    WatchLineageChanged,
+    WatchQueued,
+)
 from .activity import ActivityLog
 
 _NEEDS_LOCAL = "watching a folder needs the in-process engine (not a gateway)"
@@ -166,6 +174,8 @@ class WatchPanel(Vertical):
             self.post_message(WatchBatchDone(event))
         elif isinstance(event, (Retired, Renamed)):
             self.post_message(WatchLineageChanged(event))
+        elif isinstance(event, FolderEmpty):
+            self.post_message(WatchFolderEmpty(event))
         elif isinstance(event, WatchError):
             self.post_message(WatchFailed(event))
 
@@ -196,6 +206,14 @@ class WatchPanel(Vertical):
         line = describe_watch_event(message.event, self._where(message.event.path))
         if line:
             self.log_line(line)  # and it bubbles on: the screen reloads the dataset's counts
+
+    def on_watch_folder_empty(self, message: WatchFolderEmpty) -> None:
+        line = describe_watch_event(message.event, self._where(message.event.path))
+        if line:
+            self.log_line(line)
+        # said aloud as well: a person who emptied the folder on purpose must learn that nothing was retired
+        self.notify(f"the watched folder is empty; the dataset's {message.event.documents:,} document(s) from it "
+                    "were kept, not retired", title="watch", severity="warning", timeout=10)
 
     def on_watch_batch_done(self, message: WatchBatchDone) -> None:
         line = describe_watch_event(message.event, "")
