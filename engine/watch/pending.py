@@ -31,7 +31,9 @@ def watchable_folder(folder: Path, settings: Settings, dataset: str) -> Path:
     try:
         root = folder.resolve(strict=True)
     except FileNotFoundError:
-        raise not_found(f"the folder {folder} does not exist; create it, or pick another folder "
+        # a folder on a drive or share that is not mounted is missing too: "create it" alone would be bad advice
+        raise not_found(f"the folder {folder} does not exist, and nothing in dataset '{dataset}' was changed; if "
+                        "it lives on a drive or a share, mount it; otherwise create it, or pick another folder "
                         f"(without one, kx watches its inbox {inbox_folder(settings, dataset)})") from None
     except OSError as exc:
         raise precondition(f"the folder {folder} cannot be opened ({exc.strerror}); check the path") from None

@@ -269,6 +269,26 @@ def test_folders_that_cannot_be_watched_are_refused_at_start(tmp_path: Path, kx_
     assert inbox_folder(engine.settings, "hb") == kx_home / "inbox" / "hb"
 
 
+def test_watching_a_folder_that_is_not_there_changes_nothing_and_says_what_to_do(tmp_path: Path,
+                                                                                kx_home: Path) -> None:
+    """A folder gone at start (on a drive that is not mounted, say) is refused before anything is touched."""
+    from ..helpers import run_cli
+
+    engine = _hash_engine()
+    engine.ingest("hb", [from_file(_written(tmp_path / "keep.md", "The lifts are beside the stairs."), 1 << 20)])
+    missing = tmp_path / "share" / "docs"
+    result = run_cli("datasets", "watch", "hb", str(missing))
+    assert result.code == 4 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"error: NOT_FOUND: the folder {missing} does not exist, and nothing in "
+                                    "dataset 'hb' was changed; if it lives on a drive or a share, mount it")
+    assert [d.name for d in engine.list_documents("hb")] == ["keep"] and not missing.exists()
+
+
+def _written(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
 def test_a_file_settles_only_after_its_size_and_mtime_hold_still() -> None:
     seen = {"a": (10, 1, 1)}
     pending = PendingFiles(signature=lambda path: seen.get(path))
