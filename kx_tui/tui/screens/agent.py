@@ -3,12 +3,17 @@
 The run (engine/agent/) happens in a worker; each step arrives as an
 `AgentStepped` message and is added to the log as it happens. Enter on a
 citation opens the passage inside its document (PassageDetailScreen).
+
+Everything drawn here but the screen's own words is stored or model-derived (the goal, a step's query and
+reason, the answer quoting passages, citation labels naming documents, an error naming a path): it goes
+through render.terminal_safe, shown and never obeyed, and as plain text, never read as markup.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
@@ -18,6 +23,7 @@ from textual.widgets import Input, OptionList, Static
 from engine.backend import Backend
 from engine.errors import KxError
 
+from ...render import terminal_safe
 from ..messages import AgentFailed, AgentFinished, AgentStepped
 from ..widgets.footer import KeysFooter
 from .keys import HELP, KeysScreen, back_keys
@@ -50,10 +56,10 @@ class AgentScreen(KeysScreen):
         self._focus_at_start: Widget | None = None   # where focus was when the run started
 
     def compose(self) -> ComposeResult:
-        yield Static(f"Ask the agent · dataset {self.dataset}", id="agent-title")
+        yield Static(Text(f"Ask the agent · dataset {terminal_safe(self.dataset)}"), id="agent-title")
         yield Input(value=self.goal, placeholder="A goal, e.g. summarise our refund policy (Enter starts the run)",
                     id="agent-goal")
-        yield Static("", id="agent-status")
+        yield Static("", id="agent-status", markup=False)
         # one Static per step: wrapped at the pane's width whenever it is drawn, never cut; the pane scrolls
         yield VerticalScroll(id="agent-steps")
         with VerticalScroll(id="agent-answer-box"):
@@ -79,7 +85,8 @@ class AgentScreen(KeysScreen):
         self.query_one("#agent-answer", Static).update("")
         self.query_one("#agent-citations", OptionList).clear_options()
         self.query_one("#agent-citations").display = False
-        self.query_one("#agent-status", Static).update(f"researching '{goal}' in {self.dataset}…")
+        self.query_one("#agent-status", Static).update(f"researching '{terminal_safe(goal)}' in "
+                                                       f"{terminal_safe(self.dataset)}…")
         self.research(goal)
 
     @work(thread=True, exclusive=True, group="agent", exit_on_error=False)
@@ -95,7 +102,7 @@ class AgentScreen(KeysScreen):
         self.post_message(AgentStepped(step))   # from the worker's thread: post_message is thread-safe
 
     def on_agent_stepped(self, message: AgentStepped) -> None:
-        line = message.step.summary()
+        line = terminal_safe(message.step.summary())   # its query and reason may quote what it read
         self.steps.append(line)
         steps = self.query_one("#agent-steps", VerticalScroll)
         steps.mount(Static(line, markup=False, classes="agent-step"))
@@ -104,12 +111,13 @@ class AgentScreen(KeysScreen):
     def on_agent_finished(self, message: AgentFinished) -> None:
         run = message.run
         self.run_result = run
-        notes = "".join(f"note: {n}\n" for n in run.notes)
-        self.query_one("#agent-answer", Static).update(notes + run.answer)
-        self.query_one("#agent-status", Static).update(run.summary())
+        notes = "".join(f"note: {terminal_safe(n)}\n" for n in run.notes)
+        # the answer quotes passages: their lines are layout, their escapes are not (one for one, keep_layout)
+        self.query_one("#agent-answer", Static).update(notes + terminal_safe(run.answer, keep_layout=True))
+        self.query_one("#agent-status", Static).update(terminal_safe(run.summary()))
         citations = self.query_one("#agent-citations", OptionList)
         citations.clear_options()
-        citations.add_options([c.label for c in run.citations])
+        citations.add_options([Text(terminal_safe(c.label)) for c in run.citations])   # Text: "[" is not markup
         citations.display = bool(run.citations)
         if run.citations:
             citations.highlighted = 0
@@ -118,7 +126,7 @@ class AgentScreen(KeysScreen):
 
     def on_agent_failed(self, message: AgentFailed) -> None:
         self.query_one("#agent-status", Static).update("the run failed")
-        self.app.notify(message.message, title="agent", severity="error", timeout=10)
+        self.app.notify(terminal_safe(message.message), title="agent", severity="error", timeout=10, markup=False)
 
     @on(OptionList.OptionSelected, "#agent-citations")
     def _open(self, event: OptionList.OptionSelected) -> None:
