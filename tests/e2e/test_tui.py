@@ -355,6 +355,27 @@ async def test_watching_an_empty_inbox_keeps_what_came_from_it_and_says_so(handb
 
 
 @pytest.mark.slow  # drives the whole Textual app: seconds
+async def test_the_watch_panel_shows_a_file_names_escapes_and_obeys_none(handbook_engine: Engine) -> None:
+    """A file name is the folder's, not kx's: one holding an escape sequence is refused, and its line shows it."""
+    obeyed = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+    app = KxApp(handbook_engine, settings=handbook_engine.settings, watch_settle_seconds=0.0)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot, rounds=3)
+        await pilot.press("escape", "w")
+        inbox = handbook_engine.settings.home / "inbox" / "handbook"
+        (inbox / "evil\x1b]0;pwned\x07\u202etxt.md").write_text("A name that retitles the terminal.\n")
+        log = app.query_one(ActivityLog)
+        for _ in range(200):  # the watcher's own thread; poll the UI until it has reported
+            await pilot.pause(0.05)
+            if any("refused" in line for line in log.lines_written):
+                break
+        await pilot.pause()
+        drawn = "\n".join(strip.text for strip in log.lines)   # what the log draws, line by line
+        assert "refused" in drawn and "evil␛]0;pwned␇\ufffdtxt.md" in drawn, drawn
+        assert not obeyed.search(drawn), drawn
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_engine_advisories_are_shown_as_notifications(kx_home, monkeypatch) -> None:
     from engine import Engine, load_settings
     from kx_tui.tui.app import KxApp

@@ -6,6 +6,8 @@ from typing import Any
 
 from textual.widgets import RichLog
 
+from ...render import terminal_safe
+
 
 class ActivityLog(RichLog):
     DEFAULT_CSS = """
@@ -17,5 +19,8 @@ class ActivityLog(RichLog):
         self.lines_written: list[str] = []   # plain copies, for tests and screenshots
 
     def add(self, line: str) -> None:
+        # a line names files and folders as the disk has them (a name is anyone's bytes): shown, not obeyed;
+        # markup survives, as only control characters change
+        line = terminal_safe(line)
         self.lines_written.append(line)
         self.write(line)
