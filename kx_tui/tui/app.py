@@ -21,12 +21,14 @@ from typing import Iterable
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
 from engine.backend import Backend
 from engine.config import Settings
 from engine.records import RetrievalMode
 
+from ..render import terminal_safe
 from .screens.first_run import SAMPLE_DATASET  # noqa: F401 - re-exported
 from .screens.keys import KeysScreen
 from .screens.main import MainScreen
@@ -56,6 +58,13 @@ class KxApp(App):
 
     def get_default_screen(self) -> Screen:
         return MainScreen()
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Every toast, whoever raised it (widgets and screens notify through the app), is cleaned of
+        terminal controls: many quote a path, a document name or an error that holds stored text."""
+        super().notify(terminal_safe(message), title=terminal_safe(title), severity=severity, timeout=timeout,
+                       markup=markup)
 
     def on_mount(self) -> None:
         """SIGTERM leaves like ctrl+q, restoring the terminal: asyncio's handler only writes a wake-up

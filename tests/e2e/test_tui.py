@@ -376,6 +376,23 @@ async def test_the_watch_panel_shows_a_file_names_escapes_and_obeys_none(handboo
 
 
 @pytest.mark.slow  # drives the whole Textual app: seconds
+async def test_a_notification_quoting_stored_text_obeys_none_of_its_escapes(kx_home: Path) -> None:
+    """Toasts quote paths, document names and errors (a watch that stopped, a file that is gone): whoever raises
+    one, the app cleans it, as it cleans the views."""
+    obeyed = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+    engine = Engine(load_settings({}), embedder=HashEmbedder())
+    app = KxApp(engine, settings=engine.settings, samples=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        app.screen.query_one(ActivityLog).notify("/mnt/evil\x1b]0;pwned\x07\u202etxt is no longer there",
+                                                 title="watch\x9b2J stopped", severity="error")
+        await pilot.pause()
+        shown = [(n.title, n.message) for n in app._notifications]
+    assert shown[-1] == ("watch\ufffd2J stopped", "/mnt/evil␛]0;pwned␇\ufffdtxt is no longer there")
+    assert not any(obeyed.search(title + message) for title, message in shown), shown
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_engine_advisories_are_shown_as_notifications(kx_home, monkeypatch) -> None:
     from engine import Engine, load_settings
     from kx_tui.tui.app import KxApp
