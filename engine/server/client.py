@@ -54,10 +54,20 @@ def read_token(home: Path | str) -> str | None:
         token = token_path(home).read_text(encoding="utf-8").strip()
     except FileNotFoundError:
         return None
+    except IsADirectoryError:
+        raise token_is_a_folder(home) from None
     except OSError as exc:
         raise KxError(Status.FAILED_PRECONDITION,
                       f"cannot read {token_path(home)} ({exc.strerror}); fix its permissions") from None
     return token or None
+
+
+def token_is_a_folder(home: Path | str) -> KxError:
+    """The token file's place holds a folder: no permission change fixes that (a chmod hint misled)."""
+    path = token_path(home)
+    return KxError(Status.FAILED_PRECONDITION,
+                   f"{path} is a folder, not the gateway's token file; move it out of the way (kx serve or "
+                   "kx mcp --http writes a new token there at its next start, and clients then read that one)")
 
 
 class KxClient:

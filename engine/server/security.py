@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import KxError, Status, invalid, precondition
-from .client import TOKEN_FILE, read_token, token_path
+from .client import TOKEN_FILE, read_token, token_is_a_folder, token_path
 
 log = logging.getLogger("kx.gateway")
 
@@ -34,6 +34,8 @@ def ensure_token(home: Path) -> str:
     concurrent first start won, so no reader ever sees half a token.
     """
     path = token_path(home)
+    if path.is_dir():  # checked first: a folder's mode (755) would read as "readable by others"
+        raise token_is_a_folder(home)
     if path.exists():
         mode = path.stat().st_mode & 0o777
         if mode & 0o077:
