@@ -33,6 +33,7 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 from typing import TYPE_CHECKING, Annotated, Any, Sequence
 
 from fastapi import FastAPI, Query, Request
@@ -43,11 +44,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..backend import MAX_DOCUMENTS_PAGE, MAX_OFFSET
 from ..embedded.engine import Engine
 from ..errors import KxError, Status, invalid
+from ..filters import EXAMPLE, parse_where
 from ..names import validate_name
 from ..records import VersionView
 from ..text.inputs import RECORD_MEDIA_TYPE, DocumentInput, check_document_name, check_source_path, client_supplied
 from ..version import __version__
-from .schema import _ERRORS, AgentRunIn, DocumentTextOut, IngestIn, Name, QueryIn, QueryOut
+from .schema import _ERRORS, WHERE_PATTERN, AgentRunIn, DocumentTextOut, IngestIn, Name, QueryIn, QueryOut
 from .security import API_PREFIX, HEALTH_PATH, HostPolicy, _Guard, _send_error
 
 if TYPE_CHECKING:  # pymilvus is imported only when KX_BACKEND=milvus chose it (engine/open_backend.py)
@@ -88,7 +90,10 @@ def create_app(engine: Engine | MilvusBackend, token: str | None, *, allow_local
         status = {401: Status.UNAUTHENTICATED, 404: Status.NOT_FOUND, 413: Status.RESOURCE_EXHAUSTED}.get(
             exc.status_code, Status.INTERNAL if exc.status_code >= 500 else Status.INVALID_ARGUMENT)
         message = str(exc.detail)
-        if exc.status_code == 404:
+        if isinstance(exc.__cause__, UnicodeDecodeError):  # FastAPI's "There was an error parsing the body"
+            message = (f"the body is not UTF-8 text (a bad byte at offset {exc.__cause__.start}); send it as UTF-8 "
+                       "JSON, with a document's raw bytes base64-encoded in data_base64")
+        elif exc.status_code == 404:
             message = "no such route; the API lives under /v1 (see /openapi.json)"
         elif exc.status_code == 405:
             message = f"{_request.method} is not served on {_request.url.path}; see /openapi.json for its methods"
@@ -271,7 +276,29 @@ def _describe(errors: Any) -> str:
             parts.append("the body is not valid JSON")
         elif kind == "extra_forbidden":
             parts.append(f"unknown field {where}")
+        elif kind == "string_pattern_mismatch" and tuple(error.get("loc", ()))[-2:-1] == ("where",):
+            parts.append(f"{where}: {_where_refusal(error.get('input'))}")
         else:
             parts.append(f"{where}: {error.get('msg', 'invalid')}")
     more = len(list(errors)) - 5
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "") + "; see /openapi.json for the schema"
+
+
+def _where_refusal(clause: Any) -> str:
+    """Why a `where` clause fails the schema's pattern, in the words the engine uses in-process (the pattern's
+    own text told a client nothing it could act on)."""
+    try:
+        parse_where([clause])
+    except KxError as exc:
+        return exc.message
+    # the engine would read it, but the schema (what every client validates against) takes one spelling only
+    kind, _, value = str(clause).strip().partition(":")
+    kind, value = kind.strip().lower(), value.strip()
+    if kind == "type":
+        value = value.lower().lstrip(".")
+    elif kind == "pages":
+        value = re.sub(r"\s*-\s*", "-", value)
+    spelled = f"{kind}:{value}"
+    if re.fullmatch(WHERE_PATTERN, spelled):
+        return f"write {clause!r} as {spelled!r} (the kind and a type in lower case, no spaces around ':')"
+    return f"bad filter {clause!r}; {EXAMPLE}"
