@@ -235,7 +235,10 @@ class KxClient:
                 item["vector"] = rows[i]
             payload.append(item)
         if payload:
-            data = self._call("POST", f"/v1/datasets/{_segment(name)}/documents", {"documents": payload})
+            # every document refused: the gateway answers that refusal's 4xx with the report beside it, which
+            # this Backend returns as the engine does (a refusal is a result, not an exception)
+            data = self._call("POST", f"/v1/datasets/{_segment(name)}/documents", {"documents": payload},
+                              report_on_refusal=True)
             remote = _ingest_report(data)
             created, documents_total, passages_total = remote.created, remote.documents, remote.passages
             advisories, answers = remote.advisories, iter(remote.results)
@@ -284,7 +287,7 @@ class KxClient:
 
     # -- transport ----------------------------------------------------------------------
 
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
+    def _call(self, method: str, path: str, body: Any = None, report_on_refusal: bool = False) -> Any:
         import httpx
 
         content = None
@@ -307,6 +310,9 @@ class KxClient:
         except ValueError:
             data = None
         if response.is_success and data is not None:
+            return data
+        if report_on_refusal and response.is_client_error and isinstance(data, dict) \
+                and isinstance(data.get("results"), list):
             return data
         raise _error_from(response.status_code, data, response.text)
 

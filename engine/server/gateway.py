@@ -46,7 +46,7 @@ from ..embedded.engine import Engine
 from ..errors import KxError, Status, invalid
 from ..filters import EXAMPLE, parse_where
 from ..names import validate_name
-from ..records import VersionView
+from ..records import DocumentStatus, IngestReport, VersionView
 from ..text.inputs import RECORD_MEDIA_TYPE, DocumentInput, check_document_name, check_source_path, client_supplied
 from ..version import __version__
 from .schema import _ERRORS, WHERE_PATTERN, AgentRunIn, DocumentTextOut, IngestIn, Name, QueryIn, QueryOut
@@ -138,11 +138,22 @@ def create_app(engine: Engine | MilvusBackend, token: str | None, *, allow_local
         validate_name(name)
         return {"ref": ref, "text": engine.document_text(name, ref)}
 
-    @app.post(f"{API_PREFIX}/datasets/{{name}}/documents", tags=["datasets"], responses=_ERRORS)
-    def ingest(name: Name, body: IngestIn) -> dict[str, Any]:
+    @app.post(f"{API_PREFIX}/datasets/{{name}}/documents", tags=["datasets"], responses=_ERRORS,
+              response_model=dict[str, Any])  # the 200's schema; a refusal answers its own JSONResponse
+    def ingest(name: Name, body: IngestIn) -> Any:
+        """Add documents; each one's result (added, unchanged, or refused with its reason) is in `results`.
+
+        When every document is refused, nothing is stored and the answer is the first refusal's status (400
+        for INVALID_ARGUMENT) with `code` and `message` beside the report's own fields; one or more taken is
+        200, any refusals listed in `results`.
+        """
         validate_name(name)
         docs, vectors = _documents(body, engine.settings.max_document_bytes)
-        return engine.ingest(name, docs, vectors).to_dict()
+        report = engine.ingest(name, docs, vectors)
+        refusal = _all_refused(report)
+        if refusal is not None:  # a 200 here read as success to every client that checks only the status
+            return JSONResponse({**refusal.to_dict(), **report.to_dict()}, status_code=refusal.status.http_status)
+        return report.to_dict()
 
     @app.post(f"{API_PREFIX}/datasets/{{name}}/embed", tags=["datasets"], responses=_ERRORS)
     def embed(name: Name) -> dict[str, Any]:
@@ -217,6 +228,21 @@ class _AnswerWhenCancelled:
             if task is not None:
                 task.uncancel()  # handled here: the answer below must not be cancelled in turn
             await _send_error(send, STOPPING)
+
+
+def _all_refused(report: IngestReport) -> KxError | None:
+    """The refusal to answer with when every document was refused (nothing stored); None when any was taken.
+
+    Its status is the first refusal's, as `kx datasets ingest`'s exit status and `kx mcp`'s ingest tools
+    use; the message names the documents and their reasons (the first few: `results` holds them all).
+    """
+    refused = [r for r in report.results if r.status == DocumentStatus.REFUSED]
+    if not refused or len(refused) != len(report.results):
+        return None
+    shown = "; ".join(f"{r.name}: {r.reason}" for r in refused[:3])
+    more = f" (and {len(refused) - 3} more, each in results)" if len(refused) > 3 else ""
+    return KxError(Status[refused[0].code or "INVALID_ARGUMENT"],
+                   f"every document was refused ({len(refused)}) and nothing was stored: {shown}{more}")
 
 
 def _documents(body: IngestIn, max_bytes: int) -> tuple[list[DocumentInput], list[list[float]] | None]:

@@ -78,3 +78,49 @@ def test_a_token_file_that_is_a_folder_is_called_a_folder_not_a_permission_probl
     shown = run_cli("serve", "--port", "0")
     assert shown.code == Status.FAILED_PRECONDITION.exit_code and "is a folder" in shown.stderr, shown.stderr
     assert (kx_home / "gateway.token").is_dir()   # nothing was moved or removed on the user's behalf
+
+
+def test_an_ingest_with_every_document_refused_is_a_400_listing_them_and_stores_nothing(hash_engine: Engine) -> None:
+    empty, not_a_pdf = {"name": "blank", "text": "   "}, {"name": "scan", "data_base64": "aGVsbG8=",
+                                                          "media_type": "application/pdf"}
+    with serving(hash_engine) as (url, token):
+        headers = {"Authorization": f"Bearer {token}"}
+        refused = httpx.post(f"{url}/v1/datasets/fresh/documents", timeout=30, headers=headers,
+                             json={"documents": [empty, not_a_pdf]})
+        missing = httpx.get(f"{url}/v1/datasets/fresh", timeout=30, headers=headers)
+        partly = httpx.post(f"{url}/v1/datasets/fresh/documents", timeout=30, headers=headers,
+                            json={"documents": [empty, {"name": "ok", "text": "The lift is on the left."}]})
+    assert refused.status_code == 400, refused.text
+    body = refused.json()
+    assert body["code"] == "INVALID_ARGUMENT" and "nothing was stored" in body["message"]
+    assert "blank: " in body["message"] and "scan: " in body["message"] and "not one" in body["message"]
+    assert [(r["name"], r["status"], r["code"]) for r in body["results"]] == [
+        ("blank", "refused", "INVALID_ARGUMENT"), ("scan", "refused", "INVALID_ARGUMENT")]
+    assert body["added"] == 0 and body["refused"] == 2 and all(r["reason"] for r in body["results"])
+    assert missing.status_code == 404   # not even an empty dataset was made
+    assert partly.status_code == 200, partly.text   # one taken: a success, the refusal listed
+    assert partly.json()["added"] == 1 and [r["status"] for r in partly.json()["results"]] == ["refused", "added"]
+
+
+def test_the_python_sdk_and_the_cli_report_every_refusal_through_the_gateway_as_in_process(
+        hash_engine: Engine) -> None:
+    import json
+
+    from engine import KxClient
+    from engine.records import DocumentStatus
+
+    here = run_cli("datasets", "ingest", "local", "--text", "  ", "--json")
+    with serving(hash_engine) as (url, token):
+        with KxClient(url, token=token) as client:
+            report = client.ingest_documents("remote", ["  ", "\n"], names=["blank", "newline"])
+        there = run_cli("--gateway", url, "--token", token, "datasets", "ingest", "remote", "--text", "  ", "--json")
+    # the SDK is a Backend: a refusal is a result in the report, as the engine gives it, not an exception
+    assert [(r.name, r.status, r.code) for r in report.results] == [
+        ("blank", DocumentStatus.REFUSED, "INVALID_ARGUMENT"), ("newline", DocumentStatus.REFUSED, "INVALID_ARGUMENT")]
+    assert report.created is False and report.documents == 0
+    for shown in (here, there):
+        assert shown.code == Status.INVALID_ARGUMENT.exit_code, shown.stderr
+        assert "1 of 1 document(s) refused; nothing was ingested" in shown.stderr
+        data = json.loads(shown.stdout)
+        assert data["refused"] == 1 and data["results"][0]["status"] == "refused"
+        assert "nothing to index" in data["results"][0]["reason"]

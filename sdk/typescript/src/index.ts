@@ -180,16 +180,22 @@ const HTTP_STATUS: Record<string, number> = {
   UNAUTHENTICATED: 401, UNAVAILABLE: 503, PERMISSION_DENIED: 403, DATA_LOSS: 500, INTERNAL: 500,
 };
 
-/** Every failure: `code` is the status name (NOT_FOUND, ...), `status` its HTTP status, `message` what to do. */
+/**
+ * Every failure: `code` is the status name (NOT_FOUND, ...), `status` its HTTP status, `message` what to do.
+ * An ingest whose every document was refused (nothing stored) carries its `report`: each document's `reason`
+ * in `report.results`.
+ */
 export class KxError extends Error {
   readonly code: string;
   readonly status: number;
+  readonly report?: IngestReport;
 
-  constructor(code: string, message: string, status?: number) {
+  constructor(code: string, message: string, status?: number, report?: IngestReport) {
     super(message);
     this.name = "KxError";
     this.code = code;
     this.status = status ?? HTTP_STATUS[code] ?? 500;
+    if (report !== undefined) this.report = report;
   }
 
   override toString(): string {
@@ -366,7 +372,9 @@ export class KxClient {
     if (!response.ok) {
       const error = data as Partial<Schemas["ErrorOut"]> | undefined;
       if (error && typeof error.code === "string" && typeof error.message === "string") {
-        throw new KxError(error.code, error.message, response.status);
+        // an ingest refused whole answers its report beside code and message (engine/server/gateway.py)
+        const report = Array.isArray((data as { results?: unknown }).results) ? data as IngestReport : undefined;
+        throw new KxError(error.code, error.message, response.status, report);
       }
       throw new KxError(response.status >= 500 ? "INTERNAL" : "INVALID_ARGUMENT",
                         `the gateway answered HTTP ${response.status} without a kx error: ${text.slice(0, 200)}`,

@@ -62,7 +62,14 @@ export interface paths {
         /** List Documents */
         get: operations["list_documents_v1_datasets__name__documents_get"];
         put?: never;
-        /** Ingest */
+        /**
+         * Ingest
+         * @description Add documents; each one's result (added, unchanged, or refused with its reason) is in `results`.
+         *
+         *     When every document is refused, nothing is stored and the answer is the first refusal's status (400
+         *     for INVALID_ARGUMENT) with `code` and `message` beside the report's own fields; one or more taken is
+         *     200, any refusals listed in `results`.
+         */
         post: operations["ingest_v1_datasets__name__documents_post"];
         delete?: never;
         options?: never;
