@@ -269,6 +269,7 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
     if not as_json:
         _print_followed(out, followed)
     added = 0
+    seen: list[DocumentResult] = []   # every document's result so far: what a stopped --json run reports
     # Ctrl-C / SIGTERM only count; the ingest stops at its next progress event (between two embedding
     # steps or after a commit), and in any case within _INGEST_GIVE_UP_SECONDS (kx_tui/cli/stopping.py).
     with StopSignals(give_up_after=_INGEST_GIVE_UP_SECONDS,
@@ -283,6 +284,7 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
                 progress.print(f"{event.kind}: {event.message}")
             elif isinstance(event, DocumentResult):
                 added += event.status == DocumentStatus.ADDED
+                seen.append(event)
                 if not as_json and (not quiet_lines or event.status == DocumentStatus.REFUSED):
                     progress.call(print_ingest_line, out, event)
             if stop.count:
@@ -290,7 +292,12 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
                                   f"stopped by {stop.name}: {added} document(s) were committed and stay; "
                                   "run the same command again to add the rest (what is in comes back unchanged)")
 
-        report = engine.ingest(name, docs, on_event=on_event)
+        try:
+            report = engine.ingest(name, docs, on_event=on_event)
+        except Interrupted as stopped:
+            if as_json:  # a script reads stdout: it still gets one object, saying what is stored and that it stopped
+                click.echo(json.dumps(_stopped_report(name, seen, len(docs), stopped), indent=2))
+            raise   # the same exit (130) and stderr line as without --json
     from .documents import added_notes
 
     notes = added_notes(engine, name, report)   # what the extractors noted, e.g. an HTML page without its body
@@ -320,6 +327,19 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
             rest += f"; {retired} document(s) whose files are gone were retired"
         raise KxError(first, f"{len(refused)} of {len(report.results)} document(s) refused; {rest} "
                              "(see the reasons above)")
+
+
+def _stopped_report(name: str, seen: list[DocumentResult], given: int, stopped: Interrupted) -> dict[str, Any]:
+    """`ingest --json`'s answer when a signal stopped it: the report's counts and results for the documents
+    that got one (the added ones are committed and stay), how many got none, and the stop itself."""
+    def count(status: DocumentStatus) -> int:
+        return sum(r.status == status for r in seen)
+
+    return {"dataset": name, "stopped": True, "signal": signal.Signals(stopped.signum).name, "code": "CANCELLED",
+            "message": stopped.message, "added": count(DocumentStatus.ADDED),
+            "unchanged": count(DocumentStatus.UNCHANGED), "refused": count(DocumentStatus.REFUSED),
+            "passages_added": sum(r.passages for r in seen if r.status == DocumentStatus.ADDED),
+            "not_reached": given - len(seen), "results": [r.to_dict() for r in seen]}
 
 
 def _followed(engine: Backend, name: str, folder: Path) -> list[Retired | Renamed]:

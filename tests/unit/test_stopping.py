@@ -122,3 +122,48 @@ def _handler_installed(pid: int) -> bool:
         return False
     caught = next((line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), "0")
     return bool(int(caught, 16) & (1 << (signal.SIGTERM - 1)))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_ingest_json_stopped_by_a_signal_still_prints_one_object_saying_what_is_stored(
+        kx_home: Path, monkeypatch: pytest.MonkeyPatch, sig: int) -> None:
+    """The real CLI in this process, over the hash-embedded engine; the signal arrives (to this process, through
+    the real handler) once the second document is committed, so the ingest stops at its next event."""
+    import json
+
+    import engine.open_backend
+    from engine.records import DocumentResult, DocumentStatus
+    from engine.text.inputs import from_text
+
+    from ..helpers import run_cli
+
+    backend = Engine(load_settings({"ingest_commit_passages": 1}), embedder=HashEmbedder())
+    backend.ingest("notes", [from_text("The canteen serves soup on Fridays.", "soup")])   # one already there
+    real_ingest = backend.ingest
+
+    def ingest(name: str, docs: object, vectors: object = None, on_event: object = None) -> object:
+        committed = 0
+
+        def watched(event: object) -> None:
+            nonlocal committed
+            if isinstance(event, DocumentResult) and event.status == DocumentStatus.ADDED:
+                committed += 1
+                if committed == 2:
+                    os.kill(os.getpid(), sig)
+            on_event(event)  # type: ignore[operator]
+        return real_ingest(name, docs, vectors, on_event=watched)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(backend, "ingest", ingest)
+    monkeypatch.setattr(engine.open_backend, "open_backend", lambda settings, on_notice=None: backend)
+    texts = ["The canteen serves soup on Fridays."] + [f"Aisle {i} ships parcels at dawn, bay {i}." for i in range(6)]
+    shown = run_cli("datasets", "ingest", "notes", *(a for t in texts for a in ("--text", t)), "--json")
+    assert shown.code == 130, shown.stderr   # as without --json: CANCELLED
+    assert f"CANCELLED: stopped by {signal.Signals(sig).name}" in shown.stderr
+    data = json.loads(shown.stdout)   # one object, nothing else on stdout
+    assert data["stopped"] is True and data["code"] == "CANCELLED" and data["signal"] == signal.Signals(sig).name
+    assert "committed and stay" in data["message"] and data["dataset"] == "notes"
+    assert (data["added"], data["unchanged"], data["refused"]) == (2, 1, 0)
+    assert data["not_reached"] == len(texts) - 3 and data["passages_added"] == 2
+    stored = {d.name for d in backend.list_documents("notes", 0, 100)}
+    assert {r["name"] for r in data["results"] if r["status"] == "added"} <= stored   # what it says is stored, is
+    assert len(stored) == 3
