@@ -27,11 +27,9 @@ import click
 from engine.errors import KxError, Status
 
 from .context import CONTEXT_SETTINGS, bind_socket, settings_of, show_host
-from .stopping import GIVE_UP_SECONDS, StopSignals, exit_without_finalising
+from .stopping import BACKSTOP_SECONDS, GIVE_UP_SECONDS, StopSignals, draining_server, exit_without_finalising
 
 if TYPE_CHECKING:  # imported when the server starts, not when `kx --help` is drawn
-    from types import FrameType
-
     import uvicorn
     from fastapi import FastAPI
 
@@ -168,7 +166,7 @@ def _run(engine: Engine | MilvusBackend, token: str, max_bytes: int, allow_local
         app = RequestLog(app, json_lines=log == "json")
     # headers must arrive whole within 10 s, and one address holds at most 64 connections (engine/server/http_limits.py)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=DRAIN_SECONDS + _BACKSTOP_SECONDS, http=guarded_protocol())
+                            timeout_graceful_shutdown=DRAIN_SECONDS + BACKSTOP_SECONDS, http=guarded_protocol())
     server = gateway_server(config, engine, stop)
     # uvicorn installs its own flag-setting handlers while it runs. Before they are in (and after),
     # ours count the signal and set the same flags, so a stop in that window is not lost; uvicorn's
@@ -184,42 +182,13 @@ def _run(engine: Engine | MilvusBackend, token: str, max_bytes: int, allow_local
     server.run(sockets=[sock])
 
 
-_BACKSTOP_SECONDS = 1  # uvicorn's own cancel, should ours not have ended every request by then
-
-
 def gateway_server(config: uvicorn.Config, engine: Engine | MilvusBackend, stop: StopSignals) -> uvicorn.Server:
     """uvicorn's Server for `kx serve`: a stop signal also stops the engine's work, and the drain ends quietly.
 
-    After DRAIN_SECONDS the requests still running are cancelled here, which the gateway answers 503
-    UNAVAILABLE as JSON (engine/server/gateway.py). uvicorn's own timeout (a second later, a backstop)
-    would cancel them too, but log an ERROR line for it.
+    After DRAIN_SECONDS the requests still running are cancelled (`draining_server`), which the gateway answers
+    503 UNAVAILABLE as JSON (engine/server/gateway.py).
     """
-    import asyncio
-
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            # uvicorn's own handler while it runs (flags only): the engine's work in flight leaves too
-            _request_stop(engine)
-            stop.count += 1  # the guard's clock starts with this stop, not with a later one
-            stop.last = sig
-            if stop.first_at is None:
-                stop.first_at = time.monotonic()
-            super().handle_exit(sig, frame)
-
-        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-            answer = asyncio.get_running_loop().call_later(DRAIN_SECONDS, self._answer_the_rest)
-            try:
-                await super().shutdown(sockets)
-            finally:
-                answer.cancel()
-
-        def _answer_the_rest(self) -> None:
-            for task in list(self.server_state.tasks):
-                task.cancel(msg="kx serve: the drain is over")
-
-    return Server(config)
+    return draining_server(config, stop, lambda: _request_stop(engine), DRAIN_SECONDS)
 
 
 MALLOC_ARENAS = 2

@@ -9,7 +9,8 @@ So the handler here only counts the signal; the command's main loop waits
 with timeouts and looks at the count (`StopSignals.count`), or lets the
 engine's progress callback raise at a safe point (`checkpoint`).
 
-Used by `kx datasets watch`, `kx datasets ingest` and `kx serve`'s start-up.
+Used by `kx datasets watch`, `kx datasets ingest`, `kx serve` and `kx mcp --http`; the two servers'
+uvicorn drains through `draining_server`.
 
 The same counting handler is installed first of all when `kx` starts
 (`install_early`, from kx_tui/__init__.py, before click, numpy or the engine
@@ -29,7 +30,13 @@ import sys
 import threading
 import time
 from types import FrameType
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+if TYPE_CHECKING:  # imported by the servers when they start, not when `kx --help` is drawn
+    import asyncio
+    import socket
+
+    import uvicorn
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # How long after the first stop signal a command's guard ends the process whatever it is blocked in (one ONNX
@@ -214,3 +221,59 @@ def join_or_leave(thread: threading.Thread, seconds: float, code: int = 0) -> No
     thread.join(seconds)
     if thread.is_alive():
         exit_without_finalising(code)
+
+
+BACKSTOP_SECONDS = 1  # uvicorn's own cancel after the drain, should ours not have ended every request by then
+
+
+def draining_server(config: uvicorn.Config, stop: StopSignals, on_stop: Callable[[], None], drain_seconds: float,
+                    listening: Callable[[], Iterable[asyncio.Task[Any]]] = tuple) -> uvicorn.Server:
+    """uvicorn's Server for kx's servers (`kx serve`, `kx mcp --http`): a stop it handles counts in `stop`, whose
+    guard bounds the whole stop, and calls `on_stop` (flags only: the engine's work in flight leaves too).
+
+    Requests get `drain_seconds` to answer; then those still running are cancelled here, which the app answers
+    as JSON (503 UNAVAILABLE, or on a started event stream an error event). uvicorn's own timeout
+    (`config.timeout_graceful_shutdown`, BACKSTOP_SECONDS later) would cancel them too, but log an ERROR line
+    for it. `listening`: the tasks that answer nothing (a client's open event stream), ended as soon as they
+    are all that still runs: they would hold every stop for the whole drain, and ended earlier, while a call
+    is in flight, the client takes the server for gone and drops that call's answer.
+    """
+    import asyncio
+
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            # uvicorn's own handler while it runs, in place of StopSignals': count it there too, so the guard's
+            # clock starts with this stop (uvicorn would otherwise wait as long as a request does)
+            on_stop()
+            stop.count += 1
+            stop.last = sig
+            if stop.first_at is None:
+                stop.first_at = time.monotonic()
+            super().handle_exit(sig, frame)
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            loop = asyncio.get_running_loop()
+            drained = loop.call_later(drain_seconds, lambda: self._cancel(self.server_state.tasks, "the drain is over"))
+            timers = [drained]
+
+            def end_listening() -> None:
+                streams = set(listening())
+                if streams and not set(self.server_state.tasks) - streams:
+                    self._cancel(streams, "nothing else runs")
+                timers.append(loop.call_later(0.1, end_listening))
+
+            end_listening()
+            try:
+                await super().shutdown(sockets)
+            finally:
+                for timer in timers:
+                    timer.cancel()
+
+        @staticmethod
+        def _cancel(tasks: Iterable[asyncio.Task[Any]], why: str) -> None:
+            for task in list(tasks):
+                task.cancel(msg=f"kx: the server is stopping ({why})")
+
+    return Server(config)

@@ -22,6 +22,7 @@ import kx_tui.cli.serve as serve_module
 from engine import Engine
 from engine.server.gateway import create_app
 from engine.text.inputs import from_text
+from kx_tui.cli.stopping import BACKSTOP_SECONDS
 
 from ..helpers import start_server
 
@@ -57,7 +58,7 @@ def test_a_request_running_when_the_server_stops_answers_503_json_without_a_trac
     if server_kind == "kx serve":   # kx serve's own server: it ends the drain itself, quietly
         monkeypatch.setattr(serve_module, "DRAIN_SECONDS", 0.5)
         stop = SimpleNamespace(count=0, last=None, first_at=None)
-        server = serve_module.gateway_server(_config(engine, 0.5 + serve_module._BACKSTOP_SECONDS), engine,
+        server = serve_module.gateway_server(_config(engine, 0.5 + BACKSTOP_SECONDS), engine,
                                              stop)  # type: ignore[arg-type]
     else:   # any uvicorn: its own timeout cancels the request; the gateway still answers it
         server = uvicorn.Server(_config(engine, 0.5))
