@@ -16,7 +16,7 @@ citations) and `structuredContent`: the records' own `to_dict()`, so a field a
 record gains reaches MCP clients without a change here. A `KxError` comes back
 as a tool error whose text starts with the status name (`NOT_FOUND: ...`) and
 whose structured content is `{code, message}`; nothing a caller sends stops the
-server. Sync tools run on the SDK's worker threads.
+server. The tools run on worker threads that a cancel abandons (`_off_loop`).
 
 The streamable HTTP app (`http_app`) sits inside the gateway's own Host,
 Origin, bearer-token and size guard (engine/server/gateway.py's `guard`), so it
@@ -25,10 +25,13 @@ answers to exactly what `kx serve` answers to.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Sequence
 
+import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
@@ -313,6 +316,17 @@ class KxTools:
 # -- the server ------------------------------------------------------------------------------------
 
 
+async def _off_loop(call: Callable[..., CallToolResult], *args: Any) -> CallToolResult:
+    """A tool's body on a worker thread that a cancel abandons instead of waiting for.
+
+    The SDK runs a sync tool on a thread it waits for even when the call is cancelled (the client's
+    notifications/cancelled, or `kx mcp --http` stopping, whose session shutdown then waited for the
+    longest search in flight). Abandoned, the work runs on to its end (each commit whole) and its answer
+    is dropped.
+    """
+    return await anyio.to_thread.run_sync(functools.partial(call, *args), abandon_on_cancel=True)
+
+
 class _Server(MCPServer):
     """MCPServer whose refusals before a tool runs also speak kx's statuses.
 
@@ -357,15 +371,15 @@ def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     @server.tool(annotations=read_only)
-    def list_datasets() -> CallToolResult:
+    async def list_datasets() -> CallToolResult:
         """List the datasets kx holds on this machine: name, documents, passages, embedding model, fingerprint.
 
         Call this first to learn which dataset to search.
         """
-        return tools.list_datasets()
+        return await _off_loop(tools.list_datasets)
 
     @server.tool(annotations=read_only)
-    def search(
+    async def search(
         dataset: DatasetArg,
         query: Annotated[str, Field(description="The question or the words to look for, in plain language.")],
         k: Annotated[int, Field(ge=1, le=200, description="How many passages to return (the server may clamp "
@@ -389,10 +403,10 @@ def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
         [report p. 6, chunk 3/12] to quote, its pages, section heading path, character range,
         document_ref and passage_ref (for read_document), and its rank in the dense and sparse lists.
         """
-        return tools.search(dataset, query, k, mode, rerank, where)
+        return await _off_loop(tools.search, dataset, query, k, mode, rerank, where)
 
     @server.tool(annotations=read_only)
-    def read_document(
+    async def read_document(
         dataset: DatasetArg,
         document: Annotated[str, Field(description="The document_ref from a hit or list_documents (or its first "
                                                    "12+ characters), or the document's name.")],
@@ -414,31 +428,31 @@ def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
         Use it to read on from a search hit. The answer gives the character range read, the pages and
         chunks it covers, and next_offset / previous_offset to continue.
         """
-        return tools.read_document(dataset, document, passage_ref, chunk, page_start, page_end, offset,
-                                   context_chars, max_chars)
+        return await _off_loop(tools.read_document, dataset, document, passage_ref, chunk, page_start, page_end,
+                               offset, context_chars, max_chars)
 
     @server.tool(annotations=read_only)
-    def list_documents(
+    async def list_documents(
         dataset: DatasetArg,
         offset: Annotated[int, Field(ge=0, description="Skip this many documents (ingest order).")] = 0,
         limit: Annotated[int, Field(ge=1, le=MAX_DOCUMENTS_PAGE, description="Documents per page.")] = 50,
     ) -> CallToolResult:
         """List a dataset's documents in ingest order, paged: name, title, ref, pages, passages, media type, source."""
-        return tools.list_documents(dataset, offset, limit)
+        return await _off_loop(tools.list_documents, dataset, offset, limit)
 
     if tools.policy.allow_ingest:
         writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
                                  open_world_hint=False)
 
         @server.tool(annotations=writes)
-        def ingest_text(
+        async def ingest_text(
             dataset: Annotated[str, Field(description="The dataset to add to; created on first use.")],
             text: Annotated[str, Field(description="The document's text.")],
             name: Annotated[str | None, Field(description="A name for the document (default: from its text).")]
             = None,
         ) -> CallToolResult:
             """Add a text as one document to a dataset (created on first use). The same text twice is 'unchanged'."""
-            return tools.ingest_text(dataset, text, name)
+            return await _off_loop(tools.ingest_text, dataset, text, name)
 
         if tools.policy.allow_paths:
             folders = ", ".join(str(p) for p in tools.policy.allow_paths)
@@ -447,11 +461,11 @@ def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
                 "Add a file (PDF, Word, HTML, EPUB, Markdown, text) as one document to a dataset (created on "
                 f"first use). Only files inside these folders can be read: {folders}. A relative path is taken "
                 "inside the first."))
-            def ingest_file(
+            async def ingest_file(
                 dataset: Annotated[str, Field(description="The dataset to add to; created on first use.")],
                 path: Annotated[str, Field(description="The file's path (inside an allowed folder).")],
             ) -> CallToolResult:
-                return tools.ingest_file(dataset, path)
+                return await _off_loop(tools.ingest_file, dataset, path)
 
     @server.resource("kx://datasets", name="datasets", mime_type="application/json",
                      description="Every dataset with its counts and model (as list_datasets).")
@@ -476,11 +490,12 @@ def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
 
 
 def http_app(server: MCPServer, token: str, *, max_bytes: int, bind_host: str,
-             allowed_hosts: Sequence[str] = (), allowed_origins: Sequence[str] = ()) -> Any:
+             allowed_hosts: Sequence[str] = (), allowed_origins: Sequence[str] = ()) -> AnswerWhenStopping:
     """The server's streamable HTTP app at /mcp, inside the gateway's Host, Origin, token and size guard.
 
     The SDK's own DNS-rebinding check is off: the gateway's guard (the same
     rules `kx serve` applies) has already answered every request it lets by.
+    Outside the guard, `AnswerWhenStopping` answers what a stop cuts short.
     """
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -489,5 +504,94 @@ def http_app(server: MCPServer, token: str, *, max_bytes: int, bind_host: str,
     app = server.streamable_http_app(
         streamable_http_path="/mcp", max_request_body_size=max_bytes, host=bind_host,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
-    return guard(app, token, max_bytes=max_bytes, bind_host=bind_host, allowed_hosts=allowed_hosts,
-                 allowed_origins=allowed_origins)
+    return AnswerWhenStopping(guard(app, token, max_bytes=max_bytes, bind_host=bind_host, allowed_hosts=allowed_hosts,
+                                    allowed_origins=allowed_origins), max_bytes)
+
+
+STOPPING = KxError(Status.UNAVAILABLE, "kx mcp is stopping: this call was still running when the server stopped "
+                                       "waiting for it; what it committed stays; call it again once kx mcp runs "
+                                       "again")
+_SERVER_ERROR = -32000  # JSON-RPC's range for a server's own errors (-32000 to -32099); MCP names none for this
+
+
+class AnswerWhenStopping:
+    """ASGI middleware: a request the server cancels while stopping still gets a JSON-RPC answer.
+
+    `kx mcp --http` gives the calls in flight a drain, then cancels what still runs (kx_tui/cli/stopping.py
+    `draining_server`). Without this, the cancel reached uvicorn: "Exception in ASGI application" with a
+    traceback, and a plain-text 500 or a tool call's event stream cut off with no answer. Now a request
+    whose answer has not started gets 503 with a JSON-RPC error (`UNAVAILABLE: ...`, which the MCP client
+    raises as the call's error); a tool call whose event stream has started gets that error as its last
+    event, under its request's id; a client's listening stream (GET), which answers nothing, just ends.
+    `listening` holds those GET streams' tasks, for the server to end once nothing else runs.
+    """
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.listening: set[asyncio.Task[Any]] = set()
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        task = asyncio.current_task()
+        if scope["type"] != "http" or task is None:
+            await self.app(scope, receive, send)
+            return
+        body = bytearray()   # the request's JSON-RPC message, for its id (the guard bounds its size)
+        started = streaming = done = False
+
+        async def recorded() -> dict:
+            message = await receive()
+            if message["type"] == "http.request" and len(body) <= self.max_bytes:
+                body.extend(message.get("body", b""))
+            return message
+
+        async def watched(message: dict) -> None:
+            nonlocal started, streaming, done
+            if message["type"] == "http.response.start":
+                started = True
+                streaming = any(k.lower() == b"content-type" and v.startswith(b"text/event-stream")
+                                for k, v in message.get("headers", ()))
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                done = True
+            await send(message)
+
+        listening = scope.get("method") == "GET"
+        if listening:
+            self.listening.add(task)
+        try:
+            await self.app(scope, recorded, watched)
+        except asyncio.CancelledError:
+            if done or (started and not streaming):
+                raise   # answered already, or half a plain answer, which cannot be taken back
+            task.uncancel()   # handled here: the answer below must not be cancelled in turn
+            await self._answer(send, started, None if listening else _request_id(bytes(body)))
+        finally:
+            self.listening.discard(task)
+
+    @staticmethod
+    async def _answer(send: Any, started: bool, request_id: Any) -> None:
+        error = {"jsonrpc": "2.0", "id": request_id,
+                 "error": {"code": _SERVER_ERROR, "message": f"{STOPPING.code}: {STOPPING.message}",
+                           "data": STOPPING.to_dict()}}
+        payload = json.dumps(error).encode()
+        if not started:
+            await send({"type": "http.response.start", "status": STOPPING.status.http_status,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(payload)).encode())]})
+            await send({"type": "http.response.body", "body": payload})
+            return
+        if request_id is not None:   # a tool call's stream: its answer, as the SDK frames one
+            await send({"type": "http.response.body", "body": b"event: message\r\ndata: " + payload + b"\r\n\r\n",
+                        "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _request_id(body: bytes) -> Any:
+    """The id of the JSON-RPC request in `body`; None for a notification, a response, or what does not parse."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(message, dict) and "method" in message and isinstance(message.get("id"), (str, int)):
+        return message["id"]
+    return None
