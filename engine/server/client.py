@@ -234,15 +234,18 @@ class KxClient:
             if rows is not None:
                 item["vector"] = rows[i]
             payload.append(item)
+        remote, refused = None, []
         if payload:
-            # every document refused: the gateway answers that refusal's 4xx with the report beside it, which
-            # this Backend returns as the engine does (a refusal is a result, not an exception)
             data = self._call("POST", f"/v1/datasets/{_segment(name)}/documents", {"documents": payload},
-                              report_on_refusal=True)
-            remote = _ingest_report(data)
+                              refusals=True)
+            if "code" in data:  # every document refused: the gateway's 4xx lists each one, and nothing was stored
+                refused = [_document_result(r) for r in data["results"]]
+            else:
+                remote = _ingest_report(data)
+        if remote is not None:
             created, documents_total, passages_total = remote.created, remote.documents, remote.passages
             advisories, answers = remote.advisories, iter(remote.results)
-        else:  # nothing readable: the dataset's totals are what they were
+        else:  # nothing readable, or nothing taken: the dataset's totals are what they were
             try:
                 summary = self.dataset_summary(name)
                 documents_total, passages_total = summary.documents, summary.passages
@@ -250,7 +253,8 @@ class KxClient:
                 if exc.status is not Status.NOT_FOUND:
                     raise
                 documents_total = passages_total = 0
-            created, advisories, answers = False, [], iter(())
+            # a refusal is a result in the report, as the engine gives it, not an exception
+            created, advisories, answers = False, [], iter(refused)
         sent_set = set(sent)
         results = [next(answers) if i in sent_set else _local_refusal(d) for i, d in enumerate(docs)]
         for advisory in advisories:
@@ -287,7 +291,8 @@ class KxClient:
 
     # -- transport ----------------------------------------------------------------------
 
-    def _call(self, method: str, path: str, body: Any = None, report_on_refusal: bool = False) -> Any:
+    def _call(self, method: str, path: str, body: Any = None, refusals: bool = False) -> Any:
+        """The answer's JSON; a KxError for a refusal, except with `refusals` one that lists `results`."""
         import httpx
 
         content = None
@@ -311,8 +316,7 @@ class KxClient:
             data = None
         if response.is_success and data is not None:
             return data
-        if report_on_refusal and response.is_client_error and isinstance(data, dict) \
-                and isinstance(data.get("results"), list):
+        if refusals and response.is_client_error and isinstance(data, dict) and isinstance(data.get("results"), list):
             return data
         raise _error_from(response.status_code, data, response.text)
 
@@ -350,8 +354,12 @@ def _local_refusal(doc: DocumentInput) -> DocumentResult:
     return DocumentResult(doc.name, DocumentStatus.REFUSED, None, 0, doc.source_path, error.status.name, error.message)
 
 
+def _document_result(data: dict[str, Any]) -> DocumentResult:
+    return DocumentResult(**{**_known(DocumentResult, data), "status": DocumentStatus(data["status"])})
+
+
 def _ingest_report(data: dict[str, Any]) -> IngestReport:
-    results = [DocumentResult(**{**r, "status": DocumentStatus(r["status"])}) for r in data["results"]]
+    results = [_document_result(r) for r in data["results"]]
     return IngestReport(data["dataset"], results, data["created"], data["documents"], data["passages"],
                         list(data.get("advisories", [])))
 

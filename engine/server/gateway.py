@@ -144,15 +144,16 @@ def create_app(engine: Engine | MilvusBackend, token: str | None, *, allow_local
         """Add documents; each one's result (added, unchanged, or refused with its reason) is in `results`.
 
         When every document is refused, nothing is stored and the answer is the first refusal's status (400
-        for INVALID_ARGUMENT) with `code` and `message` beside the report's own fields; one or more taken is
-        200, any refusals listed in `results`.
+        for INVALID_ARGUMENT): `code`, `message` and each document's refusal in `results`. One or more taken
+        is 200, any refusals listed in `results`.
         """
         validate_name(name)
         docs, vectors = _documents(body, engine.settings.max_document_bytes)
         report = engine.ingest(name, docs, vectors)
         refusal = _all_refused(report)
         if refusal is not None:  # a 200 here read as success to every client that checks only the status
-            return JSONResponse({**refusal.to_dict(), **report.to_dict()}, status_code=refusal.status.http_status)
+            return JSONResponse({**refusal.to_dict(), "results": [r.to_dict() for r in report.results]},
+                                status_code=refusal.status.http_status)
         return report.to_dict()
 
     @app.post(f"{API_PREFIX}/datasets/{{name}}/embed", tags=["datasets"], responses=_ERRORS)

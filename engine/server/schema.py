@@ -145,6 +145,9 @@ class AgentRunIn(_Body):
 class ErrorOut(BaseModel):
     code: str
     message: str
+    results: list[dict[str, Any]] | None = Field(
+        None, description="Only when an ingest stored nothing because every document was refused: each "
+                          "document's result (name, status 'refused', code, reason), as a 200's results.")
 
 
 class HitOut(BaseModel):

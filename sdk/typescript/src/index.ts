@@ -182,20 +182,20 @@ const HTTP_STATUS: Record<string, number> = {
 
 /**
  * Every failure: `code` is the status name (NOT_FOUND, ...), `status` its HTTP status, `message` what to do.
- * An ingest whose every document was refused (nothing stored) carries its `report`: each document's `reason`
- * in `report.results`.
+ * An ingest whose every document was refused (nothing stored) carries each document's refusal, with its
+ * `reason`, in `results`.
  */
 export class KxError extends Error {
   readonly code: string;
   readonly status: number;
-  readonly report?: IngestReport;
+  readonly results?: DocumentResult[];
 
-  constructor(code: string, message: string, status?: number, report?: IngestReport) {
+  constructor(code: string, message: string, status?: number, results?: DocumentResult[]) {
     super(message);
     this.name = "KxError";
     this.code = code;
     this.status = status ?? HTTP_STATUS[code] ?? 500;
-    if (report !== undefined) this.report = report;
+    if (results !== undefined) this.results = results;
   }
 
   override toString(): string {
@@ -372,9 +372,9 @@ export class KxClient {
     if (!response.ok) {
       const error = data as Partial<Schemas["ErrorOut"]> | undefined;
       if (error && typeof error.code === "string" && typeof error.message === "string") {
-        // an ingest refused whole answers its report beside code and message (engine/server/gateway.py)
-        const report = Array.isArray((data as { results?: unknown }).results) ? data as IngestReport : undefined;
-        throw new KxError(error.code, error.message, response.status, report);
+        // an ingest refused whole lists each document's refusal beside code and message (engine/server/gateway.py)
+        const results = Array.isArray(error.results) ? error.results as unknown as DocumentResult[] : undefined;
+        throw new KxError(error.code, error.message, response.status, results);
       }
       throw new KxError(response.status >= 500 ? "INTERNAL" : "INVALID_ARGUMENT",
                         `the gateway answered HTTP ${response.status} without a kx error: ${text.slice(0, 200)}`,

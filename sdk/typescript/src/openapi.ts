@@ -67,8 +67,8 @@ export interface paths {
          * @description Add documents; each one's result (added, unchanged, or refused with its reason) is in `results`.
          *
          *     When every document is refused, nothing is stored and the answer is the first refusal's status (400
-         *     for INVALID_ARGUMENT) with `code` and `message` beside the report's own fields; one or more taken is
-         *     200, any refusals listed in `results`.
+         *     for INVALID_ARGUMENT): `code`, `message` and each document's refusal in `results`. One or more taken
+         *     is 200, any refusals listed in `results`.
          */
         post: operations["ingest_v1_datasets__name__documents_post"];
         delete?: never;
@@ -262,6 +262,13 @@ export interface components {
             code: string;
             /** Message */
             message: string;
+            /**
+             * Results
+             * @description Only when an ingest stored nothing because every document was refused: each document's result (name, status 'refused', code, reason), as a 200's results.
+             */
+            results?: {
+                [key: string]: unknown;
+            }[] | null;
         };
         /**
          * HitOut
