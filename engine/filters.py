@@ -91,6 +91,22 @@ def _day(clause: str, value: str) -> float:
     return _dt.datetime(day.year, day.month, day.day, tzinfo=_dt.UTC).timestamp()
 
 
+def spelled(clause: str) -> str:
+    """`clause` in the one spelling the gateway's schema takes (the kind and a type in lower case, no spaces
+    around ':' or a page range's '-'); what the engine reads it as is unchanged. Anything else as given."""
+    if not isinstance(clause, str):
+        return clause
+    kind, sep, value = clause.strip().partition(":")
+    if not sep:
+        return clause
+    kind, value = kind.strip().lower(), value.strip()
+    if kind == "type":
+        value = value.lower().lstrip(".")
+    elif kind == "pages":
+        value = re.sub(r"\s*-\s*", "-", value)
+    return f"{kind}:{value}"
+
+
 def parse_where(clauses: Sequence[str] | str | None) -> Where:
     """`--where` clauses -> a `Where`; INVALID_ARGUMENT (with an example) for bad syntax."""
     if clauses is None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from ..errors import KxError, Status
+from ..filters import spelled
 from ..records import (
     DatasetSummary,
     DocumentResult,
@@ -281,7 +282,8 @@ class KxClient:
         if mode is not None:
             body["mode"] = mode.value if isinstance(mode, RetrievalMode) else mode
         if where is not None:
-            body["where"] = [where] if isinstance(where, str) else list(where)
+            # in the schema's one spelling: 'type:PDF' means to the gateway what it means in-process
+            body["where"] = [spelled(c) for c in ([where] if isinstance(where, str) else where)]
         if versions is not None:
             body["versions"] = str(versions)
         for key in ("k", "rerank", "expand"):  # absent: the server's default_k, rerank, query_expansion

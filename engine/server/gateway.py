@@ -44,7 +44,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..backend import MAX_DOCUMENTS_PAGE, MAX_OFFSET
 from ..embedded.engine import Engine
 from ..errors import KxError, Status, invalid
-from ..filters import EXAMPLE, parse_where
+from ..filters import EXAMPLE, parse_where, spelled
 from ..names import validate_name
 from ..records import DocumentStatus, IngestReport, VersionView
 from ..text.inputs import RECORD_MEDIA_TYPE, DocumentInput, check_document_name, check_source_path, client_supplied
@@ -319,13 +319,7 @@ def _where_refusal(clause: Any) -> str:
     except KxError as exc:
         return exc.message
     # the engine would read it, but the schema (what every client validates against) takes one spelling only
-    kind, _, value = str(clause).strip().partition(":")
-    kind, value = kind.strip().lower(), value.strip()
-    if kind == "type":
-        value = value.lower().lstrip(".")
-    elif kind == "pages":
-        value = re.sub(r"\s*-\s*", "-", value)
-    spelled = f"{kind}:{value}"
-    if re.fullmatch(WHERE_PATTERN, spelled):
-        return f"write {clause!r} as {spelled!r} (the kind and a type in lower case, no spaces around ':')"
+    canonical = spelled(str(clause))
+    if re.fullmatch(WHERE_PATTERN, canonical):
+        return f"write {clause!r} as {canonical!r} (the kind and a type in lower case, no spaces around ':')"
     return f"bad filter {clause!r}; {EXAMPLE}"

@@ -6,6 +6,7 @@ reached by the CLI (`kx --gateway`) and by plain HTTP.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
@@ -51,6 +52,19 @@ def test_a_where_the_engine_reads_but_the_schema_spells_otherwise_is_told_its_sp
                             json={"text": "parking", "mode": "sparse", "where": ["type: PDF"]})
     assert answer.status_code == 400 and answer.json()["code"] == "INVALID_ARGUMENT"
     assert "write 'type: PDF' as 'type:pdf'" in answer.json()["message"], answer.text
+
+
+@pytest.mark.parametrize("clause", ["type: TXT", "TYPE:txt", "type:.TXT", "pages: 1 - 2"])
+def test_a_where_the_engine_reads_answers_through_the_cli_and_sdk_as_in_process(notes: Engine, clause: str) -> None:
+    """The Python SDK sends a clause in the schema's spelling, so the CLI over --gateway reads it as in-process."""
+    notes.ingest("notes", [from_text("Parking permits are issued at the front desk.", "permits.txt")])
+    here = [h.passage_ref for h in notes.query("notes", "parking", mode="sparse", where=[clause]).hits]
+    assert here or clause.startswith("pages")   # a text file has no pages: nothing, on both sides
+    with serving(notes) as (url, token):
+        there = run_cli("--gateway", url, "--token", token, "datasets", "query", "notes", "parking",
+                        "--mode", "sparse", "--where", clause, "--json")
+    assert there.code == 0, there.stderr
+    assert [h["passage_ref"] for h in json.loads(there.stdout)["hits"]] == here
 
 
 def test_a_body_that_is_not_utf8_is_told_to_send_utf8_json(notes: Engine) -> None:
