@@ -41,7 +41,7 @@ def describe_watch_event(event: WatchEvent, where: str) -> str | None:
         plural = "" if event.documents == 1 else "s"
         return (f"[yellow]kept     [/] {shown} is empty, but the dataset holds {event.documents:,} document{plural} "
                 f"from it: kept, none retired (is the folder mounted, or not synced yet?); files deleted while "
-                "watching retire as usual")
+                "watching retire as usual, and `kx datasets retire NAME --from FOLDER` retires them on purpose")
     if isinstance(event, BatchDone):
         plural = "" if event.passages_added == 1 else "s"
         return (f"[bold]batch {event.batch}[/]: {event.added} added ({event.passages_added:,} passage{plural}), "

@@ -188,10 +188,16 @@ def fit_columns(widths: dict[str, int], priority: Sequence[str], available: int,
 
 
 def print_documents(console: _RichConsole, dataset: str, documents: list[DocumentSummary], offset: int,
-                    total: int) -> None:
+                    total: int, stored: int = 0) -> None:
+    """`stored`: every stored version, when the page shows current documents only (0: not known)."""
     if not documents:
-        console.print(f"[bold]{escape(dataset)}[/]: no documents" + (f" from {offset + 1} (it holds {total:,})"
-                                                                        if total else " yet"))
+        if total:
+            console.print(f"[bold]{escape(dataset)}[/]: no documents from {offset + 1} (it holds {total:,})")
+        elif stored:  # everything retired: still stored, so not "yet"
+            console.print(f"[bold]{escape(dataset)}[/]: no current documents; {stored:,} stored version"
+                          f"{'' if stored == 1 else 's'}, retired or superseded (--versions all lists them)")
+        else:
+            console.print(f"[bold]{escape(dataset)}[/]: no documents yet")
         return
     titled = any(d.title for d in documents)
     title: list[Column] = [("title", "left")] if titled else []

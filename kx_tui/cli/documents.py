@@ -67,4 +67,5 @@ def documents(ctx: click.Context, name: str, offset: int, limit: int, versions: 
         click.echo(json.dumps({"dataset": name, "offset": offset, "limit": limit, "total": total,
                                "documents": [d.to_dict() for d in page]}, indent=2, ensure_ascii=False))
     else:
-        print_documents(Console(), name, page, offset, total)
+        print_documents(Console(), name, page, offset, total,
+                        stored=(summary.versions or 0) if versions.lower() == "latest" else 0)

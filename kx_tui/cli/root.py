@@ -96,6 +96,8 @@ _DATASETS = {
               "Embed the passages of dataset NAME that are committed but have no vectors yet."),
     "rebuild": ("kx_tui.cli.rebuild:rebuild",
                 "Build dataset NEW from dataset NAME's stored original bytes under new settings."),
+    "retire": ("kx_tui.cli.retire:retire",
+               "Retire documents of dataset NAME on purpose: by name (globs allowed) or all from a folder (--from)."),
     "watch": ("kx_tui.cli.watch:watch",
               "Watch folder DIR and ingest every file that lands in it into dataset NAME, until Ctrl-C."),
 }
@@ -258,8 +260,9 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
                 raise KxError(Status.FAILED_PRECONDITION,
                               f"--sync found nothing readable in {folder} (no file, or none kx can read), and "
                               f"would retire every document of dataset '{name}' that came from it; nothing was "
-                              "changed. Check that the folder is the right one (and mounted); documents whose files "
-                              "were removed on purpose retire as a watch (kx datasets watch) sees each one go")
+                              "changed. Check that the folder is the right one (and mounted); if its files were "
+                              f"removed on purpose, `kx datasets retire {name} --from {folder}` retires what came "
+                              "from it")
 
     out, err = Console(), Console(stderr=True)
     quiet_lines = as_json or len(docs) > 50

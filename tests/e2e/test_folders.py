@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from engine import Status
+
 from ..helpers import run_cli
 from ..unit.test_folders import _tree  # noqa: F401 - helpers and fixtures
 
@@ -84,3 +86,54 @@ def test_ingest_sync_makes_a_dataset_follow_its_folder(tmp_path: Path, kx_home: 
     assert emptied.code != 0 and "nothing was changed" in emptied.stderr and emptied.stdout == ""
     after = {d["name"] for d in json.loads(run_cli("datasets", "documents", "tree", "--json").stdout)["documents"]}
     assert after == before and sparse("how many days for refunds")["hits"]
+    assert f"kx datasets retire tree --from {root}" in emptied.stderr   # the deliberate way, named
+
+    # emptied on purpose: retire names what came from the folder and nothing else
+    retired = run_cli("datasets", "retire", "tree", "--from", str(root), "--json")
+    assert retired.code == 0, retired.stderr
+    typed = {n for n in before if n.startswith("text-")}   # the --text note: no folder, no file
+    assert len(typed) == 1
+    assert sorted(json.loads(retired.stdout)["retired"]) == sorted(before - typed)
+    assert sparse("how many days for refunds")["hits"] == []
+    assert sparse("typed in from no folder")["hits"]   # not from the folder: still answers
+
+
+@pytest.mark.slow
+def test_retire_takes_documents_out_of_the_answers_on_purpose_all_or_nothing(tmp_path: Path, kx_home: Path) -> None:
+    root = _tree(tmp_path / "docs")
+    assert run_cli("datasets", "ingest", "tree", str(root)).code == 0
+
+    def names(*extra: str) -> list[str]:
+        page = json.loads(run_cli("datasets", "documents", "tree", "--json", *extra).stdout)["documents"]
+        return sorted(d["name"] for d in page)
+
+    everything = names()
+    dry = run_cli("datasets", "retire", "tree", "api/*", "--dry-run")
+    assert dry.code == 0 and "would retire 2 documents of 'tree'" in dry.stdout
+    assert "  api/index" in dry.stdout and "  api/deep/errors" in dry.stdout
+    assert names() == everything   # a dry run changes nothing
+
+    partly = run_cli("datasets", "retire", "tree", "api/*", "no-such-*")
+    assert partly.code == Status.NOT_FOUND.exit_code and "'no-such-*'" in partly.stderr, partly.stderr
+    assert "nothing was retired" in partly.stderr and names() == everything   # all or nothing
+
+    done = run_cli("datasets", "retire", "tree", "api/*", str(root / "notes.rst"))  # a name glob, a source path
+    assert done.code == 0, done.stderr
+    assert "retired 3 documents of 'tree'" in done.stdout and "brings it back" in done.stdout
+    assert names() == ["guide/index"]
+    assert names("--versions", "all") == everything   # still stored
+    hits = json.loads(run_cli("datasets", "query", "tree", "bearer token endpoint", "--json").stdout)["hits"]
+    assert all(h["document_name"] == "guide/index" for h in hits)
+
+    again = run_cli("datasets", "retire", "tree", "api/index")   # already retired: not current, nothing to do
+    assert again.code == Status.NOT_FOUND.exit_code and "not current" in again.stderr
+
+    back = run_cli("datasets", "ingest", "tree", str(root))   # the same files again bring them back
+    assert back.code == 0 and names() == everything
+
+    nothing = run_cli("datasets", "retire", "tree")
+    assert nothing.code == Status.INVALID_ARGUMENT.exit_code and "--from FOLDER" in nothing.stderr
+    remote = run_cli("--gateway", "http://127.0.0.1:9", "datasets", "retire", "tree", "api/*")
+    assert remote.code == Status.FAILED_PRECONDITION.exit_code and "without --gateway" in remote.stderr
+    missing = run_cli("datasets", "retire", "no-dataset", "x")
+    assert missing.code == Status.NOT_FOUND.exit_code and "no-dataset" in missing.stderr
