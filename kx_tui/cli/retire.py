@@ -14,12 +14,16 @@ import fnmatch
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from engine.errors import KxError, Status
 
 from .context import CONTEXT_SETTINGS, local_engine, settings_of
+
+if TYPE_CHECKING:
+    from engine.backend import Backend
 
 
 @click.command("retire", context_settings=CONTEXT_SETTINGS)
@@ -73,7 +77,7 @@ def retire(ctx: click.Context, name: str, documents: tuple[str, ...], folders: t
                       "it back", markup=False)
 
 
-def _current_documents(backend, name: str) -> dict[str, str | None]:
+def _current_documents(backend: Backend, name: str) -> dict[str, str | None]:
     """Every current document's name and source path, read a page at a time."""
     found: dict[str, str | None] = {}
     offset = 0
