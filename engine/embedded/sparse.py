@@ -252,8 +252,8 @@ class Bm25Scorer:
         self._postings: dict[str, tuple[np.ndarray, np.ndarray, int] | None] = {}
         self._terms = SegmentTerms.of(reader, "body")
         self._seq: dict[int, int] = {}
-        # every document number's seq when the index keeps the seq column (indexes written since
-        # round 3 session 7); otherwise read from stored fields as passages are first met
+        # every document number's seq when the index keeps the seq column (every index this version
+        # writes); an older index's are read from stored fields as passages are first met
         self._all_seqs: np.ndarray | None = stored_seqs(reader, self.total)
         self._seq_array: np.ndarray | None = self._all_seqs
 
@@ -356,9 +356,9 @@ def stored_seqs(reader, total: int) -> np.ndarray | None:
         return None
     field = reader.schema["seq"] if "seq" in reader.schema else None
     column_type = getattr(field, "column_type", None)
-    if not isinstance(column_type, NumericColumn) or type(column_type) is not NumericColumn:
-        return None
-    if column_type._typecode != "Q":
+    # isinstance for the type checker, `type() is` for a subclass that may store values otherwise
+    if not isinstance(column_type, NumericColumn) or type(column_type) is not NumericColumn \
+            or column_type._typecode != "Q":
         return None
     pieces = []
     for part in parts:
