@@ -121,7 +121,8 @@ class Engine(InProcessBackend):
         with self._catalogue(name) as catalogue:
             text = catalogue.document_text(doc_ref)  # the stored text, never a fresh extraction
         if text is None:
-            raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
+            raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'; "
+                            f"`kx datasets documents {name}` lists its documents and their refs")
         return text
 
     def list_documents(self, name: str, offset: int = 0, limit: int = 100,
@@ -151,7 +152,8 @@ class Engine(InProcessBackend):
         """Where each passage of one document lies in its text, in chunk order."""
         with self._catalogue(name) as catalogue:
             if catalogue.document(doc_ref) is None:
-                raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
+                raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'; "
+                            f"`kx datasets documents {name}` lists its documents and their refs")
             return [row.span() for row in catalogue.passages_of(doc_ref)]
 
     def rebuild(self, name: str, new: str, on_event: EventFn | None = None,

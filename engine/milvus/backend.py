@@ -170,7 +170,8 @@ class MilvusBackend(InProcessBackend):
     def document_text(self, name: str, doc_ref: str) -> str:
         text = self._catalogue(name).document_text(doc_ref)
         if text is None:
-            raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
+            raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'; "
+                            f"`kx datasets documents {name}` lists its documents and their refs")
         return text
 
     def list_documents(self, name: str, offset: int = 0, limit: int = 100,
@@ -226,7 +227,8 @@ class MilvusBackend(InProcessBackend):
 
         catalogue = self._catalogue(name)
         if catalogue.document(doc_ref) is None:
-            raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'")
+            raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'; "
+                            f"`kx datasets documents {name}` lists its documents and their refs")
         return [row.span() for row in catalogue.passages_of(doc_ref)]
 
     # -- ingest and query (the embedded pipeline over Milvus) -------------------------------
