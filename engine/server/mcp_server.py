@@ -34,13 +34,14 @@ from typing import Annotated, Any, Callable, Sequence
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from ..backend import MAX_DOCUMENTS_PAGE, Backend
 from ..errors import KxError, Status, invalid, not_found
 from ..records import DocumentSummary, PassageSpan, RetrievalMode, chunk_label, pages_label
-from ..text.inputs import from_file, from_text
+from ..text.inputs import from_file, from_text, shown_surrogates
 from ..version import __version__
 from .mcp_policy import Policy
 
@@ -165,7 +166,11 @@ class KxTools:
             data = {"dataset": dataset, "offset": offset, "limit": limit, "total": total,
                     "next_offset": following if following < total else None,
                     "documents": [d.to_dict() for d in docs]}
-            lines = [f"documents {offset + 1 if docs else offset}-{following} of {total} in '{dataset}'"]
+            if docs:
+                lines = [f"documents {offset + 1}-{following} of {total} in '{dataset}'"]
+            else:
+                lines = [f"no documents from offset {offset}: '{dataset}' holds {total}"
+                         + ("; list_documents with offset=0 starts from the first" if total else "")]
             lines += [_document_line(d) for d in docs]
             if data["next_offset"] is not None:
                 lines.append(f"more: call list_documents with offset={following}")
@@ -332,10 +337,19 @@ class _Server(MCPServer):
 
     The SDK answers arguments that fail the schema, and unknown tool names,
     with a tool error of its own wording; here they become INVALID_ARGUMENT
-    naming each bad field, and NOT_FOUND naming the tools there are.
+    naming each bad field, and NOT_FOUND naming the tools there are. An
+    argument a tool does not take, which the SDK dropped without a word, and
+    a string holding a lone surrogate are INVALID_ARGUMENT too. A prompt asked
+    for without a required argument, or one there is not, is a JSON-RPC
+    invalid-params error with the status, not the SDK's "Internal server error".
     """
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            refusal = _refuse_arguments(name, arguments, tool.parameters.get("properties", {}))
+            if refusal is not None:
+                return _error(refusal)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -348,6 +362,67 @@ class _Server(MCPServer):
                 known = ", ".join(t.name for t in self._tool_manager.list_tools())
                 return _error(not_found(f"no tool named {name!r}; this server has {known}"))
             raise
+
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
+        refusal = _prompt_refusal(self, name, arguments)
+        if refusal is not None:  # the SDK answered these "Internal server error", with a traceback in the log
+            raise _rpc_error(refusal)
+        return await super().get_prompt(name, arguments, context)
+
+
+def _resource(read: Callable[[], str]) -> str:
+    """A resource's text; its KxError as the JSON-RPC error a client shows (`NOT_FOUND: ...`, data `{code,
+    message}`), where the SDK answered "Error creating resource from template ..." and logged a traceback."""
+    try:
+        return read()
+    except KxError as exc:
+        raise _rpc_error(exc) from None
+
+
+def _rpc_error(exc: KxError) -> MCPError:
+    """A KxError as a JSON-RPC error: the caller's mistakes (INVALID_ARGUMENT, NOT_FOUND) are invalid params,
+    as MCP asks for an unknown resource; the rest are the server's own (-32000)."""
+    code = INVALID_PARAMS if exc.status in (Status.INVALID_ARGUMENT, Status.NOT_FOUND) else _SERVER_ERROR
+    return MCPError(code=code, message=f"{exc.code}: {exc.message}", data=exc.to_dict())
+
+
+def _prompt_refusal(server: MCPServer, name: str, arguments: dict[str, Any] | None) -> KxError | None:
+    """NOT_FOUND for a prompt this server does not have, INVALID_ARGUMENT for a required argument missing or
+    one it does not take; None when the call is well formed."""
+    prompts = {p.name: p for p in server._prompt_manager.list_prompts()}
+    prompt = prompts.get(name)
+    if prompt is None:
+        return not_found(f"no prompt named {name!r}; this server has {', '.join(prompts) or 'none'}")
+    given = arguments or {}
+    declared = [a.name for a in prompt.arguments or []]
+    missing = [a.name for a in prompt.arguments or [] if a.required and given.get(a.name) is None]
+    unknown = sorted(set(given) - set(declared))
+    if missing or unknown:
+        wrong = [f"{a} is required" for a in missing] + [f"unknown argument {a!r}"[:60] for a in unknown]
+        return invalid(f"prompt {name}: {'; '.join(wrong)}; it takes {', '.join(declared) or 'no arguments'}")
+    return None
+
+
+def _refuse_arguments(tool: str, arguments: dict[str, Any], known: dict[str, Any]) -> KxError | None:
+    """INVALID_ARGUMENT for an argument the tool does not take (the SDK drops it silently: a model that sent
+    `top_k` or `filter` believed it applied), or a string holding a lone surrogate (JSON's unpaired "\\ud800",
+    which no store, path or index can take: it failed deep inside as an INTERNAL error); None when both hold."""
+    unknown = sorted(set(arguments) - set(known))
+    if unknown:
+        takes = ", ".join(known) or "no arguments"
+        return invalid(f"{tool}: unknown argument{'s' if len(unknown) > 1 else ''} "
+                       f"{', '.join(repr(a)[:40] for a in unknown[:5])}; it takes {takes} (see the tool's input "
+                       "schema)")
+    for key, value in arguments.items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str):
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    return invalid(f"{tool}: {key} holds {shown_surrogates(item[exc.start:exc.end])} at character "
+                                   f"{exc.start + 1}, an unpaired surrogate that is not valid text; send valid "
+                                   "Unicode (UTF-8) text")
+    return None
 
 
 def _describe(tool: str, error: ValidationError) -> str:
@@ -470,12 +545,16 @@ def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
     @server.resource("kx://datasets", name="datasets", mime_type="application/json",
                      description="Every dataset with its counts and model (as list_datasets).")
     def datasets_resource() -> str:
-        return json.dumps([s.to_dict() for s in backend.list_datasets()], ensure_ascii=False)
+        return _resource(lambda: json.dumps([s.to_dict() for s in backend.list_datasets()], ensure_ascii=False))
 
     @server.resource("kx://datasets/{name}/documents/{ref}", name="document", mime_type="text/plain",
-                     description="A document's stored text (the text passages' character ranges index into).")
+                     description="A document's stored text (the text passages' character ranges index into); {ref} is "
+                                 "its ref, a ref prefix or its name.")
     def document_resource(name: str, ref: str) -> str:
-        return backend.document_text(name, ref)
+        def read() -> str:  # a ref, a ref prefix or a name, as read_document takes
+            found = tools._find_document(name, ref)
+            return backend.document_text(name, found.ref if found else ref)
+        return _resource(read)
 
     @server.prompt(title="Answer from a dataset, with citations")
     def answer_with_citations(dataset: str, question: str) -> str:

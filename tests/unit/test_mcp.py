@@ -307,3 +307,74 @@ def _readme_desktop_config() -> dict[str, Any]:
     section = readme[readme.index("### LLM clients over MCP"):]
     block = section[section.index("```json") + len("```json"):]
     return json.loads(block[:block.index("```")])
+
+
+def test_an_argument_a_tool_does_not_take_is_refused_not_dropped(engine: Engine) -> None:
+    # the SDK dropped it without a word: a model that sent top_k or filter got k=8, unfiltered, and believed otherwise
+    server = build_server(engine)
+    for tool, arguments, name in (("search", {"dataset": "notes", "query": "refund", "top_k": 2}, "top_k"),
+                                  ("search", {"dataset": "notes", "query": "refund", "filter": "type:pdf"}, "filter"),
+                                  ("list_documents", {"dataset": "notes", "page": 2}, "page"),
+                                  ("list_datasets", {"dataset": "notes"}, "dataset")):
+        result = call(server, tool, arguments)
+        assert result.is_error and result.structured_content["code"] == "INVALID_ARGUMENT", (tool, text_of(result))
+        assert text_of(result).startswith(f"INVALID_ARGUMENT: {tool}: unknown argument '{name}'; it takes ")
+    takes = text_of(call(server, "search", {"dataset": "notes", "query": "x", "top_k": 2}))
+    assert "dataset, query, k, mode, rerank, where" in takes
+
+
+def test_a_lone_surrogate_in_any_argument_is_invalid_argument_not_internal(engine: Engine, tmp_path: Path) -> None:
+    # JSON's "\ud800" arrives as a lone surrogate: ingest_text and ingest_file's path failed deep inside (INTERNAL)
+    other = Engine(load_settings({"home": str(tmp_path / "h")}, env={}), embedder=HashEmbedder())
+    server = build_server(other, Policy.of(True, [str(tmp_path)], 10**6))
+    for tool, arguments, field in (("ingest_text", {"dataset": "scratch", "text": "hello \ud800 there"}, "text"),
+                                   ("ingest_file", {"dataset": "scratch", "path": "a\ud800.md"}, "path"),
+                                   ("search", {"dataset": "scratch", "query": "x", "where": ["name:\ud800"]}, "where"),
+                                   ("read_document", {"dataset": "scratch", "document": "\udc80"}, "document")):
+        result = call(server, tool, arguments)
+        assert result.is_error and result.structured_content["code"] == "INVALID_ARGUMENT", (tool, text_of(result))
+        assert f"{tool}: {field} holds \\u" in text_of(result) or f"{tool}: {field} holds \\x" in text_of(result)
+        assert "send valid Unicode" in text_of(result)
+    assert call(server, "list_datasets").structured_content["datasets"] == []  # nothing stored
+    other.close()
+
+
+def test_list_documents_past_the_end_says_how_many_there_are(engine: Engine) -> None:
+    past = call(build_server(engine), "list_documents", {"dataset": "notes", "offset": 100})
+    assert not past.is_error and past.structured_content["documents"] == []
+    assert text_of(past) == "no documents from offset 100: 'notes' holds 3; list_documents with offset=0 starts " \
+                            "from the first"
+
+
+def test_resources_and_prompts_refuse_with_the_status_not_an_internal_error(
+        engine: Engine, caplog: pytest.LogCaptureFixture) -> None:
+    from mcp.shared.exceptions import MCPError
+
+    async def run() -> list[Any]:
+        async with Client(build_server(engine)) as client:
+            seen: list[Any] = []
+            for uri in ("kx://datasets/nope/documents/abc", "kx://datasets/notes/documents/abcdef0123",
+                        "kx://datasets/BAD!/documents/x"):
+                try:
+                    seen.append(await client.read_resource(uri))
+                except MCPError as exc:
+                    seen.append(exc)
+            by_name = await client.read_resource("kx://datasets/notes/documents/returns")
+            seen.append(by_name.contents[0].text)
+            for name, arguments in (("answer_with_citations", {"dataset": "notes"}),
+                                    ("no_such_prompt", {})):
+                try:
+                    seen.append(await client.get_prompt(name, arguments))
+                except MCPError as exc:
+                    seen.append(exc)
+            return seen
+    missing, no_doc, bad_name, by_name, no_question, no_prompt = anyio.run(run)
+    for error, code in ((missing, "NOT_FOUND"), (no_doc, "NOT_FOUND"), (bad_name, "INVALID_ARGUMENT"),
+                        (no_question, "INVALID_ARGUMENT"), (no_prompt, "NOT_FOUND")):
+        assert isinstance(error, MCPError) and error.error.message.startswith(f"{code}: "), error
+        assert error.error.data["code"] == code and error.error.code == -32602
+    assert "list_documents shows what is there" in no_doc.error.message
+    assert by_name == RETURNS  # the template takes a name or a ref prefix, as read_document does
+    assert "question is required" in no_question.error.message
+    assert "answer_with_citations" in no_prompt.error.message
+    assert "Traceback" not in caplog.text and "Internal server error" not in caplog.text
