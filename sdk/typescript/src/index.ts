@@ -41,9 +41,9 @@ export interface QueryOptions {
   text?: string | undefined;
   /** A pre-computed query embedding (searches dense). */
   vector?: number[] | undefined;
-  /** Hits wanted (default 5; the gateway clamps to its KX_MAX_K). */
+  /** Hits wanted, a whole number >= 1 (default: the gateway's KX_DEFAULT_K; it clamps to its KX_MAX_K). */
   k?: number | undefined;
-  /** hybrid (default), dense or sparse. */
+  /** hybrid, dense or sparse (default: the gateway's KX_DEFAULT_MODE). */
   mode?: RetrievalMode | undefined;
   /** The MMR pass that keeps near-duplicates apart (default: the gateway's KX_RERANK). */
   rerank?: boolean | undefined;
@@ -222,6 +222,16 @@ export class KxClient {
   readonly #fetch: typeof fetch;
 
   constructor(baseUrl = "http://127.0.0.1:50151", options: ClientOptions = {}) {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(baseUrl);
+    } catch {
+      parsed = undefined;
+    }
+    if (parsed === undefined || (parsed.protocol !== "http:" && parsed.protocol !== "https:")) {
+      throw new KxError("INVALID_ARGUMENT", `${JSON.stringify(baseUrl)} is not an http:// or https:// URL; give the `
+        + "gateway's address, e.g. http://127.0.0.1:50151");
+    }
     this.baseUrl = baseUrl.replace(/\/+$/, "");
     this.#token = options.token?.trim() || undefined;
     this.#timeoutMs = options.timeoutMs ?? 600_000;
@@ -300,8 +310,11 @@ export class KxClient {
   }
 
   /** Ask dataset `name` a question: the hits, as an array that also carries the query's other fields. */
-  async queryDataset(name: string, options: QueryOptions): Promise<QueryResult> {
-    const body: Schemas["QueryIn"] = { k: options.k ?? 5, mode: options.mode ?? RetrievalMode.HYBRID };
+  async queryDataset(name: string, options: QueryOptions = {}): Promise<QueryResult> {
+    // k and mode left out are the gateway's KX_DEFAULT_K and KX_DEFAULT_MODE, as for the CLI and the Python SDK
+    const body: Schemas["QueryIn"] = {};
+    if (options.k !== undefined) body.k = wholeNumber("k", options.k);
+    if (options.mode !== undefined) body.mode = options.mode;
     if (options.text !== undefined) body.text = options.text;
     if (options.vector !== undefined) body.vector = options.vector;
     if (options.rerank !== undefined) body.rerank = options.rerank;
@@ -358,9 +371,12 @@ export class KxClient {
       if (typeof AbortSignal.timeout === "function") init.signal = AbortSignal.timeout(this.#timeoutMs);
       response = await this.#fetch(this.baseUrl + path, init);
     } catch (error) {
-      const why = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-      throw new KxError("UNAVAILABLE", `cannot reach the gateway at ${this.baseUrl} (${why}); is \`kx serve\` `
-        + "running there?", 503);
+      if (error instanceof Error && error.name === "TimeoutError") {
+        throw new KxError("UNAVAILABLE", `the gateway at ${this.baseUrl} gave no answer to ${method} ${path} within `
+          + `${this.#timeoutMs} ms (timeoutMs); it may still be working on it: raise timeoutMs, or try again`, 503);
+      }
+      throw new KxError("UNAVAILABLE", `cannot reach the gateway at ${this.baseUrl} (${networkWhy(error)}); start `
+        + "it with `kx serve`, or check the address", 503);
     }
     const text = await response.text();
     let data: unknown = undefined;
@@ -385,6 +401,22 @@ export class KxClient {
     }
     return data as T;
   }
+}
+
+/** A number JSON can carry as the integer the gateway wants (NaN and Infinity would go out as null). */
+function wholeNumber(what: string, value: number): number {
+  if (typeof value !== "number" || !Number.isFinite(value)) {
+    throw new KxError("INVALID_ARGUMENT", `${what}: ${String(value)} is not a number; give a whole number >= 1`);
+  }
+  return value;
+}
+
+/** Why fetch failed, with the cause Node hides behind "fetch failed" (ECONNREFUSED, ENOTFOUND, ...). */
+function networkWhy(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const cause = (error as { cause?: unknown }).cause;
+  const detail = cause instanceof Error ? ((cause as { code?: string }).code ?? cause.message) : undefined;
+  return `${error.name}: ${error.message}` + (detail ? ` (${detail})` : "");
 }
 
 /** One URL path segment: a name or ref, percent-encoded ("." and ".." too, so they stay a segment). */

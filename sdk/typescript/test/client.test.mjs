@@ -1,6 +1,7 @@
 // kx-sdk against a real `kx serve`: ingest, query every mode, read documents, every error status it can answer.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
+import { createServer } from "node:net";
 import { after, before, test } from "node:test";
 
 import { KxClient, KxError, RetrievalMode, toBase64 } from "kx-sdk";
@@ -148,6 +149,49 @@ test("every error status the gateway answers comes back as a KxError", async () 
   assert.equal(local.code, "INVALID_ARGUMENT");
   await refusal(kx.ingestDocuments("notes", []));
   await refusal(kx.documentText("notes", ""));
+});
+
+test("a query that names no k or mode gets the gateway's defaults, as the CLI and the Python SDK do", async () => {
+  // the SDK sent k 5 and mode hybrid whatever the gateway's KX_DEFAULT_K / KX_DEFAULT_MODE said
+  const own = await startGateway({ KX_DEFAULT_K: "2", KX_DEFAULT_MODE: "sparse" });
+  try {
+    const client = new KxClient(own.url, { token: own.token });
+    await client.ingestDocuments("notes", [DOCK, RETURNS, "Visitors park in bay C.", "The cafe opens at eight."]);
+    const hits = await client.queryDataset("notes", { text: "loading dock deliveries" });
+    assert.deepEqual([hits.mode, hits.requested_k, hits.k], ["sparse", 2, 2]);
+    assert.equal(hits[0].dense_rank, null);
+    const chosen = await client.queryDataset("notes", { text: "loading dock deliveries", k: 1, mode: "hybrid" });
+    assert.deepEqual([chosen.mode, chosen.requested_k], ["hybrid", 1]);
+    const none = await refusal(client.queryDataset("notes"));
+    assert.deepEqual([none.code, none.status], ["INVALID_ARGUMENT", 400]);
+    assert.match(none.message, /give query text/);
+    const nan = await refusal(client.queryDataset("notes", { text: "dock", k: Number.NaN }));
+    assert.equal(nan.code, "INVALID_ARGUMENT");  // JSON would have carried it as null: the default k, silently
+    assert.match(nan.message, /^k: NaN is not a number/);
+  } finally {
+    assert.equal(await own.stop(), 0);
+  }
+});
+
+test("an address that is not a URL, a refused connection and a timeout each say what to do", async () => {
+  for (const bad of ["127.0.0.1:50151", "http://[bad", "ftp://127.0.0.1:50151"]) {
+    assert.throws(() => new KxClient(bad), (error) => error instanceof KxError && error.code === "INVALID_ARGUMENT"
+      && /is not an http:\/\/ or https:\/\/ URL/.test(error.message), bad);
+  }
+  const refused = await refusal(new KxClient(`http://127.0.0.1:${await freePort()}`).listDatasets());
+  assert.deepEqual([refused.code, refused.status], ["UNAVAILABLE", 503]);
+  assert.match(refused.message, /\(TypeError: fetch failed \(ECONNREFUSED\)\); start it with `kx serve`/);
+  const silent = createServer(() => {});  // accepts, never answers
+  await new Promise((resolve) => silent.listen(0, "127.0.0.1", resolve));
+  try {
+    const slow = new KxClient(`http://127.0.0.1:${silent.address().port}`, { timeoutMs: 200 });
+    const late = await refusal(slow.listDatasets());
+    assert.deepEqual([late.code, late.status], ["UNAVAILABLE", 503]);
+    assert.match(late.message, /gave no answer to GET \/v1\/datasets within 200 ms \(timeoutMs\).*raise timeoutMs/);
+  } finally {
+    silent.closeAllConnections?.();
+    silent.close();
+  }
 });
 
 test("the README's snippet runs as written", () => {
