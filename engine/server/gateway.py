@@ -305,10 +305,32 @@ def _describe(errors: Any) -> str:
             parts.append(f"unknown field {where}")
         elif kind == "string_pattern_mismatch" and tuple(error.get("loc", ()))[-2:-1] == ("where",):
             parts.append(f"{where}: {_where_refusal(error.get('input'))}")
+        elif kind == "string_pattern_mismatch":
+            parts.append(f"{where}: {_pattern_refusal(tuple(error.get('loc', ())), error.get('input'))}")
         else:
             parts.append(f"{where}: {error.get('msg', 'invalid')}")
     more = len(list(errors)) - 5
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "") + "; see /openapi.json for the schema"
+
+
+def _pattern_refusal(loc: tuple[Any, ...], value: Any) -> str:
+    """Why a string fails the schema's pattern, in the words the engine uses in-process: the pattern itself
+    (for a document name, 300 characters of character classes) told a client nothing it could act on."""
+    field = str(loc[-1]) if loc else ""
+    try:
+        if field == "name" and loc[:1] == ("path",) or field == "dataset":
+            validate_name(value)
+        elif field == "name":
+            check_document_name(str(value), "")
+        elif field == "source_path":
+            check_source_path(str(value), "")
+    except KxError as exc:
+        return exc.message.removeprefix(": ")  # the checks' label: `where` already names the field
+    if field in ("text", "goal"):
+        return f"the {field} is blank; give the words to {'search for' if field == 'text' else 'research'}"
+    if field == "data_base64":
+        return "not valid base64 (the standard alphabet, padded with '='); encode the document's bytes as that"
+    return "does not have the form the schema states"
 
 
 def _where_refusal(clause: Any) -> str:

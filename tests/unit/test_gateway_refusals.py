@@ -67,6 +67,33 @@ def test_a_where_the_engine_reads_answers_through_the_cli_and_sdk_as_in_process(
     assert [h["passage_ref"] for h in json.loads(there.stdout)["hits"]] == here
 
 
+@pytest.mark.parametrize(("method", "path", "body", "said"), [
+    ("POST", "/v1/datasets/Bad Name/query", {"text": "parking"},
+     "path.name: dataset name 'Bad Name' is not allowed; use 1 to 64 lowercase letters"),
+    ("POST", "/v1/datasets/notes/documents", {"documents": [{"text": "hello there", "name": "../up"}]},
+     "documents.0.name: the document name '../up' has a '.' or '..' segment"),
+    ("POST", "/v1/datasets/notes/documents", {"documents": [{"text": "hello there", "name": "a\u202eb"}]},
+     "documents.0.name: the document name 'a\\u202eb' holds the control character"),
+    ("POST", "/v1/datasets/notes/documents", {"documents": [{"text": "hello there", "source_path": "a\nb"}]},
+     "documents.0.source_path: the source path 'a\\nb' holds the control character"),
+    ("POST", "/v1/datasets/notes/documents", {"documents": [{"data_base64": "abc"}]},
+     "documents.0.data_base64: not valid base64 (the standard alphabet, padded with '=')"),
+    ("POST", "/v1/datasets/notes/query", {"text": "  "}, "text: the text is blank; give the words to search for"),
+    ("POST", "/v1/agent/runs", {"goal": "parking", "dataset": "Notes"},
+     "dataset: dataset name 'Notes' is not allowed; use 1 to 64 lowercase letters"),
+])
+def test_a_string_that_fails_the_schemas_pattern_is_told_the_rule_not_the_pattern(
+        notes: Engine, method: str, path: str, body: dict, said: str) -> None:
+    # the pattern itself was the message: 300 characters of character classes for a document name
+    with serving(notes) as (url, token):
+        answer = httpx.request(method, f"{url}{path}", json=body, timeout=30,
+                               headers={"Authorization": f"Bearer {token}"})
+        assert [d.name for d in notes.list_documents("notes")] == ["parking"]  # nothing stored
+    assert answer.status_code == 400 and answer.json()["code"] == "INVALID_ARGUMENT", answer.text
+    message = answer.json()["message"]
+    assert said in message and "should match pattern" not in message, message
+
+
 def test_a_body_that_is_not_utf8_is_told_to_send_utf8_json(notes: Engine) -> None:
     with serving(notes) as (url, token):
         answer = httpx.post(f"{url}/v1/datasets/notes/query", timeout=30, content=b'{"text": "caf\xe9"}',
