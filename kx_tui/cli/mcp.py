@@ -45,6 +45,7 @@ DEFAULT_PORT = 50152
 DRAIN_SECONDS = 5         # how long an HTTP stop waits for calls in flight (as `kx serve`)
 STOP_SECONDS = GIVE_UP_SECONDS  # the most an HTTP stop takes, from the signal to the exit (the guard's bound)
 _WARM_WAIT_SECONDS = 30   # how long leaving waits for the model's load to end (stdio: the client left)
+_LEAVE_SECONDS = 10        # how long leaving waits for a call's work to stop (stdio: the client left)
 
 
 @click.command("mcp", context_settings=CONTEXT_SETTINGS)
@@ -84,6 +85,7 @@ def mcp(ctx: click.Context, use_http: bool, host: str, port: int, allow_ingest: 
         server = build_server(backend, policy)
         if sock is None:
             server.run("stdio")  # until the client closes stdin
+            _leave_calls(_stopper(backend))
         else:
             stop = _serve_http(server, backend, settings, sock, host,
                                None if quiet else ("json" if log_json else "text"))
@@ -102,6 +104,26 @@ def mcp(ctx: click.Context, use_http: bool, host: str, port: int, allow_ingest: 
     # a client that leaves while the model still loads: let the load end (leaving the interpreter while a
     # thread is inside ONNX Runtime aborts the process); past the wait, leave without finalising
     join_or_leave(warming, _WARM_WAIT_SECONDS)
+
+
+def _leave_calls(request_stop: Callable[[], None]) -> None:
+    """The stdio client has left: the SDK cancelled its calls in flight, but their work runs on in worker
+    threads the interpreter would wait for at exit. An ingest among them (an ingest_text of a book: minutes
+    of embedding) kept `kx mcp` alive that long after its client had gone. Told to stop, it leaves at its next
+    progress event (what it committed stays; the rest is embedded by the next writer); past the wait, the
+    process leaves without finalising (every commit is whole)."""
+    request_stop()
+    deadline = time.monotonic() + _LEAVE_SECONDS
+    while time.monotonic() < deadline:
+        if not _calls_running():
+            return
+        time.sleep(0.05)
+    exit_without_finalising(0)
+
+
+def _calls_running() -> bool:
+    """Whether a tool call's work still runs on a worker thread (not the model's warm-up, a daemon)."""
+    return any(t.is_alive() and not t.daemon and t is not threading.main_thread() for t in threading.enumerate())
 
 
 def _warm_up(backend: Backend) -> threading.Thread:

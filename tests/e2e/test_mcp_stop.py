@@ -229,3 +229,74 @@ def test_sigterm_stops_a_real_kx_mcp_http_with_a_call_in_flight_cleanly_and_in_t
     assert error["id"] == 2 and error["error"]["data"]["code"] == "UNAVAILABLE", response.text
     assert error["error"]["message"].startswith("UNAVAILABLE: kx mcp is stopping")
     assert "Traceback" not in lines and "Exception in ASGI" not in lines and "gave up" not in lines, lines
+
+
+# `kx` as its own process with Engine.ingest held up: an ingest that leaves at its next progress event once told
+# to stop (as the real one does: `unless_stopping`), or, with KX_TEST_STUBBORN, one that never looks
+_HELD_INGEST_KX = """
+import os, sys, time
+from kx_tui.cli.stopping import install_early
+install_early()
+from engine.embedded.engine import Engine
+from engine.records import Progress
+def held(self, name, docs, vectors=None, on_event=None, **kwargs):
+    emit = self.unless_stopping(on_event)
+    sys.stderr.write("the ingest started\\n"); sys.stderr.flush()
+    for done in range(600):
+        time.sleep(0.1)
+        if not os.environ.get("KX_TEST_STUBBORN"):
+            emit(Progress("embedding", done, 600))
+    raise AssertionError("never told to stop")
+Engine.ingest = held
+from kx_tui.cli.root import main
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stubborn", [False, True])
+def test_a_stdio_client_that_leaves_mid_ingest_does_not_keep_kx_mcp_alive(tmp_path: Path, stubborn: bool) -> None:
+    """The client closes stdin (MCP's stdio shutdown) while an ingest_text runs: kx mcp exits 0 at once (the
+    ingest leaves at its next progress event), or within its wait for work that does not stop; it lived on
+    until the ingest ended (minutes of embedding for a long text)."""
+    import os
+    import subprocess
+    import sys
+
+    from ..helpers import REPO
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KX_")}
+    env.update({"KX_HOME": str(tmp_path / "home"), "KX_SERVE_EMBED_MODEL": "none", "PYTHONPATH": str(REPO),
+                "KX_EMBED_MODEL": "none"})
+    if stubborn:
+        env["KX_TEST_STUBBORN"] = "1"
+    log = tmp_path / "mcp.log"
+    with log.open("wb") as err:
+        proc = subprocess.Popen([sys.executable, "-c", _HELD_INGEST_KX, "mcp", "--allow-ingest"], cwd=REPO, env=env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        for message in ({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                    "clientInfo": {"name": "t", "version": "0"}}},
+                        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                        {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                         "params": {"name": "ingest_text", "arguments": {"dataset": "notes", "text": "a long book"}}}):
+            proc.stdin.write(json.dumps(message).encode() + b"\n")
+            proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 0
+        deadline = time.monotonic() + 60
+        while "the ingest started" not in log.read_text():
+            assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
+            time.sleep(0.05)
+        left = time.monotonic()
+        proc.stdin.close()
+        code = proc.wait(timeout=40)
+        gone_in = time.monotonic() - left
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    lines = log.read_text()
+    assert code == 0, (code, lines)
+    assert gone_in < (mcp_module._LEAVE_SECONDS + 3 if stubborn else 3), (gone_in, lines)
+    assert "Traceback" not in lines and "never told to stop" not in lines, lines
