@@ -35,7 +35,17 @@ import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.shared.exceptions import MCPError
-from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
+from mcp.shared.message import SessionMessage
+from mcp.types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    CallToolResult,
+    ErrorData,
+    JSONRPCError,
+    TextContent,
+    ToolAnnotations,
+)
 from pydantic import Field, ValidationError
 
 from ..backend import MAX_DOCUMENTS_PAGE, Backend
@@ -363,6 +373,33 @@ class _Server(MCPServer):
                 return _error(not_found(f"no tool named {name!r}; this server has {known}"))
             raise
 
+    async def run_stdio_async(self) -> None:
+        """The SDK's stdio transport, with an answer for a request line it cannot read.
+
+        The SDK's transport drops a line that fails its parse without a word, so a request whose JSON holds an
+        unpaired surrogate escape ("\\ud800", which a JavaScript client's JSON.stringify writes for a string cut
+        inside an emoji) was never answered: its caller waited until its own timeout. Such a request, or one
+        of the wrong shape, now gets a JSON-RPC error under its id (`_unreadable`).
+        """
+        from mcp.server.stdio import stdio_server
+
+        async with stdio_server() as (read_stream, write_stream):
+            passed, screened = anyio.create_memory_object_stream[Any](0)
+
+            async def screen() -> None:
+                async with passed:
+                    async for item in read_stream:
+                        answer = _unreadable(item) if isinstance(item, Exception) else None
+                        if answer is not None:
+                            await write_stream.send(answer)
+                        else:
+                            await passed.send(item)
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(screen)
+                await self._lowlevel_server.run(screened, write_stream,
+                                                self._lowlevel_server.create_initialization_options())
+
     async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
         refusal = _prompt_refusal(self, name, arguments)
         if refusal is not None:  # the SDK answered these "Internal server error", with a traceback in the log
@@ -384,6 +421,41 @@ def _rpc_error(exc: KxError) -> MCPError:
     as MCP asks for an unknown resource; the rest are the server's own (-32000)."""
     code = INVALID_PARAMS if exc.status in (Status.INVALID_ARGUMENT, Status.NOT_FOUND) else _SERVER_ERROR
     return MCPError(code=code, message=f"{exc.code}: {exc.message}", data=exc.to_dict())
+
+
+def _unreadable(error: Exception) -> SessionMessage | None:
+    """The JSON-RPC error for a request line the SDK could not read, when the line names the request's id; None
+    for anything else (a line that is not JSON at all has no id to answer under)."""
+    if not isinstance(error, ValidationError):
+        return None
+    # the whole message is the input of one of the errors: the line (it did not parse) or its object
+    given = next((e.get("input") for e in error.errors() if isinstance(e.get("input"), (str, bytes, dict))), None)
+    try:
+        message = json.loads(given) if isinstance(given, (str, bytes)) else given
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or "method" not in message:
+        return None
+    request_id = message.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+        return None
+    try:
+        json.dumps(message, ensure_ascii=False).encode("utf-8")
+        refusal, code = invalid(f"not a JSON-RPC request MCP knows ({_first_problem(error)}); send "
+                                "{jsonrpc: '2.0', id, method: string, params: object}"), INVALID_REQUEST
+    except UnicodeEncodeError as exc:
+        bad = json.dumps(message, ensure_ascii=False)[exc.start:exc.end]
+        refusal, code = invalid(f"the request holds {shown_surrogates(bad)}, an unpaired surrogate escape that is "
+                                "not valid text (a string cut inside a character?); send valid Unicode "
+                                "text"), PARSE_ERROR
+    return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(
+        code=code, message=f"{refusal.code}: {refusal.message}", data=refusal.to_dict())))
+
+
+def _first_problem(error: ValidationError) -> str:
+    first = error.errors()[0] if error.errors() else {}
+    where = ".".join(str(p) for p in first.get("loc", ()) if not str(p).startswith("JSONRPC"))
+    return f"{where}: {first.get('msg', 'invalid')}" if where else str(first.get("msg", "invalid"))
 
 
 def _prompt_refusal(server: MCPServer, name: str, arguments: dict[str, Any] | None) -> KxError | None:

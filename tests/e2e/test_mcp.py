@@ -178,3 +178,47 @@ def test_kx_mcp_fronts_a_gateway(tmp_path: Path) -> None:
     assert found.structured_content["hits"][0]["citation"].startswith("[cafe, chunk 1/1")
     assert read.structured_content["text"] == RETURNS[:40]
     assert dense.is_error and dense.structured_content["code"] == "FAILED_PRECONDITION"  # no model on the gateway
+
+
+@pytest.mark.slow
+def test_a_stdio_request_the_sdk_cannot_read_is_answered_under_its_id(tmp_path: Path) -> None:
+    """The SDK's stdio transport dropped such a line without a word: its caller waited for ever. A JavaScript
+    client writes an unpaired surrogate as the escape "\\ud800" (JSON.stringify of a string cut in an emoji)."""
+    import json
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KX_")}
+    env.update({"KX_HOME": str(tmp_path / "home"), "KX_EMBED_MODEL": "none", "PYTHONPATH": str(REPO)})
+    proc = subprocess.Popen([sys.executable, "-m", "kx_tui", "mcp"], cwd=REPO, env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    lines = [json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                    "clientInfo": {"name": "t", "version": "0"}}}).encode(),
+             b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
+             b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search",'
+             b'"arguments":{"dataset":"notes","query":"caf\\ud83d"}}}',
+             b'{"jsonrpc":"2.0","id":"two","method":"tools/call","params":[1, 2]}',
+             b'{not json at all',
+             b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"list_datasets","arguments":{}}}']
+    answers: dict[Any, Any] = {}
+    try:
+        proc.stdin.write(b"\n".join(lines) + b"\n")
+        proc.stdin.flush()
+        while 3 not in answers:  # the last request's answer (closing stdin before it would cancel it)
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read()
+            answers[json.loads(line)["id"]] = json.loads(line)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert sorted(answers, key=str) == [0, 1, 3, "two"], answers
+    surrogate = answers[1]["error"]
+    assert surrogate["code"] == -32700 and surrogate["data"]["code"] == "INVALID_ARGUMENT"
+    assert surrogate["message"].startswith("INVALID_ARGUMENT: the request holds \\ud83d, an unpaired surrogate")
+    shape = answers["two"]["error"]
+    assert shape["code"] == -32600 and shape["message"].startswith("INVALID_ARGUMENT: not a JSON-RPC request")
+    assert "params: Input should be an object" in shape["message"]
+    assert answers[3]["result"]["structuredContent"] == {"datasets": []}  # and it kept serving
+    assert proc.returncode == 0 and b"Traceback" not in err, err
