@@ -655,8 +655,26 @@ def http_app(server: MCPServer, token: str, *, max_bytes: int, bind_host: str,
     app = server.streamable_http_app(
         streamable_http_path="/mcp", max_request_body_size=max_bytes, host=bind_host,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
-    return AnswerWhenStopping(guard(app, token, max_bytes=max_bytes, bind_host=bind_host, allowed_hosts=allowed_hosts,
-                                    allowed_origins=allowed_origins), max_bytes)
+    return AnswerWhenStopping(guard(_OnlyMcp(app), token, max_bytes=max_bytes, bind_host=bind_host,
+                                    allowed_hosts=allowed_hosts, allowed_origins=allowed_origins), max_bytes)
+
+
+class _OnlyMcp:
+    """ASGI middleware: a path other than /mcp is NOT_FOUND as kx's `{code, message}`, saying where MCP is served
+    (Starlette answered a plain-text "Not Found", which told a client pointed at / or /v1 nothing)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope.get("path") not in ("/mcp", "/mcp/"):
+            from .security import _send_error
+
+            asked = str(scope.get("path", ""))[:200]
+            await _send_error(send, not_found(f"kx mcp serves MCP at /mcp only, not at {asked!r}; point the client "
+                                              "at http://HOST:PORT/mcp"))
+            return
+        await self.app(scope, receive, send)
 
 
 STOPPING = KxError(Status.UNAVAILABLE, "kx mcp is stopping: this call was still running when the server stopped "

@@ -378,3 +378,35 @@ def test_resources_and_prompts_refuse_with_the_status_not_an_internal_error(
     assert "question is required" in no_question.error.message
     assert "answer_with_citations" in no_prompt.error.message
     assert "Traceback" not in caplog.text and "Internal server error" not in caplog.text
+
+
+def test_http_paths_other_than_mcp_are_not_found_as_kx_errors(engine: Engine) -> None:
+    # Starlette answered a plain-text "Not Found": a client pointed at / or /v1 learnt nothing
+    import httpx
+    import uvicorn
+
+    from engine.server.mcp_server import http_app
+
+    from ..helpers import start_server
+
+    token = "t" * 43
+    app = http_app(build_server(engine), token, max_bytes=10**6, bind_host="127.0.0.1")
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread, url, sock = start_server(server)
+    try:
+        headers = {"Authorization": f"Bearer {token}"}
+        for path in ("/", "/v1/datasets", "/mcpx", "/sse"):
+            answer = httpx.get(f"{url}{path}", headers=headers, timeout=10)
+            assert answer.status_code == 404 and answer.json()["code"] == "NOT_FOUND", (path, answer.text)
+            assert answer.json()["message"] == (f"kx mcp serves MCP at /mcp only, not at {path!r}; point the "
+                                                "client at http://HOST:PORT/mcp")
+        assert httpx.get(f"{url}/", timeout=10).status_code == 401   # the guard still answers first
+        hello = httpx.post(f"{url}/mcp", headers={**headers, "Accept": "application/json, text/event-stream"},
+                           timeout=10, json={"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                                        "clientInfo": {"name": "t", "version": "0"}}})
+        assert hello.status_code == 200 and "mcp-session-id" in hello.headers
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
