@@ -43,6 +43,7 @@ _MEDIA = {
     "record": ("application/x-kx-record+json",), "jsonl": ("application/x-kx-record+json",),
 }
 _KINDS = ("name", "type", "after", "before", "pages", "ref")
+MAX_PAGE = 999_999_999  # nine digits: what the gateway's schema (engine/server/schema.py WHERE_PATTERN) takes
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def spelled(clause: str) -> str:
     if kind == "type":
         value = value.lower().lstrip(".")
     elif kind == "pages":
-        value = re.sub(r"\s*-\s*", "-", value)
+        value = re.sub(r"(?<!\d)0+(?=\d)", "", re.sub(r"\s*-\s*", "-", value))  # no spaces, no leading zeros
     return f"{kind}:{value}"
 
 
@@ -147,6 +148,8 @@ def parse_where(clauses: Sequence[str] | str | None) -> Where:
             last = int(match.group(2) or first)
             if first < 1 or last < first:
                 raise _bad(clause, "pages are A-B with 1 <= A <= B")
+            if last > MAX_PAGE:  # the gateway's schema states the same bound
+                raise _bad(clause, f"a page number is at most {MAX_PAGE:,}")
             pages = (first, last) if pages is None else (max(pages[0], first), min(pages[1], last))
         else:
             for part in value.split(","):

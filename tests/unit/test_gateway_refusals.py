@@ -32,6 +32,8 @@ def notes(hash_engine: Engine) -> Engine:
     ("pages:0-3", "pages are A-B with 1 <= A <= B"),
     ("name:", "the value after ':' is empty"),
     ("ref:xyz", "a ref is a document's sha256, or at least its first 6 hex digits"),
+    # the engine took any page number (no hits), the schema nine digits: 'bad filter' with no reason
+    ("pages:99999999999", "a page number is at most 999,999,999"),
 ])
 def test_a_bad_where_through_the_gateway_says_what_the_in_process_cli_says(notes: Engine, clause: str,
                                                                             said: str) -> None:
@@ -54,7 +56,7 @@ def test_a_where_the_engine_reads_but_the_schema_spells_otherwise_is_told_its_sp
     assert "write 'type: PDF' as 'type:pdf'" in answer.json()["message"], answer.text
 
 
-@pytest.mark.parametrize("clause", ["type: TXT", "TYPE:txt", "type:.TXT", "pages: 1 - 2"])
+@pytest.mark.parametrize("clause", ["type: TXT", "TYPE:txt", "type:.TXT", "pages: 1 - 2", "pages:01-002"])
 def test_a_where_the_engine_reads_answers_through_the_cli_and_sdk_as_in_process(notes: Engine, clause: str) -> None:
     """The Python SDK sends a clause in the schema's spelling, so the CLI over --gateway reads it as in-process."""
     notes.ingest("notes", [from_text("Parking permits are issued at the front desk.", "permits.txt")])
