@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
 
-from .errors import invalid
+from .errors import KxError, invalid, not_found
 from .records import (
     DatasetSummary,
     DocumentSummary,
@@ -39,6 +39,17 @@ MAX_OFFSET = 2**53 - 1
 # text: 2 million characters held a gateway worker for 21 s. 100,000 characters (a pasted chapter, which
 # tests/e2e/test_query.py keeps answerable) answer in about a second. The gateway's schema states it too.
 MAX_QUERY_CHARS = 100_000
+
+
+def no_document(name: str, doc_ref: str) -> KxError:
+    """NOT_FOUND for a document ref not in dataset `name`, saying where the refs are; a ref that is not a full
+    sha256 (a prefix, a name) is told so, since these routes take only the full ref."""
+    listing = f"`kx datasets documents {name} --json` lists each document's ref"
+    if not (isinstance(doc_ref, str) and len(doc_ref) == 64 and all(c in "0123456789abcdefABCDEF" for c in doc_ref)):
+        shown = repr(doc_ref)[:70] if isinstance(doc_ref, str) else type(doc_ref).__name__
+        return not_found(f"{shown} is not a document ref of dataset '{name}': a ref is the document's full "
+                         f"sha256 (64 hex digits, a prefix is not enough); {listing}")
+    return not_found(f"document {doc_ref[:12]} is not in dataset '{name}'; {listing}")
 
 
 def check_page(offset: int, limit: int) -> None:

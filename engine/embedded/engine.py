@@ -13,10 +13,10 @@ import dataclasses
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
-from ..backend import backend_info, check_page
+from ..backend import backend_info, check_page, no_document
 from ..config import Settings, load_settings
 from ..embedding.host import UNSET, ModelHost
-from ..errors import KxError, Status, invalid, not_found
+from ..errors import KxError, Status, invalid
 from ..in_process import InProcessBackend
 from ..names import validate_name
 from ..records import (
@@ -121,8 +121,7 @@ class Engine(InProcessBackend):
         with self._catalogue(name) as catalogue:
             text = catalogue.document_text(doc_ref)  # the stored text, never a fresh extraction
         if text is None:
-            raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'; "
-                            f"`kx datasets documents {name}` lists its documents and their refs")
+            raise no_document(name, doc_ref)
         return text
 
     def list_documents(self, name: str, offset: int = 0, limit: int = 100,
@@ -152,8 +151,7 @@ class Engine(InProcessBackend):
         """Where each passage of one document lies in its text, in chunk order."""
         with self._catalogue(name) as catalogue:
             if catalogue.document(doc_ref) is None:
-                raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'; "
-                            f"`kx datasets documents {name}` lists its documents and their refs")
+                raise no_document(name, doc_ref)
             return [row.span() for row in catalogue.passages_of(doc_ref)]
 
     def rebuild(self, name: str, new: str, on_event: EventFn | None = None,

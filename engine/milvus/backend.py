@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..backend import backend_info, check_page
+from ..backend import backend_info, check_page, no_document
 from ..config import BackendKind, Settings, load_settings
 from ..embedding.host import UNSET, ModelHost
 from ..errors import KxError, Status, invalid, not_found
@@ -170,8 +170,7 @@ class MilvusBackend(InProcessBackend):
     def document_text(self, name: str, doc_ref: str) -> str:
         text = self._catalogue(name).document_text(doc_ref)
         if text is None:
-            raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'; "
-                            f"`kx datasets documents {name}` lists its documents and their refs")
+            raise no_document(name, doc_ref)
         return text
 
     def list_documents(self, name: str, offset: int = 0, limit: int = 100,
@@ -227,8 +226,7 @@ class MilvusBackend(InProcessBackend):
 
         catalogue = self._catalogue(name)
         if catalogue.document(doc_ref) is None:
-            raise not_found(f"document {doc_ref[:12]} is not in dataset '{name}'; "
-                            f"`kx datasets documents {name}` lists its documents and their refs")
+            raise no_document(name, doc_ref)
         return [row.span() for row in catalogue.passages_of(doc_ref)]
 
     # -- ingest and query (the embedded pipeline over Milvus) -------------------------------

@@ -167,3 +167,23 @@ def test_the_python_sdk_and_the_cli_report_every_refusal_through_the_gateway_as_
         data = json.loads(shown.stdout)
         assert data["refused"] == 1 and data["results"][0]["status"] == "refused"
         assert "nothing to index" in data["results"][0]["reason"]
+
+
+def test_a_document_ref_that_is_not_whole_is_told_so_with_where_the_refs_are(notes: Engine) -> None:
+    # a ref prefix (what read_document and where ref: take) was 'document 0e9674918 is not in dataset': the
+    # same 12 characters as the document that is there, and no next step
+    ref = notes.list_documents("notes")[0].ref
+    with pytest.raises(KxError) as here:
+        notes.document_text("notes", ref[:12])
+    with serving(notes) as (url, token):
+        headers = {"Authorization": f"Bearer {token}"}
+        for path in (f"documents/{ref[:12]}", f"documents/{ref[:12]}/passages", "documents/parking"):
+            answer = httpx.get(f"{url}/v1/datasets/notes/{path}", headers=headers, timeout=30)
+            assert answer.status_code == 404 and answer.json()["code"] == "NOT_FOUND", answer.text
+            assert "a ref is the document's full sha256 (64 hex digits, a prefix is not enough)" in \
+                answer.json()["message"]
+            assert "`kx datasets documents notes --json` lists each document's ref" in answer.json()["message"]
+        whole = httpx.get(f"{url}/v1/datasets/notes/documents/{'0' * 64}", headers=headers, timeout=30).json()
+    assert here.value.status is Status.NOT_FOUND and "a prefix is not enough" in here.value.message
+    assert whole["message"] == ("document 000000000000 is not in dataset 'notes'; `kx datasets documents notes "
+                                "--json` lists each document's ref")
