@@ -93,6 +93,9 @@ def create_app(engine: Engine | MilvusBackend, token: str | None, *, allow_local
         if isinstance(exc.__cause__, UnicodeDecodeError):  # FastAPI's "There was an error parsing the body"
             message = (f"the body is not UTF-8 text (a bad byte at offset {exc.__cause__.start}); send it as UTF-8 "
                        "JSON, with a document's raw bytes base64-encoded in data_base64")
+        elif isinstance(exc.__cause__, RecursionError):  # arrays or objects nested thousands deep
+            message = ("the body's JSON nests deeper than the gateway parses; send the object /openapi.json "
+                       "describes (its lists hold strings and numbers, never lists nested further)")
         elif exc.status_code == 404:
             message = "no such route; the API lives under /v1 (see /openapi.json)"
         elif exc.status_code == 405:

@@ -46,7 +46,7 @@ class _Body(BaseModel):
 # A vector's numbers: finite in float32 (what the indexes store), and not all zero (no direction).
 _FLOAT32_MAX = 3.4028234663852886e38
 _FLOAT32_TINY = 1.2e-38  # below float32's smallest normal number a value may round to zero
-Number = Annotated[float, Field(ge=-_FLOAT32_MAX, le=_FLOAT32_MAX, json_schema_extra={"anyOf": [
+Number = Annotated[float, Field(ge=-_FLOAT32_MAX, le=_FLOAT32_MAX, allow_inf_nan=False, json_schema_extra={"anyOf": [
     {"const": 0}, {"minimum": _FLOAT32_TINY}, {"maximum": -_FLOAT32_TINY}]})]
 _SOME_NONZERO: dict[str, Any] = {"contains": {"not": {"const": 0}}}
 

@@ -187,3 +187,25 @@ def test_a_document_ref_that_is_not_whole_is_told_so_with_where_the_refs_are(not
     assert here.value.status is Status.NOT_FOUND and "a prefix is not enough" in here.value.message
     assert whole["message"] == ("document 000000000000 is not in dataset 'notes'; `kx datasets documents notes "
                                 "--json` lists each document's ref")
+
+
+def test_a_vector_with_nan_and_a_body_nested_too_deep_are_told_what_is_wrong(notes: Engine) -> None:
+    # NaN read 'Input should be less than or equal to 340282346638528860000000000000000000000'; JSON nested
+    # thousands deep 'There was an error parsing the body'
+    from engine import KxClient
+
+    with serving(notes) as (url, token):
+        client = KxClient(url, token=token)
+        with pytest.raises(KxError) as nan:
+            client.query_dataset("notes", vector=[float("nan"), 1.0, 0.0])
+        with pytest.raises(KxError) as inf:
+            client.ingest_documents("notes", ["a note"], vectors=[[float("inf"), 1.0]])
+        deep = httpx.post(f"{url}/v1/datasets/notes/query", timeout=30, content=b"[" * 5000 + b"]" * 5000,
+                          headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        assert [d.name for d in notes.list_documents("notes")] == ["parking"]  # nothing stored
+    assert nan.value.status is Status.INVALID_ARGUMENT and "vector.0: Input should be a finite number" in \
+        nan.value.message, nan.value.message
+    assert inf.value.status is Status.INVALID_ARGUMENT and "vector.0: Input should be a finite number" in \
+        inf.value.message, inf.value.message
+    assert deep.status_code == 400 and deep.json()["code"] == "INVALID_ARGUMENT"
+    assert deep.json()["message"].startswith("the body's JSON nests deeper than the gateway parses; send the object")
