@@ -33,7 +33,7 @@ from typing import Annotated, Any, Callable, Sequence
 
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError, UnexpectedToolError
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp.types import (
@@ -399,6 +399,16 @@ class _Server(MCPServer):
                 tasks.start_soon(screen)
                 await self._lowlevel_server.run(screened, write_stream,
                                                 self._lowlevel_server.create_initialization_options())
+
+    async def read_resource(self, uri: Any, context: Any = None) -> Any:
+        try:
+            return await super().read_resource(uri, context)
+        except ResourceNotFoundError as exc:  # the SDK's "Unknown resource: URI" named none there are
+            if exc.__cause__ is not None or not str(exc).startswith("Unknown resource"):
+                raise
+            raise _rpc_error(not_found(
+                f"no resource {str(uri)[:200]!r}; this server has kx://datasets and "
+                "kx://datasets/{name}/documents/{ref} ({ref}: a document's ref, ref prefix or name)")) from None
 
     async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
         refusal = _prompt_refusal(self, name, arguments)

@@ -354,7 +354,7 @@ def test_resources_and_prompts_refuse_with_the_status_not_an_internal_error(
         async with Client(build_server(engine)) as client:
             seen: list[Any] = []
             for uri in ("kx://datasets/nope/documents/abc", "kx://datasets/notes/documents/abcdef0123",
-                        "kx://datasets/BAD!/documents/x"):
+                        "kx://datasets/BAD!/documents/x", "kx://nothing"):
                 try:
                     seen.append(await client.read_resource(uri))
                 except MCPError as exc:
@@ -368,12 +368,14 @@ def test_resources_and_prompts_refuse_with_the_status_not_an_internal_error(
                 except MCPError as exc:
                     seen.append(exc)
             return seen
-    missing, no_doc, bad_name, by_name, no_question, no_prompt = anyio.run(run)
+    missing, no_doc, bad_name, unknown, by_name, no_question, no_prompt = anyio.run(run)
     for error, code in ((missing, "NOT_FOUND"), (no_doc, "NOT_FOUND"), (bad_name, "INVALID_ARGUMENT"),
+                        (unknown, "NOT_FOUND"),
                         (no_question, "INVALID_ARGUMENT"), (no_prompt, "NOT_FOUND")):
         assert isinstance(error, MCPError) and error.error.message.startswith(f"{code}: "), error
         assert error.error.data["code"] == code and error.error.code == -32602
     assert "list_documents shows what is there" in no_doc.error.message
+    assert "this server has kx://datasets and kx://datasets/{name}/documents/{ref}" in unknown.error.message
     assert by_name == RETURNS  # the template takes a name or a ref prefix, as read_document does
     assert "question is required" in no_question.error.message
     assert "answer_with_citations" in no_prompt.error.message
