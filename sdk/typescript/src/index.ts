@@ -364,21 +364,27 @@ export class KxClient {
     const headers: Record<string, string> = { Accept: "application/json" };
     if (this.#token) headers.Authorization = `Bearer ${this.#token}`;
     if (body !== undefined) headers["Content-Type"] = "application/json";
-    let response: Response;
+    let response: Response | undefined;
+    let text: string;
     try {
       const init: RequestInit = { method, headers };
       if (body !== undefined) init.body = JSON.stringify(body);
       if (typeof AbortSignal.timeout === "function") init.signal = AbortSignal.timeout(this.#timeoutMs);
       response = await this.#fetch(this.baseUrl + path, init);
+      // the body too: a timeout or a connection cut while it arrives is the same failure as before it
+      text = await response.text();
     } catch (error) {
       if (error instanceof Error && error.name === "TimeoutError") {
         throw new KxError("UNAVAILABLE", `the gateway at ${this.baseUrl} gave no answer to ${method} ${path} within `
           + `${this.#timeoutMs} ms (timeoutMs); it may still be working on it: raise timeoutMs, or try again`, 503);
       }
+      if (response !== undefined) {
+        throw new KxError("UNAVAILABLE", `the connection to the gateway at ${this.baseUrl} broke while its answer to `
+          + `${method} ${path} arrived (${networkWhy(error)}); try again`, 503);
+      }
       throw new KxError("UNAVAILABLE", `cannot reach the gateway at ${this.baseUrl} (${networkWhy(error)}); start `
         + "it with `kx serve`, or check the address", 503);
     }
-    const text = await response.text();
     let data: unknown = undefined;
     try {
       data = text ? JSON.parse(text) : undefined;

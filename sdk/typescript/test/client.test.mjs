@@ -192,6 +192,25 @@ test("an address that is not a URL, a refused connection and a timeout each say 
     silent.closeAllConnections?.();
     silent.close();
   }
+  // an answer that starts, then stalls or is cut: the body's failure escaped as a bare DOMException / TypeError
+  const half = 'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"datas';
+  const stalls = createServer((socket) => socket.on("data", () => socket.write(half)));
+  const cuts = createServer((socket) => socket.on("data", () => { socket.write(half); socket.destroy(); }));
+  for (const server of [stalls, cuts]) await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  try {
+    const stalled = await refusal(new KxClient(`http://127.0.0.1:${stalls.address().port}`, { timeoutMs: 300 })
+      .listDatasets());
+    assert.deepEqual([stalled.code, stalled.status], ["UNAVAILABLE", 503]);
+    assert.match(stalled.message, /gave no answer to GET \/v1\/datasets within 300 ms \(timeoutMs\)/);
+    const cut = await refusal(new KxClient(`http://127.0.0.1:${cuts.address().port}`).listDatasets());
+    assert.deepEqual([cut.code, cut.status], ["UNAVAILABLE", 503]);
+    assert.match(cut.message, /broke while its answer to GET \/v1\/datasets arrived .*; try again$/);
+  } finally {
+    for (const server of [stalls, cuts]) {
+      server.closeAllConnections?.();
+      server.close();
+    }
+  }
 });
 
 test("the README's snippet runs as written", () => {
