@@ -463,9 +463,11 @@ def _unreadable(error: Exception) -> SessionMessage | None:
 
 
 def _first_problem(error: ValidationError) -> str:
-    first = error.errors()[0] if error.errors() else {}
-    where = ".".join(str(p) for p in first.get("loc", ()) if not str(p).startswith("JSONRPC"))
-    return f"{where}: {first.get('msg', 'invalid')}" if where else str(first.get("msg", "invalid"))
+    errors = error.errors()
+    if not errors:
+        return "invalid"
+    where = ".".join(str(p) for p in errors[0]["loc"] if not str(p).startswith("JSONRPC"))
+    return f"{where}: {errors[0]['msg']}" if where else errors[0]["msg"]
 
 
 def _prompt_refusal(server: MCPServer, name: str, arguments: dict[str, Any] | None) -> KxError | None:
