@@ -203,7 +203,8 @@ class KxTools:
             text = self.backend.document_text(dataset, ref)
             spans = self.backend.document_passages(dataset, ref)
             start, end = self._window(text, spans, passage_ref, chunk, page_start, page_end, offset, context_chars)
-            end = min(end, start + max_chars, len(text))
+            focus = self._focus(spans, passage_ref, chunk)
+            start, end = _within(start, min(end, len(text)), focus, max_chars)
             covered = [s for s in spans if s.char_start < end and s.char_end > start]
             name = summary.name if summary else ref[:12]
             pages = [p for s in covered for p in (s.page_start, s.page_end) if p is not None]
@@ -295,6 +296,13 @@ class KxTools:
                         "what is there")
 
     @staticmethod
+    def _focus(spans: list[PassageSpan], passage_ref: str | None, chunk: int | None) -> tuple[int, int] | None:
+        """The character range of the passage or chunk read around (`_window` has checked it exists)."""
+        span = (next((s for s in spans if s.ref == passage_ref), None) if passage_ref is not None
+                else spans[chunk - 1] if chunk is not None else None)
+        return (span.char_start, span.char_end) if span is not None else None
+
+    @staticmethod
     def _window(text: str, spans: list[PassageSpan], passage_ref: str | None, chunk: int | None,
                 page_start: int | None, page_end: int | None, offset: int | None,
                 context: int) -> tuple[int, int]:
@@ -326,6 +334,22 @@ class KxTools:
         if start > len(text):
             raise invalid(f"offset {start} is past the document's end ({len(text)} characters)")
         return start, len(text)
+
+
+def _within(start: int, end: int, focus: tuple[int, int] | None, max_chars: int) -> tuple[int, int]:
+    """[start, end) cut to `max_chars`, keeping `focus` (a passage read around) in it, its context split either
+    side: cut from the end, a passage after more than max_chars of context was not in what came back at all."""
+    if end - start <= max_chars:
+        return start, end
+    if focus is None:
+        return start, start + max_chars
+    first, last = focus
+    if last - first >= max_chars:
+        return first, first + max_chars
+    spare = max_chars - (last - first)
+    after = min(end - last, spare - min(first - start, spare // 2))
+    before = min(first - start, spare - after)
+    return first - before, last + after
 
 
 # -- the server ------------------------------------------------------------------------------------

@@ -412,3 +412,28 @@ def test_http_paths_other_than_mcp_are_not_found_as_kx_errors(engine: Engine) ->
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+def test_read_document_around_a_passage_keeps_the_passage_when_max_chars_is_small(engine: Engine) -> None:
+    # the window was cut from its end: with context_chars + the passage over max_chars, what came back was
+    # context before the passage, and with enough context not the passage at all
+    ref = next(d.ref for d in engine.list_documents("notes") if d.name == "cafe")
+    spans = engine.document_passages("notes", ref)
+    text = engine.document_text("notes", ref)
+    last = spans[-1]
+    server = build_server(engine)
+    for arguments in ({"passage_ref": last.ref, "max_chars": 40},
+                      {"chunk": len(spans), "max_chars": last.char_end - last.char_start + 20, "context_chars": 5000},
+                      {"passage_ref": last.ref, "max_chars": 20_000, "context_chars": 20_000}):
+        read = call(server, "read_document", {"dataset": "notes", "document": "cafe", **arguments})
+        data = read.structured_content
+        assert not read.is_error and data["char_end"] - data["char_start"] <= arguments["max_chars"], data
+        assert data["char_start"] <= last.char_start < data["char_end"], (arguments, data["char_start"])
+        assert data["text"] == text[data["char_start"]:data["char_end"]]
+    small = call(server, "read_document", {"dataset": "notes", "document": "cafe", "passage_ref": last.ref,
+                                           "max_chars": 40}).structured_content
+    assert small["char_start"] == last.char_start and small["text"] == text[last.char_start:last.char_start + 40]
+    some = call(server, "read_document", {"dataset": "notes", "document": "cafe", "chunk": len(spans),
+                                          "max_chars": last.char_end - last.char_start + 20}).structured_content
+    assert some["char_end"] - some["char_start"] == last.char_end - last.char_start + 20  # context on both sides
+    assert some["char_start"] < last.char_start and last.char_end <= some["char_end"]
