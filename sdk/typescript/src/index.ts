@@ -258,12 +258,12 @@ export class KxClient {
   }
 
   /** Finish the dataset's embedding backlog now; the dataset afterwards, with how many passages this embedded. */
-  embedDataset(name: string): Promise<DatasetSummary & { embedded: number }> {
+  async embedDataset(name: string): Promise<DatasetSummary & { embedded: number }> {
     return this.#call("POST", `/v1/datasets/${segment(name)}/embed`);
   }
 
   /** One dataset's summary; NOT_FOUND if there is none. */
-  datasetSummary(name: string): Promise<DatasetSummary> {
+  async datasetSummary(name: string): Promise<DatasetSummary> {
     return this.#call("GET", `/v1/datasets/${segment(name)}`);
   }
 

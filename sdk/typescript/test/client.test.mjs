@@ -149,6 +149,14 @@ test("every error status the gateway answers comes back as a KxError", async () 
   assert.equal(local.code, "INVALID_ARGUMENT");
   await refusal(kx.ingestDocuments("notes", []));
   await refusal(kx.documentText("notes", ""));
+  // every method answers a promise, refusals included: these threw before returning one, past a .catch()
+  for (const call of [() => kx.datasetSummary(""), () => kx.embedDataset(""), () => kx.listDocuments(""),
+                      () => kx.queryDataset("", { text: "x" }), () => kx.documentPassages("notes", "")]) {
+    let pending;
+    assert.doesNotThrow(() => { pending = call(); });
+    const error = await pending.catch((e) => e);
+    assert.ok(error instanceof KxError && error.code === "INVALID_ARGUMENT", String(error));
+  }
 });
 
 test("a query that names no k or mode gets the gateway's defaults, as the CLI and the Python SDK do", async () => {
