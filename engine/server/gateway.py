@@ -96,6 +96,9 @@ def create_app(engine: Engine | MilvusBackend, token: str | None, *, allow_local
         elif isinstance(exc.__cause__, RecursionError):  # arrays or objects nested thousands deep
             message = ("the body's JSON nests deeper than the gateway parses; send the object /openapi.json "
                        "describes (its lists hold strings and numbers, never lists nested further)")
+        elif exc.status_code == 404 and _request.url.path.startswith(f"{API_PREFIX}{API_PREFIX}/"):
+            message = (f"no such route: the path starts {API_PREFIX}{API_PREFIX}, so the client was given the "
+                       f"gateway's address with {API_PREFIX} on its end; give it as http://HOST:PORT, without a path")
         elif exc.status_code == 404:
             message = "no such route; the API lives under /v1 (see /openapi.json)"
         elif exc.status_code == 405:

@@ -209,3 +209,14 @@ def test_a_vector_with_nan_and_a_body_nested_too_deep_are_told_what_is_wrong(not
         inf.value.message, inf.value.message
     assert deep.status_code == 400 and deep.json()["code"] == "INVALID_ARGUMENT"
     assert deep.json()["message"].startswith("the body's JSON nests deeper than the gateway parses; send the object")
+
+
+def test_a_gateway_address_given_with_v1_is_told_to_drop_it(notes: Engine) -> None:
+    # `kx --gateway http://127.0.0.1:50151/v1` asked /v1/v1/datasets and heard "the API lives under /v1"
+    with serving(notes) as (url, token):
+        there = run_cli("--gateway", f"{url}/v1", "--token", token, "datasets", "list")
+        other = httpx.get(f"{url}/v2/datasets", headers={"Authorization": f"Bearer {token}"}, timeout=30).json()
+    assert there.code == Status.NOT_FOUND.exit_code, there.stderr
+    assert "the path starts /v1/v1, so the client was given the gateway's address with /v1 on its end; give it " \
+           "as http://HOST:PORT, without a path" in there.stderr, there.stderr
+    assert other["message"] == "no such route; the API lives under /v1 (see /openapi.json)"
