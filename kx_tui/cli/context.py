@@ -84,6 +84,12 @@ def bind_socket(host: str, port: int) -> socket.socket:
         sock.bind(address)
     except OSError as exc:
         sock.close()
+        import errno
+
+        if exc.errno == errno.EADDRNOTAVAIL:  # the address, not the port: "pick another --port" misled
+            raise KxError(Status.INVALID_ARGUMENT, f"cannot listen on {host}:{port} ({exc.strerror}): {host} is not "
+                                                   "an address of this machine; give one of its own to --host "
+                                                   "(127.0.0.1 for this machine only)") from None
         raise KxError(Status.UNAVAILABLE, f"cannot listen on {host}:{port} ({exc.strerror}); "
                                           "pick another --port or stop what holds it") from None
     sock.listen(2048)

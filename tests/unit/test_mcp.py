@@ -437,3 +437,13 @@ def test_read_document_around_a_passage_keeps_the_passage_when_max_chars_is_smal
                                           "max_chars": last.char_end - last.char_start + 20}).structured_content
     assert some["char_end"] - some["char_start"] == last.char_end - last.char_start + 20  # context on both sides
     assert some["char_start"] < last.char_start and last.char_end <= some["char_end"]
+
+
+@pytest.mark.parametrize("command", [("mcp", "--http"), ("serve",)])
+def test_a_host_that_is_not_this_machines_is_told_so_not_to_pick_another_port(command: tuple[str, ...]) -> None:
+    from ..helpers import run_cli
+
+    result = run_cli(*command, "--host", "192.0.2.1", "--port", "0")  # TEST-NET-1: no machine's own address
+    assert result.code == 3 and "INVALID_ARGUMENT: cannot listen on 192.0.2.1:0" in result.stderr, result.stderr
+    assert "192.0.2.1 is not an address of this machine; give one of its own to --host" in result.stderr
+    assert "pick another --port" not in result.stderr
