@@ -275,11 +275,14 @@ class KxTools:
         lowered = wanted.lower()
         by_prefix = len(lowered) >= 8 and all(c in "0123456789abcdef" for c in lowered)
         named: list[DocumentSummary] = []
+        prefixed: list[DocumentSummary] = []
         for page in range(_FIND_PAGES):
             docs = self.backend.list_documents(dataset, page * MAX_DOCUMENTS_PAGE, MAX_DOCUMENTS_PAGE)
             for doc in docs:
-                if doc.ref == lowered or (by_prefix and doc.ref.startswith(lowered)):
+                if doc.ref == lowered:
                     return doc
+                if by_prefix and doc.ref.startswith(lowered):
+                    prefixed.append(doc)
                 if doc.name == wanted:
                     named.append(doc)
             if len(docs) < MAX_DOCUMENTS_PAGE:
@@ -287,6 +290,11 @@ class KxTools:
         else:
             if len(lowered) == 64 and by_prefix:
                 return None  # a full ref past the pages searched: read it by ref without its name
+        if len(prefixed) > 1:  # a short prefix two refs share: reading either would be a guess
+            raise invalid(f"{len(prefixed)} documents in '{dataset}' have refs starting {lowered!r}; give more of "
+                          f"the ref ({', '.join(d.ref[:16] for d in prefixed[:5])})")
+        if prefixed:
+            return prefixed[0]
         if len(named) > 1:
             raise invalid(f"{len(named)} documents in '{dataset}' are named {wanted!r}; give the document_ref "
                           f"instead ({', '.join(d.ref[:12] for d in named[:5])})")
@@ -592,7 +600,7 @@ def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
     async def read_document(
         dataset: DatasetArg,
         document: Annotated[str, Field(description="The document_ref from a hit or list_documents (or its first "
-                                                   "12+ characters), or the document's name.")],
+                                                   "8+ characters), or the document's name.")],
         passage_ref: Annotated[str | None, Field(description="Read around this passage (a hit's passage_ref).")]
         = None,
         chunk: Annotated[int | None, Field(ge=1, description="Read around this chunk number (1-based, the i in "

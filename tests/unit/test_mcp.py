@@ -447,3 +447,30 @@ def test_a_host_that_is_not_this_machines_is_told_so_not_to_pick_another_port(co
     assert result.code == 3 and "INVALID_ARGUMENT: cannot listen on 192.0.2.1:0" in result.stderr, result.stderr
     assert "192.0.2.1 is not an address of this machine; give one of its own to --host" in result.stderr
     assert "pick another --port" not in result.stderr
+
+
+def test_read_document_by_a_ref_prefix_two_documents_share_asks_for_more_of_it(tmp_path: Path) -> None:
+    """8 hex digits name a document unless two refs share them: then the answer lists both, not a guess."""
+    import hashlib
+    import itertools
+
+    seen: dict[str, str] = {}
+    for i in itertools.count():   # two texts whose sha256 share 8 hex digits (a birthday search: ~65k tries)
+        text = f"A note about parking, number {i}."
+        prefix = hashlib.sha256(text.encode()).hexdigest()[:8]
+        if prefix in seen:
+            pair = (seen[prefix], text)
+            break
+        seen[prefix] = text
+    eng = Engine(load_settings({"home": str(tmp_path / "home")}, env={}), embedder=HashEmbedder())
+    report = eng.ingest("shared", [from_text(pair[0], "first"), from_text(pair[1], "second")])
+    refs = [r.ref for r in report.results]   # first, second
+    assert refs[0][:8] == refs[1][:8] == prefix and refs[0] != refs[1]   # the document ref is the bytes' sha256
+    try:
+        both = call(build_server(eng), "read_document", {"dataset": "shared", "document": prefix})
+        one = call(build_server(eng), "read_document", {"dataset": "shared", "document": refs[1][:20]})
+    finally:
+        eng.close()
+    assert both.is_error and both.structured_content["code"] == "INVALID_ARGUMENT"
+    assert "2 documents" in text_of(both) and refs[0][:16] in text_of(both) and refs[1][:16] in text_of(both)
+    assert not one.is_error and pair[1] in text_of(one)
