@@ -210,3 +210,21 @@ def start_server(server) -> tuple[threading.Thread, str, socket.socket]:
         assert time.monotonic() < deadline and thread.is_alive(), "the gateway did not start"
         time.sleep(0.02)
     return thread, f"http://127.0.0.1:{sock.getsockname()[1]}", sock
+
+
+def wait_until_answering(proc: subprocess.Popen, url: str, log: Path, within: float = 60.0) -> None:
+    """Wait until a server process we started answers `url` (any HTTP status); fail with its log if it exits
+    first or stays silent past `within` seconds."""
+    import httpx
+
+    deadline = time.monotonic() + within
+    while True:
+        assert proc.poll() is None, f"exited with {proc.returncode}: {log.read_text()}"
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"{url} did not answer within {within:.0f} s: {log.read_text()}")
+            time.sleep(0.1)

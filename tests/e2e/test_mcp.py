@@ -8,7 +8,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult
 
-from ..helpers import REPO
+from ..helpers import REPO, wait_until_answering
 from ..unit.test_mcp import CAFE, RETURNS, _env, _free_port, _readme_desktop_config, served_home, text_of  # noqa: F401 - helpers and fixtures
 
 
@@ -84,15 +83,7 @@ def test_kx_mcp_over_http_needs_the_token_and_refuses_a_foreign_host(served_home
                                 env=_env(served_home), stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/mcp"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert proc.poll() is None, log.read_text()
-            try:
-                httpx.get(url, timeout=1)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, log.read_text()
-                time.sleep(0.1)
+        wait_until_answering(proc, url, log, within=90)
         token = (served_home / "gateway.token").read_text().strip()
         hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                  "params": {"protocolVersion": "2025-06-18", "capabilities": {},
