@@ -466,7 +466,7 @@ class SegmentTerms:
             if info.is_inlined():  # a rare term's postings live in its term info
                 seg_ids, seg_weights, _values = info.inlined_postings()
                 ids.append(np.array(seg_ids, dtype=np.int64) + offset)
-                weights.append(_block_weights(seg_weights, len(seg_ids)))
+                weights.append(np.array(_block_weights(seg_weights, len(seg_ids)), dtype=np.float64))
                 continue
             leaf = terms._codec.postings_reader(terms._postfile, info, self._format)
             if type(leaf) is not W3LeafMatcher or leaf._byteids:
@@ -474,13 +474,20 @@ class SegmentTerms:
                 ids.append(np.array([i for i, _w in pairs], dtype=np.int64) + offset)
                 weights.append(np.array([w for _i, w in pairs], dtype=np.float64))
                 continue
+            # A common word has thousands of blocks of 128: their gaps and weights are gathered into two
+            # lists and made arrays once (an array and a cumsum per block cost more than the numbers).
+            gaps: list[int] = []
+            tfs: list[float] = []
+            starts: list[int] = []
             while leaf.is_active():
                 if leaf._data is None:
                     leaf._read_data()
-                # ids are stored as gaps from the previous id (the first from 0)
-                ids.append(np.cumsum(np.array(leaf._data[0], dtype=np.int64)) + offset)
-                weights.append(_block_weights(leaf._data[1], leaf._blocklength))
+                starts.append(len(gaps))
+                gaps.extend(leaf._data[0])
+                tfs.extend(_block_weights(leaf._data[1], leaf._blocklength))
                 leaf._next_block()
+            ids.append(_undelta(np.array(gaps, dtype=np.int64), starts) + offset)
+            weights.append(np.array(tfs, dtype=np.float64))
         if having == 0:
             return None
         if len(ids) == 1:
@@ -488,11 +495,22 @@ class SegmentTerms:
         return np.concatenate(ids), np.concatenate(weights), having
 
 
-def _block_weights(stored: Any, count: int) -> np.ndarray:
+def _block_weights(stored: Any, count: int) -> Sequence[float]:
     """A block's weights as whoosh gives them: None (every weight 1.0), one float for all (which whoosh
     widens through a float32 array), or one float each."""
     if stored is None:
-        return np.ones(count, dtype=np.float64)
+        return [1.0] * count
     if isinstance(stored, float):
-        return np.full(count, float(np.float32(stored)), dtype=np.float64)
-    return np.array(stored, dtype=np.float64)
+        return [float(np.float32(stored))] * count
+    return stored
+
+
+def _undelta(gaps: np.ndarray, starts: list[int]) -> np.ndarray:
+    """Document numbers from blocks of gaps, each block's first gap counted from 0: one running sum over all
+    the blocks, each block then less the sum it started on."""
+    total = np.cumsum(gaps)
+    if len(starts) > 1:
+        before = np.zeros(len(starts), dtype=np.int64)
+        before[1:] = total[np.asarray(starts[1:]) - 1]
+        total -= np.repeat(before, np.diff(np.append(starts, len(gaps))))
+    return total
