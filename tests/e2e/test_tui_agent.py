@@ -28,12 +28,17 @@ def engine(handbook_home: Path, real_embedder, monkeypatch: pytest.MonkeyPatch) 
     engine.close()
 
 
+async def open_agent(app: KxApp, pilot) -> None:
+    """Wait for the app to settle, leave the query box and open the agent screen (key a)."""
+    await settle(app, pilot, rounds=3)
+    await pilot.press("escape", "a")
+    await pilot.pause()
+
+
 async def test_ask_the_agent_shows_steps_and_an_answer_whose_citations_open(engine: Engine) -> None:
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot, rounds=3)
-        await pilot.press("escape", "a")  # leave the query box, then ask the agent
-        await pilot.pause()
+        await open_agent(app, pilot)
         screen = app.screen
         assert isinstance(screen, AgentScreen) and screen.dataset == "handbook"
         assert app.focused is screen.query_one("#agent-goal", Input)
@@ -67,9 +72,7 @@ async def test_ask_the_agent_shows_steps_and_an_answer_whose_citations_open(engi
 async def test_an_empty_goal_is_a_warning_not_a_run(engine: Engine) -> None:
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot, rounds=3)
-        await pilot.press("escape", "a")
-        await pilot.pause()
+        await open_agent(app, pilot)
         await pilot.press("enter")
         await settle(app, pilot, rounds=3)
         screen = app.screen
@@ -112,9 +115,7 @@ def _shown(screen: AgentScreen) -> dict[str, str]:
 async def test_the_agent_screen_shows_stored_escapes_and_obeys_none(hostile: Engine) -> None:
     app = KxApp(hostile, settings=hostile.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot, rounds=3)
-        await pilot.press("escape", "a")
-        await pilot.pause()
+        await open_agent(app, pilot)
         screen = app.screen
         assert isinstance(screen, AgentScreen) and screen.dataset == "hostile"
         goal = screen.query_one("#agent-goal", Input)
