@@ -34,6 +34,11 @@ class InProcessBackend(ABC):
     # stop up.
     stop_requested: bool = False
 
+    def request_stop(self) -> None:
+        """Ask the work in flight to leave at its next safe point: a plain assignment, so a signal handler
+        may call it (`kx serve` and `kx mcp` stopping)."""
+        self.stop_requested = True
+
     def unless_stopping(self, on_event: IngestEventFn | None) -> IngestEventFn:
         """`on_event`, raising UNAVAILABLE at the first progress event once `stop_requested` is set."""
 

@@ -215,11 +215,4 @@ def _stopper(backend: Backend) -> Callable[[], None]:
     safe point; a gateway's client has nothing to tell (the gateway stops its own work)."""
     from engine.in_process import InProcessBackend
 
-    if not isinstance(backend, InProcessBackend):
-        return lambda: None
-    engine = backend
-
-    def request_stop() -> None:  # a plain assignment: signal-safe
-        engine.stop_requested = True
-
-    return request_stop
+    return backend.request_stop if isinstance(backend, InProcessBackend) else lambda: None

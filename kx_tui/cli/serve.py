@@ -93,7 +93,7 @@ def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool, quiet
             _run(engine, token, settings.max_request_bytes, dev_allow_local, sock, host, stop,
                  None if quiet else ("json" if log_json else "text"))
         finally:
-            _request_stop(engine)  # also when uvicorn ended on its own (a bind error): the warm-up must end
+            engine.request_stop()  # also when uvicorn ended on its own (a bind error): the warm-up must end
             engine.close()
             sock.close()
         # The warm-up and any request's work left past the drain stop at their next embedding batch, which on
@@ -108,11 +108,6 @@ def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool, quiet
         if any(t.is_alive() and t is not threading.main_thread() and not t.name.startswith("kx-stop-guard")
                for t in threading.enumerate()):
             exit_without_finalising(0)
-
-
-def _request_stop(engine: Engine | MilvusBackend) -> None:
-    """Ask the engine's work in flight to leave at its next safe point; a plain assignment (signal-safe)."""
-    engine.stop_requested = True
 
 
 def _warm_up(engine: Engine | MilvusBackend) -> threading.Thread:
@@ -173,12 +168,12 @@ def _run(engine: Engine | MilvusBackend, token: str, max_bytes: int, allow_local
     # re-raise of the signal once it has drained lands on ours too, and the process exits 0.
     def also_flag() -> None:
         server.should_exit = True
-        _request_stop(engine)
+        engine.request_stop()
 
     stop.also_flag = also_flag
     if stop.count:  # asked to stop while opening: start, then stop at once
         server.should_exit = True
-        _request_stop(engine)
+        engine.request_stop()
     server.run(sockets=[sock])
 
 
@@ -188,7 +183,7 @@ def gateway_server(config: uvicorn.Config, engine: Engine | MilvusBackend, stop:
     After DRAIN_SECONDS the requests still running are cancelled (`draining_server`), which the gateway answers
     503 UNAVAILABLE as JSON (engine/server/gateway.py).
     """
-    return draining_server(config, stop, lambda: _request_stop(engine), DRAIN_SECONDS)
+    return draining_server(config, stop, engine.request_stop, DRAIN_SECONDS)
 
 
 MALLOC_ARENAS = 2
