@@ -7,7 +7,7 @@ caller written against `Backend` cannot tell which one it holds.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sequence, runtime_checkable
 
 from .errors import KxError, invalid, not_found
 from .records import (
@@ -50,6 +50,24 @@ def no_document(name: str, doc_ref: str) -> KxError:
         return not_found(f"{shown} is not a document ref of dataset '{name}': a ref is the document's full "
                          f"sha256 (64 hex digits, a prefix is not enough); {listing}")
     return not_found(f"document {doc_ref[:12]} is not in dataset '{name}'; {listing}")
+
+
+class ListsDocuments(Protocol):
+    """Anything that pages through a dataset's documents: a Backend, or the watcher's narrower IngestBackend."""
+
+    def list_documents(self, name: str, offset: int = 0, limit: int = 100,
+                       versions: str | None = None) -> list[DocumentSummary]: ...
+
+
+def every_document(backend: ListsDocuments, name: str) -> Iterator[DocumentSummary]:
+    """Every current document of dataset `name`, in ingest order, read a full page (MAX_DOCUMENTS_PAGE) at a time."""
+    offset = 0
+    while True:
+        page = backend.list_documents(name, offset, MAX_DOCUMENTS_PAGE)
+        yield from page
+        if len(page) < MAX_DOCUMENTS_PAGE:
+            return
+        offset += len(page)
 
 
 def check_page(offset: int, limit: int) -> None:

@@ -65,11 +65,7 @@ class Where:
     def admits_document(self, name: str, source_path: str | None, media_type: str, ingested_at: float,
                         ref: str) -> bool:
         """The document-level clauses (all but pages)."""
-        import fnmatch
-
-        if self.names and not any(fnmatch.fnmatchcase(name, g) or (source_path is not None and
-                                                                  fnmatch.fnmatchcase(source_path, g))
-                                  for g in self.names):
+        if self.names and not any(name_matches(g, name, source_path) for g in self.names):
             return False
         if self.media_types and media_type not in self.media_types:
             return False
@@ -90,6 +86,13 @@ def _day(clause: str, value: str) -> float:
     except ValueError:
         raise _bad(clause, "the date is YYYY-MM-DD and must be a calendar day (not a calendar day)") from None
     return _dt.datetime(day.year, day.month, day.day, tzinfo=_dt.UTC).timestamp()
+
+
+def name_matches(pattern: str, name: str, source_path: str | None) -> bool:
+    """A `name:` glob against a document: its name, or the path of the file it was read from."""
+    import fnmatch
+
+    return fnmatch.fnmatchcase(name, pattern) or (source_path is not None and fnmatch.fnmatchcase(source_path, pattern))
 
 
 def spelled(clause: str) -> str:

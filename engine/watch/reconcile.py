@@ -12,6 +12,7 @@ import hashlib
 import os
 from typing import AbstractSet
 
+from ..backend import every_document
 from ..errors import KxError, Status
 from ..text.folders import document_names, printable, walk_files
 from .events import FolderEmpty, Renamed, Retired, WatchEventFn
@@ -36,16 +37,11 @@ def reconcile(backend: IngestBackend, dataset: str, root: str, emit: WatchEventF
     inside = root.rstrip(os.sep) + os.sep
     gone: dict[str, tuple[str, str]] = {}   # name -> (source path, current ref)
     live: dict[str, str] = {}               # name -> current ref, every lineage shown
-    offset = 0
     try:
-        while True:
-            page = backend.list_documents(dataset, offset, 1000)
-            live.update({d.name: d.ref for d in page})
-            gone.update({d.name: (d.source_path, d.ref) for d in page if d.source_path
-                         and d.source_path.startswith(inside) and d.name not in present})
-            if len(page) < 1000:
-                break
-            offset += len(page)
+        for d in every_document(backend, dataset):
+            live[d.name] = d.ref
+            if d.source_path and d.source_path.startswith(inside) and d.name not in present:
+                gone[d.name] = (d.source_path, d.ref)
     except KxError as exc:
         if exc.status is Status.NOT_FOUND:  # no dataset yet: nothing to retire
             return set()

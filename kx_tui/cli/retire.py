@@ -10,20 +10,16 @@ command before anything is retired.
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from engine.errors import KxError, Status
+from engine.filters import name_matches
 
 from .context import CONTEXT_SETTINGS, local_engine, settings_of
-
-if TYPE_CHECKING:
-    from engine.backend import Backend
 
 
 @click.command("retire", context_settings=CONTEXT_SETTINGS)
@@ -38,6 +34,7 @@ if TYPE_CHECKING:
 def retire(ctx: click.Context, name: str, documents: tuple[str, ...], folders: tuple[Path, ...], dry_run: bool,
            as_json: bool) -> None:
     """Retire documents of dataset NAME on purpose: by name (globs allowed) or all from a folder (--from)."""
+    from engine.backend import every_document
     from engine.in_process import InProcessBackend
     from engine.names import validate_name
 
@@ -52,7 +49,7 @@ def retire(ctx: click.Context, name: str, documents: tuple[str, ...], folders: t
     backend = local_engine(ctx)
     try:
         assert isinstance(backend, InProcessBackend)
-        current = _current_documents(backend, name)
+        current = {d.name: d.source_path for d in every_document(backend, name)}   # name -> source path
         chosen, unmatched = _chosen(current, documents, folders)
         if unmatched:
             raise KxError(Status.NOT_FOUND, f"nothing in dataset '{name}' matches {', '.join(map(repr, unmatched))} "
@@ -77,26 +74,13 @@ def retire(ctx: click.Context, name: str, documents: tuple[str, ...], folders: t
                       "it back", markup=False)
 
 
-def _current_documents(backend: Backend, name: str) -> dict[str, str | None]:
-    """Every current document's name and source path, read a page at a time."""
-    found: dict[str, str | None] = {}
-    offset = 0
-    while True:
-        page = backend.list_documents(name, offset, 1000)
-        found.update({d.name: d.source_path for d in page})
-        if len(page) < 1000:
-            return found
-        offset += len(page)
-
-
 def _chosen(current: dict[str, str | None], patterns: tuple[str, ...], folders: tuple[Path, ...]
             ) -> tuple[list[str], list[str]]:
     """The current documents the patterns and folders pick (in the dataset's order), and what picked none."""
     chosen: dict[str, None] = {}
     unmatched: list[str] = []
     for pattern in patterns:
-        hits = [n for n, source in current.items()
-                if fnmatch.fnmatchcase(n, pattern) or (source is not None and fnmatch.fnmatchcase(source, pattern))]
+        hits = [n for n, source in current.items() if name_matches(pattern, n, source)]
         if not hits:
             unmatched.append(pattern)
         chosen.update(dict.fromkeys(hits))
