@@ -126,7 +126,8 @@ class AgentScreen(KeysScreen):
 
     def on_agent_failed(self, message: AgentFailed) -> None:
         self.query_one("#agent-status", Static).update("the run failed")
-        self.app.notify(terminal_safe(message.message), title="agent", severity="error", timeout=10, markup=False)
+        # KxApp.notify cleans every toast's text; markup off: the error may quote a "[" of stored text
+        self.app.notify(message.message, title="agent", severity="error", timeout=10, markup=False)
 
     @on(OptionList.OptionSelected, "#agent-citations")
     def _open(self, event: OptionList.OptionSelected) -> None:
