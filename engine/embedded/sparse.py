@@ -338,6 +338,23 @@ class Bm25Scorer:
         return seq
 
 
+def _segments(reader) -> list[Any] | None:
+    """The reader's segment readers (one, or a MultiReader's in document-number order), when every one is
+    whoosh's own SegmentReader: the shape the readers below reach into; None for any other."""
+    from whoosh.reading import MultiReader, SegmentReader
+
+    parts = list(reader.readers) if isinstance(reader, MultiReader) else [reader]
+    return None if any(type(part) is not SegmentReader for part in parts) else parts
+
+
+def _per_document_segments(reader) -> list[Any] | None:
+    """`_segments`, when each keeps its per-document columns in whoosh's W3 format."""
+    from whoosh.codec.whoosh3 import W3PerDocReader
+
+    parts = _segments(reader)
+    return None if parts is None or any(type(part._perdoc) is not W3PerDocReader for part in parts) else parts
+
+
 def stored_seqs(reader, total: int) -> np.ndarray | None:
     """Every document number's passage seq, read from each segment's seq column in one go; None when a
     segment has no such column (an index written before it existed) or the reader's shape is not known.
@@ -347,12 +364,10 @@ def stored_seqs(reader, total: int) -> np.ndarray | None:
     does not exist in kx's indexes, so a default value there means the column cannot be trusted.
     tests/unit/test_bm25_parity.py checks it against the stored fields.
     """
-    from whoosh.codec.whoosh3 import W3PerDocReader
     from whoosh.columns import NumericColumn
-    from whoosh.reading import MultiReader, SegmentReader
 
-    parts = list(reader.readers) if isinstance(reader, MultiReader) else [reader]
-    if any(type(part) is not SegmentReader or type(part._perdoc) is not W3PerDocReader for part in parts):
+    parts = _per_document_segments(reader)
+    if parts is None:
         return None
     field = reader.schema["seq"] if "seq" in reader.schema else None
     column_type = getattr(field, "column_type", None)
@@ -387,13 +402,12 @@ def field_lengths(reader, field: str, total: int) -> np.ndarray | None:
     segment's bytes in one go and maps them through whoosh's own byte-to-length table (a zero byte, a
     document without the field, counts 0). tests/unit/test_bm25_parity.py checks it against the walk.
     """
-    from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3PerDocReader, _lenfield
+    from whoosh.codec.whoosh3 import LENGTHS_COLUMN, _lenfield
     from whoosh.columns import NumericColumn
-    from whoosh.reading import MultiReader, SegmentReader
     from whoosh.util.numeric import byte_to_length
 
-    parts = list(reader.readers) if isinstance(reader, MultiReader) else [reader]
-    if any(type(part) is not SegmentReader or type(part._perdoc) is not W3PerDocReader for part in parts):
+    parts = _per_document_segments(reader)
+    if parts is None:
         return None
     table = np.array([byte_to_length(b) for b in range(256)], dtype=np.float64)
     table[0] = 0.0
@@ -437,17 +451,15 @@ class SegmentTerms:
     def of(cls, reader, field: str) -> SegmentTerms | None:
         from whoosh.codec.whoosh3 import W3TermsReader
         from whoosh.fields import TEXT
-        from whoosh.reading import MultiReader, SegmentReader
 
-        if isinstance(reader, MultiReader):
-            parts = list(zip(reader.readers, reader.doc_offsets))
-        else:
-            parts = [(reader, 0)]
+        parts = _segments(reader)
         if type(reader.schema[field]) is not TEXT:  # TEXT: a term's bytes are its UTF-8
             return None
-        if any(type(part) is not SegmentReader or type(part._terms) is not W3TermsReader for part, _o in parts):
+        if parts is None or any(type(part._terms) is not W3TermsReader for part in parts):
             return None
-        return cls([(part._terms, offset) for part, offset in parts], field, reader.schema[field].format)
+        offsets = getattr(reader, "doc_offsets", [0])   # a MultiReader's; one segment starts at 0
+        return cls([(part._terms, offset) for part, offset in zip(parts, offsets)], field,
+                   reader.schema[field].format)
 
     def postings(self, text: str) -> tuple[np.ndarray, np.ndarray, int] | None:
         """(document numbers, term frequencies, document frequency) of `text`; None when no document has it."""
