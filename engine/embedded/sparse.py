@@ -272,10 +272,7 @@ class Bm25Scorer:
                 self._postings[term] = self._terms.postings(term)
             else:  # a reader shape SegmentTerms does not know: whoosh's own look-ups and iteration
                 having = self._reader.doc_frequency("body", term)
-                pairs = list(self._reader.postings("body", term).items_as("weight")) if having else []
-                self._postings[term] = (np.fromiter((i for i, _w in pairs), dtype=np.int64, count=len(pairs)),
-                                        np.fromiter((w for _i, w in pairs), dtype=np.float64, count=len(pairs)),
-                                        having) if having else None
+                self._postings[term] = (*_iterated(self._reader.postings("body", term)), having) if having else None
         return self._postings[term]
 
     def top_arrays(self, terms: list[str], k: int, counts: Sequence[float] | None = None,
@@ -482,9 +479,9 @@ class SegmentTerms:
                 continue
             leaf = terms._codec.postings_reader(terms._postfile, info, self._format)
             if type(leaf) is not W3LeafMatcher or leaf._byteids:
-                pairs = list(leaf.items_as("weight"))
-                ids.append(np.array([i for i, _w in pairs], dtype=np.int64) + offset)
-                weights.append(np.array([w for _i, w in pairs], dtype=np.float64))
+                leaf_ids, leaf_weights = _iterated(leaf)
+                ids.append(leaf_ids + offset)
+                weights.append(leaf_weights)
                 continue
             # A common word has thousands of blocks of 128: their gaps and weights are gathered into two
             # lists and made arrays once (an array and a cumsum per block cost more than the numbers).
@@ -505,6 +502,14 @@ class SegmentTerms:
         if len(ids) == 1:
             return ids[0], weights[0], having
         return np.concatenate(ids), np.concatenate(weights), having
+
+
+def _iterated(matcher: Any) -> tuple[np.ndarray, np.ndarray]:
+    """A matcher's (document numbers, weights) through whoosh's own iteration: the path for shapes not read
+    directly."""
+    pairs = list(matcher.items_as("weight"))
+    return (np.fromiter((i for i, _w in pairs), dtype=np.int64, count=len(pairs)),
+            np.fromiter((w for _i, w in pairs), dtype=np.float64, count=len(pairs)))
 
 
 def _block_weights(stored: Any, count: int) -> Sequence[float]:
