@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from numbers import Integral
 from types import MappingProxyType
@@ -195,6 +195,9 @@ class Pool:
     ranks: dict[str, np.ndarray]
     raw: dict[str, np.ndarray]
     tops: dict[str, float]
+    # each list as ranked, by name, with the arrays it was given: what a later `fuse(..., reuse=this)` of the
+    # same arrays does not rank again
+    ranked: dict[str, _RankedList] = field(default_factory=dict, repr=False, compare=False)
 
     def strengths(self, candidates: np.ndarray) -> np.ndarray:
         """`strengths` for these candidates: the highest raw score over its list's best score (positive
@@ -210,7 +213,45 @@ class Pool:
         return out
 
 
-def fuse(lists: Mapping[str, tuple[np.ndarray, np.ndarray]], ref_order: np.ndarray, k: int = 60) -> Pool:
+@dataclass(frozen=True)
+class _RankedList:
+    """One list as `fuse` ranked it: the (numbers, scores) it was given, its members and their places in rank
+    order, and its rank and raw arrays over the candidates."""
+
+    given: tuple[np.ndarray, np.ndarray]
+    ref_order: np.ndarray
+    members: np.ndarray
+    positions: np.ndarray
+    rank: np.ndarray
+    raw: np.ndarray
+    top: float
+
+
+def _ranked_list(name: str, given: tuple[np.ndarray, np.ndarray], ref_order: np.ndarray, n: int) -> _RankedList:
+    members = np.asarray(given[0], dtype=np.int64)
+    scores = np.asarray(given[1], dtype=np.float64)
+    if np.isnan(scores).any():
+        raise invalid(f"a score in the {name} list is NaN; retrievers must return numeric scores")
+    ranked = np.lexsort((ref_order[members], -scores))
+    members, scores = members[ranked], scores[ranked]
+    positions = np.arange(1, len(members) + 1, dtype=np.int64)
+    rank = np.zeros(n, dtype=np.int64)
+    rank[members] = positions
+    if np.count_nonzero(rank) != len(members):  # a repeat (fewer places filled): its first place is its best
+        _, first = np.unique(members, return_index=True)
+        keep = np.sort(first)
+        members, scores = members[keep], scores[keep]
+        positions = np.arange(1, len(members) + 1, dtype=np.int64)
+        rank[:] = 0
+        rank[members] = positions
+    raw = np.full(n, np.nan)
+    raw[members] = scores
+    return _RankedList(given, ref_order, members, positions, rank, raw,
+                       float(scores[0]) if len(scores) else float("nan"))
+
+
+def fuse(lists: Mapping[str, tuple[np.ndarray, np.ndarray]], ref_order: np.ndarray, k: int = 60,
+         reuse: Pool | None = None) -> Pool:
     """`rank_list` of each list, then `rrf`, on arrays: the same order and the same float scores.
 
     `lists` maps a retriever's name to (candidate numbers, raw scores), in any
@@ -222,6 +263,9 @@ def fuse(lists: Mapping[str, tuple[np.ndarray, np.ndarray]], ref_order: np.ndarr
     score of a passage found by several lists, 1/(k+a) + 1/(k+b) + ..., is the
     correctly rounded quotient of two integers (over the common denominator
     (k+a)(k+b)...), one float division.
+
+    `reuse`: an earlier answer (hybrid fuses again once its sentence list is known); a list given as the very
+    arrays it was given then, with the very same `ref_order` array, is not ranked again.
     """
     if isinstance(k, bool) or not isinstance(k, Integral) or k < 1:
         raise invalid(f"rrf_k must be an integer >= 1, got {k!r}; the usual value is 60")
@@ -233,30 +277,19 @@ def fuse(lists: Mapping[str, tuple[np.ndarray, np.ndarray]], ref_order: np.ndarr
     ranks: dict[str, np.ndarray] = {}
     raws: dict[str, np.ndarray] = {}
     tops: dict[str, float] = {}
+    known = reuse.ranked if reuse is not None else {}
+    ranked_lists: dict[str, _RankedList] = {}
     for name in sorted(lists):
-        members, scores = lists[name]
-        members = np.asarray(members, dtype=np.int64)
-        scores = np.asarray(scores, dtype=np.float64)
-        if np.isnan(scores).any():
-            raise invalid(f"a score in the {name} list is NaN; retrievers must return numeric scores")
-        ranked = np.lexsort((ref_order[members], -scores))
-        members, scores = members[ranked], scores[ranked]
-        positions = np.arange(1, len(members) + 1, dtype=np.int64)
-        rank = np.zeros(n, dtype=np.int64)
-        rank[members] = positions
-        if np.count_nonzero(rank) != len(members):  # a repeat (fewer places filled): its first place is its best
-            _, first = np.unique(members, return_index=True)
-            keep = np.sort(first)
-            members, scores = members[keep], scores[keep]
-            positions = np.arange(1, len(members) + 1, dtype=np.int64)
-            rank[:] = 0
-            rank[members] = positions
-        raw = np.full(n, np.nan)
-        raw[members] = scores
+        given = lists[name]
+        listed = known.get(name)
+        if listed is None or listed.given[0] is not given[0] or listed.given[1] is not given[1] \
+                or listed.ref_order is not ref_order:
+            listed = _ranked_list(name, given, ref_order, n)
+        members, positions = listed.members, listed.positions
         total[members] += 1.0 / (k + positions)  # in name order, from 0.0: rrf's float sums exactly
         found[members] += 1
-        ranks[name], raws[name] = rank, raw
-        tops[name] = float(scores[0]) if len(scores) else float("nan")
+        ranks[name], raws[name], tops[name] = listed.rank, listed.raw, listed.top
+        ranked_lists[name] = listed
 
     candidates = np.flatnonzero(found)
     order = candidates[np.lexsort((ref_order[candidates], -total[candidates]))]
@@ -309,7 +342,7 @@ def fuse(lists: Mapping[str, tuple[np.ndarray, np.ndarray]], ref_order: np.ndarr
         else:  # very long lists: the rationals themselves
             for c in np.flatnonzero(multi).tolist():
                 score[c] = float(exact(c))
-    return Pool(order, score, ranks, raws, tops)
+    return Pool(order, score, ranks, raws, tops, ranked_lists)
 
 
 @dataclass(frozen=True)

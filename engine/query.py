@@ -288,7 +288,7 @@ def _search(settings: Settings, searcher: Searcher, text: str | None, query_vect
         scores = best_sentence_scores([rows[keys[c]].text for c in agreed], text, word_vectors(card), sentences)
         known_rows = rows  # the hits are mostly among them: not read again below
         columns[SENTENCE] = (np.asarray(agreed, dtype=np.int64), round_like_python(np.asarray(scores), 6))
-        fused = fuse(columns, ref_order, settings.rrf_k)
+        fused = fuse(columns, ref_order, settings.rrf_k, reuse=fused)  # dense, sparse and lead as ranked above
         timings["sentence"] = _ms(t)
 
     # The relevance MMR trades against diversity: the fused score in hybrid

@@ -181,6 +181,9 @@ def _overlaps(matcher: re.Pattern[str] | None, terms: set[str], text: str,
     lowered = text.lower()
     if len(lowered) != len(text) or "\u03a3" in text:
         return [_overlap(matcher, terms, text[s:e]) for s, e in ranges]
+    ordered = _word_terms(matcher, terms)
+    if ordered is not None:
+        return _overlaps_found(ordered, len(terms), lowered, ranges)
     starts = [s for s, _e in ranges]
     found: list[set[str]] = [set() for _ in ranges]
     for m in matcher.finditer(lowered):
@@ -188,6 +191,60 @@ def _overlaps(matcher: re.Pattern[str] | None, terms: set[str], text: str,
         if i >= 0 and m.end() <= ranges[i][1] and _starts_word(lowered, m.start()):
             found[i].add(m.group(1))
     return [len(words) / len(terms) for words in found]
+
+
+_FIND_ORDERS: dict[str, tuple[str, ...] | None] = {}
+_WORD_RUN = re.compile(r"\w+")
+
+
+def _word_terms(matcher: re.Pattern[str], terms: set[str]) -> tuple[str, ...] | None:
+    """The terms in the pattern's order (longest first, then alphabetical) when every one is word characters
+    only, else None (a stem such as "e.g" spans two words: only the pattern scans those). Remembered per
+    pattern: a query's pattern is met once per passage."""
+    order = _FIND_ORDERS.get(matcher.pattern, ())
+    if order == ():
+        ranked = tuple(sorted(terms, key=lambda t: (-len(t), t)))
+        order = ranked if all(_WORD_RUN.fullmatch(t) for t in ranked) else None
+        if len(_FIND_ORDERS) >= 1024:
+            _FIND_ORDERS.clear()
+        _FIND_ORDERS[matcher.pattern] = order
+    return order
+
+
+def _overlaps_found(ordered: tuple[str, ...], count: int, lowered: str,
+                    ranges: Sequence[tuple[int, int]]) -> list[float]:
+    """What the pattern's scan finds, for terms of word characters only, by finding each term's occurrences
+    (str.find, ~3 x faster than the pattern's scan of every position of a 1,000-character passage).
+
+    The same matches: with word-character terms a match lies inside one word (a maximal run of word
+    characters), and only one starting the word is kept. There the pattern's alternation takes the first
+    term, in `ordered`, that the word starts with and that leaves at most 4 more word characters; here the
+    terms are tried in that order and a word start keeps the first that fits.
+    """
+    size = len(lowered)
+    credited: dict[int, tuple[str, int]] = {}
+    for term in ordered:
+        at = lowered.find(term)
+        while at >= 0:
+            if at not in credited and (at == 0 or not (lowered[at - 1].isalnum() or lowered[at - 1] == "_")):
+                end = at + len(term)
+                limit = min(size, end + 4)
+                while end < limit and (lowered[end].isalnum() or lowered[end] == "_"):
+                    end += 1
+                if end < size and (lowered[end].isalnum() or lowered[end] == "_"):
+                    end = -1  # 5 or more word characters after the term: the pattern's \w{0,4}\b fails
+                if end >= 0:
+                    credited[at] = (term, end)
+            at = lowered.find(term, at + 1)
+    if not credited:
+        return [0.0] * len(ranges)
+    starts = [s for s, _e in ranges]
+    found: list[set[str]] = [set() for _ in ranges]
+    for at, (term, end) in credited.items():
+        i = bisect.bisect_right(starts, at) - 1
+        if i >= 0 and end <= ranges[i][1]:
+            found[i].add(term)
+    return [len(words) / count for words in found]
 
 
 class WordVectors:

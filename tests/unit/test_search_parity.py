@@ -99,6 +99,32 @@ def test_fuse_is_rank_list_then_rrf(names: tuple[str, ...], k: int) -> None:
         assert [_bits(v) for v in pool.strengths(pool.order)] == [_bits(v) for v in strengths(spec, ranked)]
 
 
+def test_fusing_again_with_a_list_added_gives_what_one_fuse_of_every_list_gives() -> None:
+    # hybrid fuses dense, sparse and lead, then again with its sentence list (reusing the first three as
+    # ranked): the second answer must be a fresh fuse's, bit for bit; a list given as new arrays, or a new
+    # ref order, is ranked afresh
+    rng = random.Random(24)
+    for _ in range(200):
+        refs, lists = _random_lists(rng, ("dense", "lead", "sentence", "sparse"))
+        order = np.empty(len(refs), dtype=np.int64)
+        order[sorted(range(len(refs)), key=refs.__getitem__)] = np.arange(len(refs))
+        columns = {name: (np.array([c for c, _ in hits], dtype=np.int64), np.array([s for _, s in hits]))
+                   for name, hits in lists.items()}
+        first = fuse({n: c for n, c in columns.items() if n != "sentence"}, order, 60)
+        if rng.random() < 0.3:  # the caller changed a list it had fused: new arrays, ranked again
+            members, scores = columns["sparse"]
+            columns["sparse"] = (members[::-1].copy(), scores[::-1] * 2.0)
+        if rng.random() < 0.2:  # another ref order (as a new array): nothing reused
+            order = order[::-1].copy()
+        again, fresh = fuse(columns, order, 60, reuse=first), fuse(columns, order, 60)
+        assert again.order.tolist() == fresh.order.tolist()
+        assert [_bits(v) for v in again.score] == [_bits(v) for v in fresh.score]
+        for name in columns:
+            assert again.ranks[name].tolist() == fresh.ranks[name].tolist()
+            assert [_bits(v) for v in again.raw[name]] == [_bits(v) for v in fresh.raw[name]]
+            assert _bits(again.tops[name]) == _bits(fresh.tops[name])
+
+
 def test_fuse_breaks_an_exact_rational_tie_by_ref() -> None:
     # 1/63 + 1/140 == 1/84 + 1/90 (k 60: ranks 3 and 80 against 24 and 30); their float sums differ in the
     # last bit, so only the exact sums put "a" (the smaller ref) first
