@@ -39,7 +39,7 @@ import re
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
 
@@ -60,49 +60,82 @@ NEIGHBOUR_SHARE = 0.75
 
 _BREAK = re.compile(r"([.!?][\"'’”)\]]*)\s+|\n[ \t]*\n\s*|\n(?=[ \t]*(?:[-*•#|>]|\d+[.)]\s))")
 _LINE = re.compile(r"\n")
+_BREAK_START = re.compile(r"[.!?\n]")
 
 
 def sentence_ranges(text: str) -> list[tuple[int, int]]:
     """The sentences of `text` as [start, end) ranges, trimmed of surrounding whitespace, in order."""
     pieces: list[tuple[int, int]] = []
     pos = 0
-    for m in _BREAK.finditer(text):
-        if m.group(1) and m.group(1)[0] == "." and text[text.rfind("\n", 0, m.start()) + 1:m.start()].strip().isdigit():
-            continue  # "1. one thing": a list number, not a sentence's end
-        end = m.end(1) if m.group(1) else m.start()
+    for m in _breaks(text):
+        mark = m.group(1)
+        if mark:
+            if mark[0] == "." and _after_list_number(text, m.start()):
+                continue  # "1. one thing": a list number, not a sentence's end
+            end = m.end(1)
+        else:
+            end = m.start()
         pieces.append((pos, end))
         pos = m.end()
     pieces.append((pos, len(text)))
-    # a Markdown heading is a line of its own
-    split: list[tuple[int, int]] = []
+    out: list[tuple[int, int]] = []
     for start, end in pieces:
-        while text.startswith("#", start + len(text[start:end]) - len(text[start:end].lstrip())):
+        # a Markdown heading is a line of its own
+        while text.startswith("#", _first_visible(text, start, end)):
             cut = text.find("\n", start, end)
             if cut < 0:
                 break
-            split.append((start, cut))
+            _add_sentence(out, text, start, cut)
             start = cut + 1
-        split.append((start, end))
-    pieces = split
-    out: list[tuple[int, int]] = []
-    for start, end in pieces:
-        if end - start > MAX_SENTENCE:
-            cut = start
-            for m in _LINE.finditer(text, start, end):
-                out.append((cut, m.start()))
-                cut = m.end()
-            out.append((cut, end))
-        else:
-            out.append((start, end))
-    trimmed = []
-    for start, end in out:
-        while start < end and text[start].isspace():
-            start += 1
-        while end > start and text[end - 1].isspace():
-            end -= 1
-        if end > start:
-            trimmed.append((start, end))
-    return trimmed
+        _add_sentence(out, text, start, end)
+    return out
+
+
+def _breaks(text: str) -> Iterator[re.Match[str]]:
+    """`_BREAK.finditer(text)`, tried only where a break can start (every alternative opens with one of
+    `.!?` or a line break): finding those is ~4 x faster than the pattern's scan of every position."""
+    after = 0
+    for start in _BREAK_START.finditer(text):
+        at = start.start()
+        if at >= after:
+            m = _BREAK.match(text, at)
+            if m is not None:
+                after = m.end()  # never empty: each alternative takes at least one character
+                yield m
+
+
+def _after_list_number(text: str, at: int) -> bool:
+    """Whether the line up to `at` (a period) is a number alone: "12." opens a list item."""
+    before = text[at - 1] if at else ""
+    if before and not before.isspace() and not before.isdigit():
+        return False  # the usual case, "word.": no need to cut out the line
+    return text[text.rfind("\n", 0, at) + 1:at].strip().isdigit()
+
+
+def _first_visible(text: str, start: int, end: int) -> int:
+    """The first non-whitespace position in [start, end), else `end`."""
+    if start < end and not text[start].isspace():
+        return start
+    return start + len(text[start:end]) - len(text[start:end].lstrip())
+
+
+def _add_sentence(out: list[tuple[int, int]], text: str, start: int, end: int) -> None:
+    """[start, end) trimmed of whitespace (when anything is left), a piece longer than MAX_SENTENCE (code,
+    tables) first cut at its line breaks."""
+    if end - start > MAX_SENTENCE:
+        for m in _LINE.finditer(text, start, end):
+            _add_trimmed(out, text, start, m.start())
+            start = m.end()
+    _add_trimmed(out, text, start, end)
+
+
+def _add_trimmed(out: list[tuple[int, int]], text: str, start: int, end: int) -> None:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    if end > start:
+        out.append((start, end))
 
 
 def _terms(text: str) -> set[str]:
@@ -138,19 +171,41 @@ def _sentences(text: str) -> list[tuple[int, int]]:
     return ranges
 
 
-def _matcher(terms: set[str]) -> re.Pattern[str] | None:
-    # Stemming every word of every sentence cost ~40 ms for ten hits; matching the query's few stems as
-    # word prefixes (a stem plus up to 4 letters: "weigh" finds "weighs", "weighed") costs ~1 ms. (Set
-    # look-ups over each sentence's words instead, to save the compile, were tried: 24 us a sentence
-    # against the pattern's 5, a net loss; re's own cache keeps a repeated query's pattern.) No `\b` ahead
-    # of the stems: with one, re cannot skip ahead by the stems' first letters and tries the whole
-    # alternation at every position (the scan took ~1.7 x as long); a match must start a word, which
-    # _starts_word checks after. It changes nothing found: a match ends at a word's end, so one starting
-    # inside a word (dropped) never hides one starting at the next word.
-    if not terms:
-        return None
-    alternatives = "|".join(re.escape(t) for t in sorted(terms, key=lambda t: (-len(t), t)))
-    return re.compile(rf"({alternatives})\w{{0,4}}\b")
+class QueryWords:
+    """A query's content stems as a passage's words match them: a word matches the longest stem it starts
+    with that leaves at most 4 more letters ("weigh" finds "weighs", "weighed"); only a match that starts a
+    word counts.
+
+    Stemming every word of every sentence cost ~40 ms for ten hits; matching the query's few stems as word
+    prefixes costs well under 1 ms. Stems of word characters only (nearly all) are found by `str.find` in
+    `_overlaps_found`; a stem such as "e.g" spans two words, and a query holding one is scanned with
+    `pattern`, which is compiled only then (compiling it cost a first-seen query ~0.1 ms).
+    """
+
+    __slots__ = ("ordered", "word_only", "_pattern")
+
+    def __init__(self, terms: set[str]) -> None:
+        self.ordered = tuple(sorted(terms, key=lambda t: (-len(t), t)))  # the alternation's order: longest first
+        self.word_only = all(_WORD_RUN.fullmatch(t) for t in self.ordered)
+        self._pattern: re.Pattern[str] | None = None
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        # No `\b` ahead of the stems: with one, re cannot skip ahead by the stems' first letters and tries the
+        # whole alternation at every position (the scan took ~1.7 x as long); a match must start a word, which
+        # _starts_word checks after. It changes nothing found for word-character stems: a match ends at a
+        # word's end, so one starting inside a word (dropped) never hides one starting at the next word.
+        if self._pattern is None:
+            alternatives = "|".join(re.escape(t) for t in self.ordered)
+            self._pattern = re.compile(rf"({alternatives})\w{{0,4}}\b")
+        return self._pattern
+
+
+_WORD_RUN = re.compile(r"\w+")
+
+
+def _matcher(terms: set[str]) -> QueryWords | None:
+    return QueryWords(terms) if terms else None
 
 
 def _starts_word(text: str, at: int) -> bool:
@@ -158,14 +213,14 @@ def _starts_word(text: str, at: int) -> bool:
     return at == 0 or not (text[at - 1].isalnum() or text[at - 1] == "_")
 
 
-def _overlap(matcher: re.Pattern[str] | None, terms: set[str], sentence: str) -> float:
+def _overlap(matcher: QueryWords | None, terms: set[str], sentence: str) -> float:
     if matcher is None:
         return 0.0
     lowered = sentence.lower()
-    return len({m.group(1) for m in matcher.finditer(lowered) if _starts_word(lowered, m.start())}) / len(terms)
+    return len({m.group(1) for m in matcher.pattern.finditer(lowered) if _starts_word(lowered, m.start())}) / len(terms)
 
 
-def _overlaps(matcher: re.Pattern[str] | None, terms: set[str], text: str,
+def _overlaps(matcher: QueryWords | None, terms: set[str], text: str,
               ranges: Sequence[tuple[int, int]]) -> list[float]:
     """`_overlap` of each range of `text`, from one scan of the whole text (one lower() and one finditer
     instead of one per sentence: the per-call costs were most of the hybrid sentence list's time).
@@ -181,34 +236,15 @@ def _overlaps(matcher: re.Pattern[str] | None, terms: set[str], text: str,
     lowered = text.lower()
     if len(lowered) != len(text) or "\u03a3" in text:
         return [_overlap(matcher, terms, text[s:e]) for s, e in ranges]
-    ordered = _word_terms(matcher, terms)
-    if ordered is not None:
-        return _overlaps_found(ordered, len(terms), lowered, ranges)
+    if matcher.word_only:
+        return _overlaps_found(matcher.ordered, len(terms), lowered, ranges)
     starts = [s for s, _e in ranges]
     found: list[set[str]] = [set() for _ in ranges]
-    for m in matcher.finditer(lowered):
+    for m in matcher.pattern.finditer(lowered):
         i = bisect.bisect_right(starts, m.start()) - 1
         if i >= 0 and m.end() <= ranges[i][1] and _starts_word(lowered, m.start()):
             found[i].add(m.group(1))
     return [len(words) / len(terms) for words in found]
-
-
-_FIND_ORDERS: dict[str, tuple[str, ...] | None] = {}
-_WORD_RUN = re.compile(r"\w+")
-
-
-def _word_terms(matcher: re.Pattern[str], terms: set[str]) -> tuple[str, ...] | None:
-    """The terms in the pattern's order (longest first, then alphabetical) when every one is word characters
-    only, else None (a stem such as "e.g" spans two words: only the pattern scans those). Remembered per
-    pattern: a query's pattern is met once per passage."""
-    order = _FIND_ORDERS.get(matcher.pattern, ())
-    if order == ():
-        ranked = tuple(sorted(terms, key=lambda t: (-len(t), t)))
-        order = ranked if all(_WORD_RUN.fullmatch(t) for t in ranked) else None
-        if len(_FIND_ORDERS) >= 1024:
-            _FIND_ORDERS.clear()
-        _FIND_ORDERS[matcher.pattern] = order
-    return order
 
 
 def _overlaps_found(ordered: tuple[str, ...], count: int, lowered: str,
@@ -377,7 +413,7 @@ def word_vectors(card: ModelCard | None) -> WordVectors | None:
 
 def best_span(text: str, query: str, vectors: WordVectors | None = None,
               query_terms: set[str] | None = None, query_vector: np.ndarray | None = None,
-              matcher: re.Pattern[str] | None = None, memo: SentenceMemo | None = None) -> tuple[int, int] | None:
+              matcher: QueryWords | None = None, memo: SentenceMemo | None = None) -> tuple[int, int] | None:
     """The range (within `text`) of the best sentence, joined by its better neighbour when that scores
     at least NEIGHBOUR_SHARE of it; None for text without a sentence."""
     ranges, scores = _sentence_scores(text, query, vectors, query_terms, query_vector, matcher, memo)
@@ -399,7 +435,7 @@ SentenceMemo = dict[str, tuple[list[tuple[int, int]], np.ndarray]]
 
 
 def _sentence_scores(text: str, query: str, vectors: WordVectors | None, query_terms: set[str] | None,
-                     query_vector: np.ndarray | None, matcher: re.Pattern[str] | None = None,
+                     query_vector: np.ndarray | None, matcher: QueryWords | None = None,
                      memo: SentenceMemo | None = None) -> tuple[list[tuple[int, int]], np.ndarray]:
     """Each sentence's range (within `text`) and its score against the query (rounded to 9 decimals).
     `memo`: this query's scores so far (the same query, vectors and terms for every call given it)."""
@@ -429,7 +465,7 @@ def best_sentence_scores(texts: Sequence[str], query: str, vectors: WordVectors 
     """Each text's best sentence score against the query (0.0 for a text without a sentence)."""
     terms = _terms(query)
     qv = vectors.vector(query) if vectors is not None else None
-    matcher = _matcher(terms)  # one pattern for all the passages
+    matcher = _matcher(terms)  # one for all the passages
     out = []
     for text in texts:
         _ranges, scores = _sentence_scores(text, query, vectors, terms, qv, matcher, memo)
@@ -442,7 +478,7 @@ def answer_spans(texts: Sequence[str], query: str, vectors: WordVectors | None,
     """best_span for each text, the query's terms and vector computed once."""
     terms = _terms(query)
     qv = vectors.vector(query) if vectors is not None else None
-    matcher = _matcher(terms)  # one pattern for all the hits
+    matcher = _matcher(terms)  # one for all the hits
     return [best_span(t, query, vectors, terms, qv, matcher, memo) for t in texts]
 
 

@@ -142,6 +142,17 @@ def test_one_scan_of_the_passage_finds_each_sentences_query_words(text: str, que
     assert _overlaps(matcher, terms, text, ranges) == [_overlap(matcher, terms, text[s:e]) for s, e in ranges]
     # and what the pattern with a leading \b found per sentence (before the word-start check moved out of it)
     if matcher is not None:
-        bounded = re.compile(r"\b" + matcher.pattern)
+        bounded = re.compile(r"\b" + matcher.pattern.pattern)
         assert [_overlap(matcher, terms, text[s:e]) for s, e in ranges] == \
             [len({m.group(1) for m in bounded.finditer(text[s:e].lower())}) / len(terms) for s, e in ranges]
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=_TRICKY)
+def test_breaks_tried_only_where_one_can_start_are_the_patterns_own(text: str) -> None:
+    # sentence_ranges tries its break pattern only at '.', '!', '?' and line breaks; what it finds must be
+    # exactly what the pattern's own scan of every position finds
+    from engine.text.answer_span import _BREAK, _breaks
+
+    assert [(m.start(), m.end(), m.group(1)) for m in _breaks(text)] == \
+        [(m.start(), m.end(), m.group(1)) for m in _BREAK.finditer(text)]
