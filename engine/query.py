@@ -155,6 +155,8 @@ def run_query(
                 f"{fingerprint.dimension}-dimensional vectors ({fingerprint.embed_model})"
             )
         _check_query_fingerprint(engine.settings, name, fingerprint, None)
+        if text is not None:
+            card = _sentence_scorer_card(engine, fingerprint)
     elif use_dense:
         card = engine.model_card()
         if card is None:
@@ -452,6 +454,19 @@ def _check_mode(settings: Settings, mode: str | None) -> RetrievalMode:
         return RetrievalMode.parse(chosen)
     except ValueError:
         raise invalid(f"mode must be one of {', '.join(RetrievalMode)}, got {chosen!r}") from None
+
+def _sentence_scorer_card(engine: QueryEngine, stored: Fingerprint) -> ModelCard | None:
+    """For a query given with its vector: the configured model's card when it is the model the dataset was
+    embedded with, so its sentences (the sentence list, the answer spans) are scored with the model's word
+    vectors as the same query given as text alone is; else None (word overlap alone). Loads no model."""
+    try:
+        card = engine.model_card()
+    except KxError:
+        return None
+    if card is None or card.model_id != stored.embed_model or card.dimension != stored.dimension:
+        return None
+    return card
+
 
 def _check_query_fingerprint(settings: Settings, name: str, stored: Fingerprint, card: ModelCard | None) -> None:
     current = current_fingerprint(settings, card, stored.dimension)

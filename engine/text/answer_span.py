@@ -38,6 +38,7 @@ import json
 import re
 import threading
 from collections import OrderedDict
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Sequence
 
@@ -374,10 +375,37 @@ class WordVectors:
 
     def sentence_vectors(self, text: str, ranges: Sequence[tuple[int, int]]) -> np.ndarray:
         """One unit vector per range of `text` (zeros for a range holding no known word)."""
+        lowered = text.lower()
+        if len(lowered) != len(text):  # a character whose lower case is longer ('İ'): place words by position
+            return self._sentence_vectors_by_position(lowered, ranges)
+        # Each range's words are found inside it (a range's edges are whitespace or the text's ends, so no word
+        # crosses one) and looked up per word: a Python step per token, keeping its start to place it in a
+        # range afterwards, cost ~1.5 ms for a query's ten first-seen passages. The sums are the same rows
+        # added in the same order.
+        known, word_ids, words = self._ids.get, self._word_ids, self._WORDS.findall
+        ids: list[int] = []
+        bounds = [0]
+        for start, end in ranges:
+            found = words(lowered, start, end)
+            pieces = list(map(known, found))
+            if None in pieces:  # words met for the first time
+                pieces = [word_ids(word) if ids_ is None else ids_ for word, ids_ in zip(found, pieces)]
+            ids.extend(chain.from_iterable(pieces))
+            bounds.append(len(ids))
+        out = np.zeros((len(ranges), self._table.shape[1]), dtype=np.float32)
+        if ids:
+            rows = self._table[np.asarray(ids, dtype=np.int64)]
+            for i in range(len(ranges)):
+                if bounds[i + 1] > bounds[i]:
+                    out[i] = rows[bounds[i]:bounds[i + 1]].sum(axis=0)
+        return _unit_rows(out)
+
+    def _sentence_vectors_by_position(self, lowered: str, ranges: Sequence[tuple[int, int]]) -> np.ndarray:
+        """sentence_vectors where lowering moved positions: each token placed by where its word starts."""
         word_ids = self._word_ids
         starts: list[int] = []
         ids: list[int] = []
-        for m in self._WORDS.finditer(text.lower()):
+        for m in self._WORDS.finditer(lowered):
             for token in word_ids(m.group()):
                 starts.append(m.start())
                 ids.append(token)
@@ -389,12 +417,16 @@ class WordVectors:
             last = np.searchsorted(at, [b for _, b in ranges])
             for i in np.flatnonzero(last > first):
                 out[i] = rows[first[i]:last[i]].sum(axis=0)
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.where(norms > 0, norms, 1.0)
+        return _unit_rows(out)
 
     def vector(self, text: str) -> np.ndarray:
         return self.sentence_vectors(text, [(0, len(text))])[0]
 
+
+
+def _unit_rows(rows: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows / np.where(norms > 0, norms, 1.0)
 
 _CACHE: dict[str, WordVectors | None] = {}
 _CACHE_LOCK = threading.Lock()

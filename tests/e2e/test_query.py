@@ -386,6 +386,15 @@ def test_a_precomputed_query_vector_must_match_the_dataset_and_then_equals_the_t
             # and the CLI, with a model of its own, agrees
             cli = ask(corpus, text, "--mode", "dense", "--rerank", "on" if rerank else "off")
             assert cli["hits"] == [h.to_dict() for h in by_text.hits]
+        # given with its words, the vector answers as the words alone do, in every mode: the sentences (the
+        # hybrid sentence list, the answer spans) are scored with the model's word vectors either way
+        for words in (text, "how long before my vacation do I submit the leave form?", "KX-4021"):
+            vector = real_embedder.encode([words])[0]
+            for mode in ("hybrid", "dense", "sparse"):
+                by_text = engine.query("corpus", words, mode=mode)
+                both = engine.query("corpus", words, vector=vector, mode=mode)
+                assert [h.to_dict() for h in both.hits] == [h.to_dict() for h in by_text.hits], (words, mode)
+                assert any(h.sentence_rank for h in both.hits) or mode != "hybrid" or len(both.hits) < 2
     finally:
         engine.close()
 
