@@ -192,13 +192,16 @@ class QueryWords:
 
     @property
     def pattern(self) -> re.Pattern[str]:
-        # No `\b` ahead of the stems: with one, re cannot skip ahead by the stems' first letters and tries the
-        # whole alternation at every position (the scan took ~1.7 x as long); a match must start a word, which
-        # _starts_word checks after. It changes nothing found for word-character stems: a match ends at a
-        # word's end, so one starting inside a word (dropped) never hides one starting at the next word.
+        # No `\b` ahead of word-character stems: with one, re cannot skip ahead by the stems' first letters and
+        # tries the whole alternation at every position (the scan took ~1.7 x as long); a match must start a
+        # word, which _starts_word checks after. That changes nothing found for them: a match ends at its
+        # word's end, so one starting inside a word (dropped) never hides one starting at the next word. A
+        # dotted stem ("e.g") can run on past the word it started inside and hide the next one: with one, the
+        # pattern itself asks for the word start.
         if self._pattern is None:
             alternatives = "|".join(re.escape(t) for t in self.ordered)
-            self._pattern = re.compile(rf"({alternatives})\w{{0,4}}\b")
+            start = "" if self.word_only else r"\b"
+            self._pattern = re.compile(rf"{start}({alternatives})\w{{0,4}}\b")
         return self._pattern
 
 
@@ -387,10 +390,10 @@ class WordVectors:
         bounds = [0]
         for start, end in ranges:
             found = words(lowered, start, end)
-            pieces = list(map(known, found))
+            pieces: list[tuple[int, ...] | None] = list(map(known, found))
             if None in pieces:  # words met for the first time
                 pieces = [word_ids(word) if ids_ is None else ids_ for word, ids_ in zip(found, pieces)]
-            ids.extend(chain.from_iterable(pieces))
+            ids.extend(chain.from_iterable(pieces))  # type: ignore[arg-type]  # None filled in above
             bounds.append(len(ids))
         out = np.zeros((len(ranges), self._table.shape[1]), dtype=np.float32)
         if ids:
