@@ -58,3 +58,26 @@ def test_query_text_too_long_or_not_text_is_invalid_everywhere(hash_engine: Engi
                             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
     assert answer.status_code == 400 and answer.json()["code"] == "INVALID_ARGUMENT", answer.text
     assert answer.json()["message"].startswith("text:")   # the gateway's schema names the field
+
+
+def test_a_unit_query_vector_is_searched_as_given_and_any_other_is_scaled_to_unit_length() -> None:
+    # the model's own vector sent with its words must search exactly as the words alone do: scaled once more
+    # it would differ in the last bits (and a dense score in its 6th decimal)
+    import numpy as np
+
+    from engine.errors import KxError
+    from engine.query import _given_query_vector
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        raw = rng.standard_normal(384).astype(np.float32)
+        unit = (raw / np.linalg.norm(raw)).astype(np.float32)   # as a model normalises: in float32
+        assert _given_query_vector(unit).tobytes() == unit.tobytes()
+        assert _given_query_vector(unit.tolist()).tobytes() == unit.tobytes()
+        scaled = _given_query_vector(raw * 3.0)
+        assert abs(float(np.linalg.norm(scaled.astype(np.float64))) - 1.0) < 1e-6
+        assert np.allclose(scaled, unit, atol=1e-6)
+    with pytest.raises(KxError, match="all zeros"):
+        _given_query_vector([0.0] * 8)
+    with pytest.raises(KxError, match="NaN or infinite"):
+        _given_query_vector([1.0, float("nan")])
