@@ -464,8 +464,10 @@ class SegmentTerms:
 
         term = text.encode("utf-8")
         having = 0
-        ids: list[np.ndarray] = []
-        weights: list[np.ndarray] = []
+        # Every segment's blocks of id gaps and their weights gathered into lists and made arrays once, for all
+        # the segments together: a common word has thousands of blocks of 128, and an array and a running sum
+        # per block, or even per segment (SciFact has six), cost more than the numbers.
+        postings = _Blocks()
         for terms, offset in self._parts:
             raw = terms._tindex.get(terms._keycoder(self._field, term))
             if raw is None:
@@ -474,34 +476,107 @@ class SegmentTerms:
             having += info.doc_frequency()
             if info.is_inlined():  # a rare term's postings live in its term info
                 seg_ids, seg_weights, _values = info.inlined_postings()
-                ids.append(np.array(seg_ids, dtype=np.int64) + offset)
-                weights.append(np.array(_block_weights(seg_weights, len(seg_ids)), dtype=np.float64))
-                continue
-            leaf = terms._codec.postings_reader(terms._postfile, info, self._format)
-            if type(leaf) is not W3LeafMatcher or leaf._byteids:
-                leaf_ids, leaf_weights = _iterated(leaf)
-                ids.append(leaf_ids + offset)
-                weights.append(leaf_weights)
-                continue
-            # A common word has thousands of blocks of 128: their gaps and weights are gathered into two
-            # lists and made arrays once (an array and a cumsum per block cost more than the numbers).
-            gaps: list[int] = []
-            tfs: list[float] = []
-            starts: list[int] = []
-            while leaf.is_active():
-                if leaf._data is None:
-                    leaf._read_data()
-                starts.append(len(gaps))
-                gaps.extend(leaf._data[0])
-                tfs.extend(_block_weights(leaf._data[1], leaf._blocklength))
-                leaf._next_block()
-            ids.append(_undelta(np.array(gaps, dtype=np.int64), starts) + offset)
-            weights.append(np.array(tfs, dtype=np.float64))
+                postings.add_ids(seg_ids, _block_weights(seg_weights, len(seg_ids)), offset)
+            elif not _read_blocks(terms._postfile, info.extent(), postings, offset):
+                # not the layout read here: whoosh's own matcher reads it
+                leaf = terms._codec.postings_reader(terms._postfile, info, self._format)
+                if type(leaf) is not W3LeafMatcher or leaf._byteids:
+                    leaf_ids, leaf_weights = _iterated(leaf)
+                    postings.add_ids(leaf_ids.tolist(), leaf_weights.tolist(), offset)
+                    continue
+                while leaf.is_active():
+                    if leaf._data is None:
+                        leaf._read_data()
+                    postings.add_block(leaf._data[0], _block_weights(leaf._data[1], leaf._blocklength), offset)
+                    leaf._next_block()
         if having == 0:
             return None
-        if len(ids) == 1:
-            return ids[0], weights[0], having
-        return np.concatenate(ids), np.concatenate(weights), having
+        numbers, weights = postings.arrays()
+        return numbers, weights, having
+
+
+class _Blocks:
+    """A term's postings as blocks of document-number gaps (each block's first gap counted from its base, the
+    segment's first document number) and their weights, made arrays once."""
+
+    __slots__ = ("gaps", "weights", "starts", "bases")
+
+    def __init__(self) -> None:
+        self.gaps: list[int] = []
+        self.weights: list[float] = []
+        self.starts: list[int] = []   # where each block's gaps start
+        self.bases: list[int] = []    # each block's base
+
+    def add_block(self, gaps: Sequence[int], weights: Sequence[float], base: int) -> None:
+        self.starts.append(len(self.gaps))
+        self.bases.append(base)
+        self.gaps.extend(gaps)
+        self.weights.extend(weights)
+
+    def add_ids(self, ids: Sequence[int], weights: Sequence[float], base: int) -> None:
+        """Document numbers (ascending, within the segment) as one block."""
+        self.add_block([b - a for a, b in zip([0, *ids], ids)], weights, base)
+
+    def mark(self) -> tuple[int, int]:
+        return len(self.gaps), len(self.starts)
+
+    def undo(self, mark: tuple[int, int]) -> None:
+        """Drop what was added since `mark`."""
+        del self.gaps[mark[0]:], self.weights[mark[0]:], self.starts[mark[1]:], self.bases[mark[1]:]
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        numbers = _undelta(np.array(self.gaps, dtype=np.int64), self.starts)
+        if any(self.bases):
+            numbers += np.repeat(np.asarray(self.bases, dtype=np.int64),
+                                 np.diff(np.append(self.starts, len(self.gaps))))
+        return numbers, np.array(self.weights, dtype=np.float64)
+
+
+def _read_blocks(postfile: Any, extent: tuple[Any, Any], into: _Blocks, base: int) -> bool:
+    """A term's postings in whoosh's W3 block layout, read in one piece and parsed here, added to `into`;
+    False (nothing added) for anything else: then whoosh's matcher reads them.
+
+    The layout (whoosh.codec.whoosh3 W3PostingsWriter): a 4-byte tag, then blocks of a big-endian int32 byte
+    count (negative for the last block), a pickled info tuple (postings, last id, top weight, compression,
+    two length bytes) and the data tuple (id gaps, weights, values), pickled and zlib-compressed when the
+    info says so. Whoosh's matcher seeks and reads three times a block and keeps a Python object per term
+    and segment.
+    """
+    import io
+    import pickle
+    import zlib
+
+    offset, length = extent
+    if isinstance(length, tuple) and len(length) == 1:
+        length = length[0]  # whoosh's term info keeps the length as struct.unpack's 1-tuple
+    if type(offset) is not int or type(length) is not int or length < 8:
+        return False
+    mark = into.mark()
+    try:
+        raw = postfile.get(offset, length)
+        if len(raw) != length or raw[:4] != b"W3Bl":
+            return False
+        stream = io.BytesIO(raw)
+        at = 4
+        while True:
+            size = int.from_bytes(raw[at:at + 4], "big", signed=True)
+            end = at + 4 + abs(size)
+            if size == 0 or end > length:
+                break
+            stream.seek(at + 4)
+            count, _last, _top, compression, _shortest, _longest = pickle.load(stream)
+            data = raw[stream.tell():end]
+            block = pickle.loads(zlib.decompress(data) if compression else data)
+            into.add_block(block[0], _block_weights(block[1], count), base)
+            if size < 0:
+                if end == length:
+                    return True
+                break
+            at = end
+    except Exception:  # a damaged or unexpected file: whoosh's own reading says what is wrong
+        pass
+    into.undo(mark)
+    return False
 
 
 def _iterated(matcher: Any) -> tuple[np.ndarray, np.ndarray]:
