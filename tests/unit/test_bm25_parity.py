@@ -113,12 +113,19 @@ def test_a_repeated_query_word_counts_as_often_as_it_occurs(hash_engine: Engine)
     assert sorted(scores.values(), reverse=True) == pytest.approx([first, second], abs=1e-6)
 
 
-def test_postings_read_from_the_segments_equal_whoosh_iterating_them(hash_engine: Engine) -> None:
+@pytest.mark.parametrize("blocks", ["parsed", "through whoosh's matcher"])
+def test_postings_read_from_the_segments_equal_whoosh_iterating_them(hash_engine: Engine, blocks: str,
+                                                                      monkeypatch) -> None:
     """Several segments (one per ingest), words in more postings than one block holds (whoosh: 128), words in
-    one passage only (whoosh inlines those postings into the term's entry) and words some segments lack."""
+    one passage only (whoosh inlines those postings into the term's entry) and words some segments lack; the
+    blocks parsed from the postings file, and (a layout not parsed here) read through whoosh's matcher."""
     from whoosh import index
 
+    from engine.embedded import sparse as sparse_module
     from engine.embedded.sparse import SegmentTerms
+
+    if blocks != "parsed":
+        monkeypatch.setattr(sparse_module, "_read_blocks", lambda *_args: False)
 
     rng = random.Random(5)
     for batch in range(3):
@@ -294,3 +301,42 @@ def test_an_index_without_the_seq_column_answers_the_same(hash_engine: Engine, m
     finally:
         for scorer in scorers.values():
             scorer.close()
+
+
+def test_postings_blocks_that_do_not_parse_are_left_to_whoosh_and_leave_nothing_behind() -> None:
+    # the W3 layout: a tag, then blocks of (signed byte count, negative for the last; pickled info; the
+    # pickled, maybe compressed, data); anything else (a damaged file) is read by whoosh's matcher instead,
+    # so nothing of a half-parsed term may stay in the gathered blocks
+    import pickle
+    import struct
+    import zlib
+
+    from engine.embedded.sparse import _Blocks, _read_blocks
+
+    def block(gaps: list[int], weights, last: bool, compress: bool) -> bytes:
+        data = pickle.dumps((tuple(gaps), weights, None), 2)
+        data = zlib.compress(data, 3) if compress else data
+        info = pickle.dumps((len(gaps), sum(gaps), 1.0, 3 if compress else 0, 1, 1), 2)
+        size = len(info) + len(data)
+        return struct.pack("!i", -size if last else size) + info + data
+
+    class Postings:  # whoosh's StructFile.get
+        def __init__(self, data: bytes) -> None:
+            self.data = data
+
+        def get(self, offset: int, length: int) -> bytes:
+            return self.data[offset:offset + length]
+
+    body = b"W3Bl" + block([3, 1, 2], None, False, True) + block([7, 5], 2.0, True, False)
+    layout = b"xx" + body
+    into = _Blocks()
+    into.add_block([1], [1.0], 0)
+    assert _read_blocks(Postings(layout), (2, (len(body),)), into, 100)
+    numbers, weights = into.arrays()
+    assert numbers.tolist() == [1, 103, 104, 106, 107, 112] and weights.tolist() == [1.0, 1.0, 1.0, 1.0, 2.0, 2.0]
+    for damaged in (b"W3Bx" + body[4:], body[:-3], body[:12], body.replace(b"W3Bl", b"W3Bl\x00\x00\x00\x00", 1),
+                    body[:-1] + b"\x00"):
+        into = _Blocks()
+        into.add_block([1], [1.0], 0)
+        assert not _read_blocks(Postings(b"xx" + damaged), (2, len(damaged)), into, 100)
+        assert into.arrays()[0].tolist() == [1] and into.arrays()[1].tolist() == [1.0]
