@@ -25,12 +25,14 @@ PAGE = 100
 
 def added_notes(backend: Backend, name: str, report: IngestReport) -> dict[str, list[str]]:
     """ref -> what the extractor noted (a page without a text layer, an HTML page without its body) for each
-    document this ingest added. The added documents are the dataset's last ones, read back a page at a time."""
+    document this ingest added. The added documents are the dataset's last ones, read back a page at a time
+    from the listing of every stored version: `report.documents` counts those, and the listing of current
+    ones is shorter once a file was edited or retired, so it would end before the added documents."""
     refs = {r.ref for r in report.results if r.status == DocumentStatus.ADDED and r.ref}
     notes: dict[str, list[str]] = {}
     offset = report.documents - len(refs)
     while refs and offset < report.documents:
-        page = backend.list_documents(name, offset=offset, limit=1000)
+        page = backend.list_documents(name, offset=offset, limit=1000, versions="all")
         if not page:
             break
         notes.update({d.ref: list(d.notes) for d in page if d.ref in refs and d.notes})

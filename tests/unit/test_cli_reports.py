@@ -1,0 +1,98 @@
+"""What `kx datasets ingest` reports about a folder of a user's own files, in its human lines and in `--json`:
+found by driving the CLI over real-looking piles (edited files, odd names), the CLI in this process over the
+tiny embedder."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.records import DocumentResult, DocumentStatus
+from kx_tui.render import _SafeConsole, print_ingest_line
+
+from ..helpers import HashEmbedder, run_cli
+
+# an HTML page trafilatura finds no article in: ingested whole, with a note saying so (engine/extract/html.py)
+BARE_PAGE = (b"<html><head><title>Contact</title><script>x()</script></head><body>"
+             b"<footer>Write to 1 Main Street</footer></body></html>")
+
+
+@pytest.fixture(autouse=True)
+def tiny_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    import engine.embedding.embedders
+
+    # the engine imports load_embedder when it first needs a model: patch it where it lives
+    monkeypatch.setattr(engine.embedding.embedders, "load_embedder",
+                        lambda card, *args, **kwargs: HashEmbedder(card.dimension) if card else None)
+
+
+def test_an_extractor_s_note_is_told_after_a_file_was_edited(tmp_path: Path) -> None:
+    """The notes of the documents an ingest added are read back from the dataset's listing; once an edit
+    left a superseded version, the listing of current documents is shorter than the stored count and the
+    notes were looked for past its end: the note went missing from both outputs."""
+    folder = tmp_path / "pile"
+    folder.mkdir()
+    (folder / "guide.txt").write_text("The first draft of the guide about lighthouses.\n")
+    assert run_cli("datasets", "ingest", "pile", str(folder)).code == 0
+    (folder / "guide.txt").write_text("The second draft of the guide about lighthouses.\n")
+    assert run_cli("datasets", "ingest", "pile", str(folder)).code == 0   # guide v1 is superseded now
+    page = tmp_path / "contact.html"
+    page.write_bytes(BARE_PAGE)
+
+    shown = run_cli("datasets", "ingest", "pile", str(page))
+    assert shown.code == 0, shown.stderr
+    assert "note: contact:" in shown.stdout and "no main content was found" in shown.stdout
+
+    page.write_bytes(BARE_PAGE.replace(b"Main", b"High"))
+    answer = run_cli("datasets", "ingest", "pile", str(page), "--json")
+    assert answer.code == 0, answer.stderr
+    [result] = json.loads(answer.stdout)["results"]
+    assert result["status"] == "added" and any("no main content was found" in n for n in result["notes"])
+
+
+def test_a_refusal_s_reason_stays_on_its_line() -> None:
+    """A reason quotes the file's path; a newline in a file's name must not start a line of its own (one
+    that could read as another file's outcome). The name beside it is shown as ␊ already."""
+    buffer = io.StringIO()
+    console = _SafeConsole(file=buffer, color_system=None, highlight=False, soft_wrap=True)
+    name = "new\nadded     forged"
+    reason = f"the file /pile/{name}.txt: the document name {name!r} holds the control character '\\n'"
+    print_ingest_line(console, DocumentResult(name, DocumentStatus.REFUSED, code="INVALID_ARGUMENT", reason=reason))
+    out = buffer.getvalue()
+    assert out.count("\n") == 1 and out.endswith("\n"), repr(out)
+    assert "/pile/new␊added     forged.txt" in out
+
+
+def test_a_watch_line_stays_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """`kx datasets watch` prints one line per event; a file named with a newline is refused, and its line
+    (naming the file twice) must stay one line, the newline shown."""
+    from engine.watch.events import Refused
+    from kx_tui.cli.watch import _EventPrinter
+
+    path = "/inbox/new\nadded     forged.txt"
+    printer = _EventPrinter(as_json=False)
+    printer(Refused(path, "new\nadded     forged", "INVALID_ARGUMENT",
+                    f"the file {path}: the document name holds the control character '\\n'", 1))
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("refused") and out.count("new␊added     forged.txt") == 2, out
+
+
+
+def test_a_name_or_path_with_a_control_character_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    """A file named with a tab, or in a folder named with a newline, is refused alone; its reason says what
+    to do about it (rename), as every refusal does."""
+    (tmp_path / "ta\tb.txt").write_text("a note about tabs\n")
+    folder = tmp_path / "odd\nfolder"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("a note about newlines\n")
+    (tmp_path / "fine.txt").write_text("a note about nothing odd\n")
+    answer = run_cli("datasets", "ingest", "odd", "--file", str(tmp_path / "ta\tb.txt"),
+                     "--file", str(folder / "notes.txt"), "--file", str(tmp_path / "fine.txt"), "--json")
+    assert answer.code == 3, answer.stderr
+    results = {r["name"]: r for r in json.loads(answer.stdout)["results"]}
+    assert results["fine"]["status"] == "added"
+    for name in ("ta\tb", "notes"):
+        assert results[name]["status"] == "refused" and "rename" in results[name]["reason"], results[name]
