@@ -228,7 +228,8 @@ def print_ingest_line(console: _RichConsole, result: DocumentResult) -> None:
     label = f"[{style}]{result.status:<9}[/]"
     name = escape(terminal_safe(result.name))
     if result.status == DocumentStatus.REFUSED:
-        console.print(f"{label} {name}: {escape(result.reason or '')}")
+        # the reason quotes the file's path: a newline in its name must not start a line that reads as output
+        console.print(f"{label} {name}: {escape(terminal_safe(result.reason or ''))}")
     else:
         plural = "" if result.passages == 1 else "s"
         console.print(f"{label} {name} ({result.passages} passage{plural})")

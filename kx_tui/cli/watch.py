@@ -176,8 +176,11 @@ class _EventPrinter:
 
     def _words(self, event: WatchEvent) -> str | None:
         from ..describe import describe_watch_event
+        from ..render import terminal_safe
 
-        return describe_watch_event(event, self._relative(getattr(event, "path", None) or ""))
+        line = describe_watch_event(event, self._relative(getattr(event, "path", None) or ""))
+        # one line per event: a newline in a file's name (refused, and named twice in its line) is shown, not obeyed
+        return None if line is None else terminal_safe(line)
 
     def _relative(self, path: str) -> str:
         if self.root and path.startswith(self.root + os.sep):
