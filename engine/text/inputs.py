@@ -63,7 +63,7 @@ def check_document_name(name: str, label: str = "the document name") -> str:
     bad = _CONTROL.search(name) or _UNSHOWABLE.search(name)
     if bad:
         raise invalid(f"{label}: the document name {name[:60]!r} holds the control character "
-                      f"{bad.group()!r}; names are printable text")
+                      f"{bad.group()!r}; names are printable text: rename it without that character")
     parts = re.split(r"[/\\]", name)
     if any(part in (".", "..") for part in parts):
         raise invalid(f"{label}: the document name {name[:60]!r} has a '.' or '..' segment; a name may hold "
@@ -78,7 +78,8 @@ def check_source_path(path: str, label: str = "source_path") -> str:
     """INVALID_ARGUMENT for a source path with control characters (NUL included)."""
     bad = _CONTROL.search(path)
     if bad:
-        raise invalid(f"{label}: the source path {path[:60]!r} holds the control character {bad.group()!r}")
+        raise invalid(f"{label}: the source path {path[:60]!r} holds the control character {bad.group()!r}; "
+                      "rename the file or folder without that character")
     return path
 
 
