@@ -83,8 +83,10 @@ def _bad(clause: str, why: str) -> Exception:
 def _day(clause: str, value: str) -> float:
     try:
         day = _dt.date.fromisoformat(value)
-    except ValueError:
-        raise _bad(clause, "the date is YYYY-MM-DD and must be a calendar day (not a calendar day)") from None
+    except ValueError as exc:
+        # Python's reason names what is wrong (the month, the day), but not the shape when it is no date at all
+        why = f"{value!r} is not YYYY-MM-DD" if str(exc).startswith("Invalid isoformat") else str(exc)
+        raise _bad(clause, f"the date is YYYY-MM-DD and must be a calendar day ({why})") from None
     return _dt.datetime(day.year, day.month, day.day, tzinfo=_dt.UTC).timestamp()
 
 

@@ -36,6 +36,14 @@ def test_where_syntax_is_checked_with_an_example() -> None:
         assert caught.value.status is Status.INVALID_ARGUMENT and "--where type:pdf" in caught.value.message
 
 
+@pytest.mark.parametrize("day, why", [("2026-02-30", "day is out of range"), ("2026-13-01", "month must be"),
+                                      ("yesterday", "'yesterday' is not YYYY-MM-DD")])
+def test_a_date_that_is_not_a_day_says_what_is_wrong_with_it(day: str, why: str) -> None:
+    with pytest.raises(KxError) as caught:
+        parse_where([f"after:{day}"])
+    assert why in caught.value.message and "(not a calendar day)" not in caught.value.message
+
+
 @pytest.mark.parametrize("mode", ["hybrid", "dense", "sparse"])
 def test_a_filter_matching_under_5_percent_still_returns_k_hits(hash_engine: Engine, mode: str) -> None:
     _corpus(hash_engine)
