@@ -64,6 +64,11 @@ class InProcessBackend(ABC):
         """Carry lineages to new names ((old name, new name, new path or None)); returns the old names moved."""
 
     @abstractmethod
+    def copies(self, name: str) -> dict[str, tuple[str, str | None]]:
+        """Live lineages a listing does not show under their own name: copies of another file's bytes
+        (lineage.LineageState.copies); lineage -> (current ref, the copy's path or None)."""
+
+    @abstractmethod
     def searcher(self, name: str) -> Any:
         """The dataset's open readers, cached (the warm-up opens them ahead of the first query)."""
 

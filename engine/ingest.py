@@ -86,7 +86,7 @@ class IngestCatalogue(Protocol):
         """One group, durably; `vectors` None only for a target with a stage two (the embedding backlog)."""
         ...
 
-    def record_current(self, pairs: Sequence[tuple[str, str]]) -> int: ...
+    def record_current(self, pairs: Sequence[tuple[str, str, str | None]]) -> int: ...
 
     def counts(self) -> tuple[int, int]: ...
 
@@ -323,7 +323,7 @@ def _cut(settings: Settings, docs, given, catalogue, results, emit, known, extra
             row = catalogue.document(ref)
             passages = row.passage_count if row else seen[ref]
             if row is not None or ref in seen:  # current again for its lineage (or taken on by a new name)
-                committer.revived.append((doc.name, ref))
+                committer.revived.append((doc.name, ref, doc.source_path))
             results[position] = DocumentResult(doc.name, DocumentStatus.UNCHANGED, ref, passages, doc.source_path)
             emit(results[position])
             continue
@@ -377,7 +377,7 @@ class _Committer:
         self.documents, self.read, self.committed = documents, 0, 0
         self.embedded = 0  # single-stage backends: passages embedded so far
         self.stored = 0    # documents in the catalogue (committed), reported "added" or not yet
-        self.revived: list[tuple[str, str]] = []  # (lineage, ref) of unchanged documents
+        self.revived: list[tuple[str, str, str | None]] = []  # (lineage, ref, source path) of unchanged documents
         self._shown = 0    # the `done` of the last reading event
 
     def read_one(self) -> None:

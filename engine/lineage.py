@@ -30,20 +30,27 @@ class LineageWrites:
     def known_refs(self, refs: Sequence[str]) -> set[str]:
         raise NotImplementedError
 
-    def _append_events(self, events: Sequence[tuple[str, str | None] | tuple[str, str | None, str, str | None]]
+    def _append_events(self, events: Sequence[tuple[str, str | None] | tuple[str, str | None, str | None, str | None]]
                        ) -> int:
         raise NotImplementedError
 
-    def record_current(self, pairs: Sequence[tuple[str, str]]) -> int:
+    def record_current(self, pairs: Sequence[tuple[str, str, str | None]]) -> int:
         """Make each stored `ref` current for `lineage` where it is not (old bytes offered again, or stored
-        bytes offered under a new name: a renamed or copied file); how many moved."""
+        bytes offered under a new name: a renamed or copied file); how many moved. Each pair carries the
+        path of the file that offered it (or None): bytes new to the lineage keep it with the event, since
+        their stored row names another file (the one first stored with them), and a copy must be told
+        apart from that file, on screen and when its own file goes (engine/watch/reconcile.py)."""
         if not pairs:
             return 0
         state = self.lineage_state()
-        stored = self.known_refs([ref for _lineage, ref in pairs])
-        moved = [(lineage, ref) for lineage, ref in dict.fromkeys(pairs)
-                 if ref in stored and state.current.get(lineage) != ref]
-        return self._append_events(moved)
+        stored = self.known_refs([ref for _lineage, ref, _path in pairs])
+        events: list[tuple[str, str | None] | tuple[str, str | None, str | None, str | None]] = []
+        for lineage, ref, path in dict.fromkeys(pairs):
+            if ref not in stored or state.current.get(lineage) == ref:
+                continue
+            taken_on = path is not None and ref not in state.versions.get(lineage, ())
+            events.append((lineage, ref, None, path) if taken_on else (lineage, ref))
+        return self._append_events(events)
 
     def retire(self, lineages: Sequence[str]) -> list[str]:
         """Retire lineages whose source is gone (a file left its watched folder); those that were live."""
@@ -121,8 +128,8 @@ class LineageState:
                 paths.pop(moved_from, None)
                 versions[lineage] = history + [ref for ref in versions.get(lineage, []) if ref not in moved]
                 members[lineage] = moved | members.get(lineage, set())
-                if path:
-                    paths[lineage] = path
+            if path:   # a renamed file's new place, or the file of a copy that took on stored bytes
+                paths[lineage] = path
             last[lineage] = head
             if head is not None and head not in members.setdefault(lineage, set()):
                 versions.setdefault(lineage, []).append(head)
@@ -182,8 +189,9 @@ class LineageState:
         for ref, name in placed_by_name:  # no events anywhere: each name's newest document is current
             append(name, ref)
             touched[name] = None
-        for lineage, head, moved_from, _path in events:
-            if moved_from is not None or (head is not None and head not in names) or head in self._by_name:
+        for lineage, head, moved_from, path in events:
+            if moved_from is not None or path is not None or (head is not None and head not in names) \
+                    or head in self._by_name:
                 return None
             if head is not None and head not in members.get(lineage, ()):
                 if head in home:
@@ -296,6 +304,16 @@ class LineageState:
     def _current_home(self) -> dict[str, str]:
         return {head: lineage for lineage, head in self.current.items() if head is not None}
 
+    def copies(self) -> dict[str, tuple[str, str | None]]:
+        """Live lineages listed under another name: a copy's name, whose current bytes are another file's
+        (listed, and shown by a query, under that file's name). lineage -> (its current ref, its file's path
+        where the event kept it). A watched folder's reconcile must see them: a copy's file deleted unseen
+        would otherwise leave it current, to answer again once the other file moves on."""
+        if not self._shared:
+            return {}
+        return {lineage: (head, self.paths.get(lineage)) for lineage, head in self.current.items()
+                if head in self._shared and self.lineage_of(head, self.names.get(head, lineage)) != lineage}
+
     def lineage_of(self, ref: str, name: str) -> str:
         """The lineage document `ref` (stored as `name`) belongs to now: `name`, unless that moved on (a
         rename), or it is current only under another name (bytes a renamed or copied file took on)."""
@@ -355,6 +373,8 @@ class LineageView(Protocol):
 
     def describe(self, ref: str, lineage: str) -> tuple[int, str | None, bool]: ...
 
+    def copies(self) -> dict[str, tuple[str, str | None]]: ...
+
 
 @dataclass(frozen=True)
 class SimpleLineage:
@@ -389,3 +409,6 @@ class SimpleLineage:
 
     def describe(self, ref: str, lineage: str) -> tuple[int, str | None, bool]:
         return 1, None, False
+
+    def copies(self) -> dict[str, tuple[str, str | None]]:
+        return {}   # every lineage holds its own document: no bytes taken on under a second name

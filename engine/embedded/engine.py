@@ -173,6 +173,10 @@ class Engine(InProcessBackend):
             with dataset.writing() as catalogue:
                 return catalogue.retire(list(lineages))
 
+    def copies(self, name: str) -> dict[str, tuple[str, str | None]]:
+        with self._catalogue(name) as catalogue:
+            return catalogue.lineage_view().copies()
+
     def rename(self, name: str, moves: Sequence[tuple[str, str, str | None]]) -> list[str]:
         """Carry lineages to new names: (old name, new name, the file's new path or None), as a file renamed
         inside a watched folder does; every version goes along. Returns the old names that moved."""

@@ -121,7 +121,8 @@ def _fill(engine: RebuildEngine, origin: Dataset, destination: Dataset, on_event
     with destination.writing(on_wait=lambda message: emit(Notice("waiting", message))) as written:
         # the source's lineage state: its current versions (an undo may have made an older one current)
         # and its retirements
-        written.record_current([(name, ref) for name, ref in lineages.items() if ref is not None])
+        written.record_current([(name, ref, state.paths.get(name)) for name, ref in lineages.items()
+                                if ref is not None])
         written.retire([name for name, ref in lineages.items() if ref is None])
         written.restore_ingested_at(ingested_at)
     report = engine.embed(target, on_event=emit, should_stop=should_stop)

@@ -204,6 +204,9 @@ class MilvusBackend(InProcessBackend):
             catalogue.require_registered()
             return catalogue.retire(list(lineages))
 
+    def copies(self, name: str) -> dict[str, tuple[str, str | None]]:
+        return self._lineages(self._catalogue(name))[1].copies()
+
     def rename(self, name: str, moves: Sequence[tuple[str, str, str | None]]) -> list[str]:
         """Carry lineages to new names, every version along (Engine.rename's contract)."""
         with self._dataset(name).writing() as catalogue:

@@ -347,9 +347,10 @@ class MilvusCatalogue(LineageWrites):
         return LineageState.from_history([(ref, name) for _t, ref, name, _p, _m in keys],
                                          [event[1:] for event in events])
 
-    def _append_events(self, events: Sequence[tuple[str, str | None] | tuple[str, str | None, str, str | None]]
+    def _append_events(self, events: Sequence[tuple[str, str | None] | tuple[str, str | None, str | None, str | None]]
                        ) -> int:
-        """Append events: (lineage, ref or None) or, for a rename, (lineage, ref, moved_from, source_path)."""
+        """Append events: (lineage, ref or None), or (lineage, ref, moved_from, source_path) for a rename
+        (moved_from: the old name) or for bytes a copy took on (moved_from None, source_path: the copy's file)."""
         if not events:
             return 0
         self.store.create(self.lineages_col, schema.lineages_schema(self.store.conn.client))

@@ -87,6 +87,8 @@ class IngestBackend(Protocol):
 
     def rename(self, name: str, moves: Sequence[tuple[str, str, str | None]]) -> list[str]: ...
 
+    def copies(self, name: str) -> dict[str, tuple[str, str | None]]: ...
+
 
 # -- files waiting to settle -------------------------------------------------------
 

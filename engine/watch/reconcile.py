@@ -37,11 +37,20 @@ def reconcile(backend: IngestBackend, dataset: str, root: str, emit: WatchEventF
     inside = root.rstrip(os.sep) + os.sep
     gone: dict[str, tuple[str, str]] = {}   # name -> (source path, current ref)
     live: dict[str, str] = {}               # name -> current ref, every lineage shown
+    listed: dict[str, str | None] = {}      # ref -> the source path it is listed with
     try:
         for d in every_document(backend, dataset):
             live[d.name] = d.ref
+            listed[d.ref] = d.source_path
             if d.source_path and d.source_path.startswith(inside) and d.name not in present:
                 gone[d.name] = (d.source_path, d.ref)
+        # a copy (stored bytes a second file offered) is listed once, under the first file's name: its own
+        # name is live too, and gone when its file is (a path the event did not keep: the listed file's)
+        for name, (ref, path) in backend.copies(dataset).items():
+            live.setdefault(name, ref)
+            source = path or listed.get(ref)
+            if source and source.startswith(inside) and name not in present:
+                gone[name] = (source, ref)
     except KxError as exc:
         if exc.status is Status.NOT_FOUND:  # no dataset yet: nothing to retire
             return set()

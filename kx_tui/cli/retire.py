@@ -49,7 +49,12 @@ def retire(ctx: click.Context, name: str, documents: tuple[str, ...], folders: t
     backend = local_engine(ctx)
     try:
         assert isinstance(backend, InProcessBackend)
-        current = {d.name: d.source_path for d in every_document(backend, name)}   # name -> source path
+        listed = list(every_document(backend, name))
+        current = {d.name: d.source_path for d in listed}   # name -> source path
+        # a copy's name is current too, though listed under the first file's (its own path where known)
+        paths = {d.ref: d.source_path for d in listed}
+        for copy, (ref, path) in backend.copies(name).items():
+            current.setdefault(copy, path or paths.get(ref))
         chosen, unmatched = _chosen(current, documents, folders)
         if unmatched:
             raise KxError(Status.NOT_FOUND, f"nothing in dataset '{name}' matches {', '.join(map(repr, unmatched))} "

@@ -325,3 +325,23 @@ def test_a_retired_lineage_stops_answering_survives_a_restart_and_comes_back(bac
     with pytest.raises(KxError) as err:
         backend.retire("missing", ["x"])
     assert err.value.status is Status.NOT_FOUND
+
+
+def test_a_copy_keeps_its_own_name_and_path_and_retires_on_its_own(backend_factory) -> None:
+    """A second file with stored bytes takes them on under its name (listed once, under the first's); it
+    is found as a copy with its own path, shows that path once the first file moves on, and retires alone."""
+    backend = backend_factory()
+    text = NOTES["refunds"]
+    backend.ingest("notes", [DocumentInput("a", text.encode(), "/docs/a.txt"),
+                             DocumentInput("b", text.encode(), "/docs/b.txt"), *_notes()[1:]])
+    listed = [d.name for d in backend.list_documents("notes")]
+    assert "a" in listed and "b" not in listed   # one document, under the first file's name
+    [(ref, path)] = backend.copies("notes").values()
+    assert backend.copies("notes") == {"b": (ref, "/docs/b.txt")}
+    backend.ingest("notes", [DocumentInput("a", (text + " Edited.").encode(), "/docs/a.txt")])
+    assert backend.copies("notes") == {}   # b's bytes are listed under b now, with b's path
+    shown = {d.name: d.source_path for d in backend.list_documents("notes") if d.name in ("a", "b")}
+    assert shown == {"a": "/docs/a.txt", "b": "/docs/b.txt"}
+    assert backend.retire("notes", ["b"]) == ["b"]
+    names = [h.document_name for h in backend_factory().query("notes", "money back thirty days receipt", k=5)]
+    assert "b" not in names and "a" in names

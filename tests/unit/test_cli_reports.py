@@ -96,3 +96,22 @@ def test_a_name_or_path_with_a_control_character_is_refused_with_what_to_do(tmp_
     assert results["fine"]["status"] == "added"
     for name in ("ta\tb", "notes"):
         assert results[name]["status"] == "refused" and "rename" in results[name]["reason"], results[name]
+
+
+def test_a_copy_can_be_retired_by_its_own_name(tmp_path: Path) -> None:
+    """Two files with one file's bytes are listed once; `retire` still finds the copy's name (a glob on its
+    path too), so its text does not come back once the first file is edited."""
+    folder = tmp_path / "f"
+    folder.mkdir()
+    (folder / "a.txt").write_text("The ferry leaves at nine.\n")
+    (folder / "b.txt").write_text("The ferry leaves at nine.\n")
+    assert run_cli("datasets", "ingest", "ferries", str(folder)).code == 0
+    dry = run_cli("datasets", "retire", "ferries", str(folder / "b.txt"), "--dry-run", "--json")
+    assert dry.code == 0, dry.stderr
+    assert json.loads(dry.stdout)["retired"] == ["b"]
+    retired = run_cli("datasets", "retire", "ferries", "b", "--json")
+    assert retired.code == 0 and json.loads(retired.stdout)["retired"] == ["b"], retired.stderr
+    (folder / "a.txt").write_text("The ferry leaves at ten.\n")
+    assert run_cli("datasets", "ingest", "ferries", str(folder / "a.txt"), "--json").code == 0
+    hits = json.loads(run_cli("datasets", "query", "ferries", "ferry", "--mode", "sparse", "--json").stdout)["hits"]
+    assert [h["text"] for h in hits] == ["The ferry leaves at ten."]

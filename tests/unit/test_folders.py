@@ -189,3 +189,51 @@ def test_files_refused_for_the_same_bytes_each_name_their_own_file(tmp_path: Pat
     assert {r.name: r.reason for r in report.results} == {
         name: f"{folder / file} is empty or only whitespace; there is nothing to index"
         for name, file in (("a", "a.txt"), ("b", "b.txt"), ("c", "c.md"))}
+
+
+# -- copies: one file's bytes under a second name -------------------------------------------------------------
+
+
+def _synced(engine: Engine, name: str, folder: Path) -> None:
+    """What `kx datasets ingest NAME FOLDER --sync` does: reconcile the folder, then ingest it."""
+    from engine.watch.reconcile import reconcile
+
+    reconcile(engine, name, str(folder.resolve()), lambda _event: None)
+    engine.ingest(name, folder_documents(folder, 1 << 20))
+
+
+def test_a_deleted_file_whose_copy_stays_never_answers_again(tmp_path: Path, hash_engine: Engine) -> None:
+    """Two files with the same bytes are one document shown under one name; the other name's lineage holds
+    the same bytes unseen. Deleting that file and later editing the copy must not bring the deleted file's
+    text back as a current document."""
+    folder = tmp_path / "f"
+    folder.mkdir()
+    (folder / "ferry.txt").write_text("Ferry timetable version one: boats leave at nine.")
+    (folder / "ferry-copy.txt").write_text("Ferry timetable version one: boats leave at nine.")
+    (folder / "train.txt").write_text("Trains run every hour.")
+    _synced(hash_engine, "f8", folder)
+    (folder / "ferry.txt").unlink()
+    _synced(hash_engine, "f8", folder)
+    (folder / "ferry-copy.txt").write_text("Ferry timetable version two: boats leave at ten.")
+    _synced(hash_engine, "f8", folder)
+
+    assert sorted(d.name for d in hash_engine.list_documents("f8")) == ["ferry-copy", "train"]
+    texts = [h.text for h in hash_engine.query("f8", "ferry timetable boats", mode="sparse").hits]
+    assert texts == ["Ferry timetable version two: boats leave at ten."]
+
+
+def test_a_copy_shown_under_its_own_name_shows_its_own_file(tmp_path: Path, hash_engine: Engine) -> None:
+    """Once the first file is edited, the bytes it shared answer under the copy's name: with the copy's path,
+    not the first file's (which now holds other text)."""
+    folder = tmp_path / "d"
+    folder.mkdir()
+    (folder / "a.txt").write_text("The refund window is thirty days.")
+    (folder / "b.txt").write_text("The refund window is thirty days.")
+    _synced(hash_engine, "dup", folder)
+    (folder / "a.txt").write_text("The refund window is sixty days now.")
+    _synced(hash_engine, "dup", folder)
+
+    shown = {d.name: d.source_path for d in hash_engine.list_documents("dup")}
+    assert shown == {"a": str((folder / "a.txt").resolve()), "b": str((folder / "b.txt").resolve())}
+    hits = {h.document_name: h.source_path for h in hash_engine.query("dup", "refund window", mode="sparse").hits}
+    assert hits == shown

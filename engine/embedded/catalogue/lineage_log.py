@@ -16,7 +16,9 @@ the name its documents were stored under. A file renamed inside a watched
 folder appends a move event (`moved_from` = the old name, `source_path` = the
 file's new path): the lineage's whole history, every earlier version
 included, continues under the new name, and its documents are shown under it
-(`LineageState.renamed`). Stored rows never change.
+(`LineageState.renamed`). Stored rows never change. Bytes stored under one name
+and offered under another (a copy) append an event with `source_path` and no
+`moved_from`: the copy's own file, whose path the stored row does not hold.
 
 The rules for appending (`record_current`, `retire`, `rename`) are
 engine/lineage.py's `LineageWrites`, shared with the Milvus catalogue; the
@@ -139,9 +141,10 @@ class LineageLog(CatalogueFile, LineageWrites):
                                       (events_after,)).fetchall()
         return documents, events
 
-    def _append_events(self, events: Sequence[tuple[str, str | None] | tuple[str, str | None, str, str | None]]
+    def _append_events(self, events: Sequence[tuple[str, str | None] | tuple[str, str | None, str | None, str | None]]
                        ) -> int:
-        """Append events: (lineage, ref or None) or, for a rename, (lineage, ref, moved_from, source_path)."""
+        """Append events: (lineage, ref or None), or (lineage, ref, moved_from, source_path) for a rename
+        (moved_from: the old name) or for bytes a copy took on (moved_from None, source_path: the copy's file)."""
         if not events:
             return 0
         cur = self._db.cursor()

@@ -81,6 +81,9 @@ class _LocalIngest:
     def rename(self, name: str, moves: Sequence[tuple[str, str, str | None]]) -> list[str]:
         return self.backend.rename(name, moves)   # a file renamed in the folder keeps its versions
 
+    def copies(self, name: str) -> dict[str, tuple[str, str | None]]:
+        return self.backend.copies(name)   # copies' names, which the listing shows under another file's
+
 
 class WatchPanel(Vertical):
     """Hidden until a watch starts: a header line (folder, dataset, files waiting) over the activity log."""
