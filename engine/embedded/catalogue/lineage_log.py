@@ -2,7 +2,7 @@
 and appending the events that move it.
 
 Documents from the same source (the same name: a file's path in a watched or
-ingested folder, or the same `--name`) form a lineage. Nothing is ever
+ingested folder, a JSONL id, or a name an SDK caller gives) form a lineage. Nothing is ever
 deleted: the append-only `lineage_events` table records which stored version
 is current (every added document, and old bytes offered again under their own
 name), or that the lineage was retired (its file left a watched folder:
