@@ -15,6 +15,7 @@ from typing import AbstractSet
 from ..backend import every_document
 from ..errors import KxError, Status
 from ..text.folders import document_names, printable, walk_files
+from ..text.inputs import RECORD_MEDIA_TYPE
 from .events import FolderEmpty, Renamed, Retired, WatchEventFn
 from .pending import IngestBackend
 
@@ -37,10 +38,12 @@ def reconcile(backend: IngestBackend, dataset: str, root: str, emit: WatchEventF
     inside = root.rstrip(os.sep) + os.sep
     gone: dict[str, tuple[str, str]] = {}   # name -> (source path, current ref)
     live: dict[str, str] = {}               # name -> current ref, every lineage shown
-    listed: dict[str, str | None] = {}      # ref -> the source path it is listed with
+    listed: dict[str, str | None] = {}      # ref -> the source path it is listed with (None: a record's)
     try:
         for d in every_document(backend, dataset):
             live[d.name] = d.ref
+            if d.media_type == RECORD_MEDIA_TYPE:
+                continue  # a --jsonl record: its source is its JSONL file, never a file named as the record is
             listed[d.ref] = d.source_path
             if d.source_path and d.source_path.startswith(inside) and d.name not in present:
                 gone[d.name] = (d.source_path, d.ref)
@@ -49,7 +52,7 @@ def reconcile(backend: IngestBackend, dataset: str, root: str, emit: WatchEventF
         for name, (ref, path) in backend.copies(dataset).items():
             live.setdefault(name, ref)
             source = path or listed.get(ref)
-            if source and source.startswith(inside) and name not in present:
+            if ref in listed and source and source.startswith(inside) and name not in present:
                 gone[name] = (source, ref)
     except KxError as exc:
         if exc.status is Status.NOT_FOUND:  # no dataset yet: nothing to retire

@@ -237,3 +237,20 @@ def test_a_copy_shown_under_its_own_name_shows_its_own_file(tmp_path: Path, hash
     assert shown == {"a": str((folder / "a.txt").resolve()), "b": str((folder / "b.txt").resolve())}
     hits = {h.document_name: h.source_path for h in hash_engine.query("dup", "refund window", mode="sparse").hits}
     assert hits == shown
+
+
+def test_sync_leaves_jsonl_records_alone_though_their_file_is_in_the_folder(tmp_path: Path,
+                                                                            hash_engine: Engine) -> None:
+    """Records ingested with --jsonl keep their JSONL file as source path; a --sync of the folder holding that
+    file must not take them for files that left it (retired) or were renamed (into the file's own name)."""
+    from engine.text.inputs import from_jsonl
+
+    folder = tmp_path / "j"
+    folder.mkdir()
+    records = folder / "r.jsonl"
+    records.write_text('{"_id": "a", "text": "a record about owls"}\n{"_id": "b", "text": "a record about bees"}\n')
+    (folder / "note.txt").write_text("a note about falcons")
+    hash_engine.ingest("jl", from_jsonl(records, 1 << 20))
+    _synced(hash_engine, "jl", folder)
+    assert sorted(d.name for d in hash_engine.list_documents("jl")) == ["a", "b", "note", "r"]
+    assert [h.document_name for h in hash_engine.query("jl", "owls", mode="sparse").hits][0] == "a"
