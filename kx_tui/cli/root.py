@@ -247,8 +247,11 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
         from engine.in_process import InProcessBackend
 
         if not folders:
-            raise KxError(Status.INVALID_ARGUMENT, "--sync makes a dataset follow a folder; give one, e.g. "
-                                                   f"kx datasets ingest {name} docs/ --sync")
+            # a folder mistyped is the likely cause: say that it is missing rather than that none was given
+            missing = [str(path) for path in (*paths, *files) if not path.exists()]
+            given = f"{missing[0]} does not exist; " if missing else ""
+            raise KxError(Status.INVALID_ARGUMENT, f"--sync makes a dataset follow a folder; {given}give one, "
+                                                   f"e.g. kx datasets ingest {name} docs/ --sync")
         if not isinstance(engine, InProcessBackend):   # the gateway's client retires and renames nothing
             raise KxError(Status.FAILED_PRECONDITION, "--sync retires and renames documents, which the gateway "
                                                       "does not do; run it where the datasets live, without --gateway")

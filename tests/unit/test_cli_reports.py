@@ -115,3 +115,9 @@ def test_a_copy_can_be_retired_by_its_own_name(tmp_path: Path) -> None:
     assert run_cli("datasets", "ingest", "ferries", str(folder / "a.txt"), "--json").code == 0
     hits = json.loads(run_cli("datasets", "query", "ferries", "ferry", "--mode", "sparse", "--json").stdout)["hits"]
     assert [h["text"] for h in hits] == ["The ferry leaves at ten."]
+
+
+def test_sync_of_a_folder_that_does_not_exist_says_so(tmp_path: Path) -> None:
+    answer = run_cli("datasets", "ingest", "notes", str(tmp_path / "no-such-folder"), "--sync")
+    assert answer.code == 3
+    assert f"{tmp_path / 'no-such-folder'} does not exist" in answer.stderr and "--sync" in answer.stderr
