@@ -20,7 +20,6 @@ A document that cannot be read is refused on its own; the rest go in.
 from __future__ import annotations
 
 import hashlib
-import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Protocol, Sequence
@@ -46,7 +45,7 @@ from .records import (
 from .records import IngestEventFn as EventFn
 from .rows import DocumentRow, NewDocument, NewPassage
 from .text.chunking import chunk_text
-from .text.inputs import DocumentInput
+from .text.inputs import DocumentInput, with_a_storable_name
 from .vectors import checked_vectors
 
 if TYPE_CHECKING:
@@ -186,7 +185,7 @@ def run_ingest(
     """
     emit = on_event or (lambda _event: None)
     validate_name(name)
-    docs = [_with_a_storable_name(doc) for doc in documents]
+    docs = [with_a_storable_name(doc) for doc in documents]
     given = None if vectors is None else checked_vectors(vectors, len(docs), "one vector per document")
     card = _card_for_ingest(engine, given)
     if given is None and card is None:
@@ -459,39 +458,6 @@ def _vectors_for(engine: IngestEngine, group: list[_Prepared], done: int, total:
     prepare_embedder(embedder, emit)
     emit(Progress("embedding", done, total))
     return embedder.encode(texts, batch_size=engine.settings.embed_batch_size, progress=progress)
-
-
-def _with_a_storable_name(doc: DocumentInput) -> DocumentInput:
-    """`doc`, or `doc` refused when its name, source path or media type cannot be a document's: the gateway's
-    name rule (text.inputs.check_document_name) for every way in (the CLI's files and --text, MCP, the
-    watcher); text at all (a file name whose bytes are not UTF-8 comes as lone surrogates, which SQLite and
-    JSON cannot hold: shown with U+FFFD instead); a media type that is type/subtype."""
-    from dataclasses import replace
-
-    from .text.inputs import check_document_name, check_source_path, printable
-
-    name, path = doc.name, doc.source_path
-    shown = printable(name)
-    shown_path = printable(path) if path else path
-    if doc.error is not None:
-        return doc if (shown, shown_path) == (name, path) else replace(doc, name=shown, source_path=shown_path)
-    try:
-        if shown != name or shown_path != path:
-            raise invalid(f"the name of {shown_path or shown!r} is not valid UTF-8 text (\ufffd marks its bad "
-                          "bytes); rename it in UTF-8 and add it again")
-        check_document_name(name, f"the file {path}" if path else "the document name")
-        if path is not None:
-            check_source_path(path)
-        if not _MEDIA_TYPE.fullmatch(doc.media_type):
-            raise invalid(f"the media type {doc.media_type[:60]!r} of {name!r} is not one (type/subtype, e.g. "
-                          "text/plain or application/pdf); leave it out and kx reads the format from the bytes")
-    except KxError as exc:
-        return replace(doc, name=shown, source_path=shown_path, error=exc)
-    return doc
-
-
-# type/subtype with optional parameters, printable ASCII (RFC 6838's characters): what a media type can be
-_MEDIA_TYPE = re.compile(r"[A-Za-z0-9][\w!#$&^.+-]*/[A-Za-z0-9][\w!#$&^.+-]*(\s*;[ -~]*)?", re.ASCII)
 
 
 def _refused(doc: DocumentInput, error: KxError) -> DocumentResult:

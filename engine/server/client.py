@@ -33,7 +33,7 @@ from ..records import (
     RetrievalMode,
 )
 from ..records import IngestEventFn as EventFn
-from ..text.inputs import DocumentInput, from_bytes, from_text
+from ..text.inputs import DocumentInput, from_bytes, from_text, with_a_storable_name
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -219,7 +219,8 @@ class KxClient:
         the in-process engine does.
         """
         emit = on_event or (lambda _event: None)
-        docs = list(documents)
+        # a name the gateway's schema refuses would fail the whole request: refused here alone, as the engine does
+        docs = [with_a_storable_name(doc) for doc in documents]
         rows = None if vectors is None else _vector_rows(vectors)
         if rows is not None and len(rows) != len(docs):
             raise KxError(Status.INVALID_ARGUMENT,

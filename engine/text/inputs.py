@@ -83,6 +83,38 @@ def check_source_path(path: str, label: str = "source_path") -> str:
     return path
 
 
+def with_a_storable_name(doc: DocumentInput) -> DocumentInput:
+    """`doc`, or `doc` refused when its name, source path or media type cannot be a document's: the gateway's
+    name rule (check_document_name) for every way in (the CLI's files and --text, MCP, the watcher, and
+    the SDK before it sends a document, so one bad name does not fail the gateway's whole request); text
+    at all (a file name whose bytes are not UTF-8 comes as lone surrogates, which SQLite and JSON cannot
+    hold: shown with U+FFFD instead); a media type that is type/subtype."""
+    from dataclasses import replace
+
+    name, path = doc.name, doc.source_path
+    shown = printable(name)
+    shown_path = printable(path) if path else path
+    if doc.error is not None:
+        return doc if (shown, shown_path) == (name, path) else replace(doc, name=shown, source_path=shown_path)
+    try:
+        if shown != name or shown_path != path:
+            raise invalid(f"the name of {shown_path or shown!r} is not valid UTF-8 text (\ufffd marks its bad "
+                          "bytes); rename it in UTF-8 and add it again")
+        check_document_name(name, f"the file {path}" if path else "the document name")
+        if path is not None:
+            check_source_path(path)
+        if not _MEDIA_TYPE.fullmatch(doc.media_type):
+            raise invalid(f"the media type {doc.media_type[:60]!r} of {name!r} is not one (type/subtype, e.g. "
+                          "text/plain or application/pdf); leave it out and kx reads the format from the bytes")
+    except KxError as exc:
+        return replace(doc, name=shown, source_path=shown_path, error=exc)
+    return doc
+
+
+# type/subtype with optional parameters, printable ASCII (RFC 6838's characters): what a media type can be
+_MEDIA_TYPE = re.compile(r"[A-Za-z0-9][\w!#$&^.+-]*/[A-Za-z0-9][\w!#$&^.+-]*(\s*;[ -~]*)?", re.ASCII)
+
+
 def client_supplied(path: str | None) -> str | None:
     """A source path sent over the network, kept but marked: 'client:' + what the client said."""
     if path is None or path.startswith(CLIENT_PREFIX):

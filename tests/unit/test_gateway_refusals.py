@@ -220,3 +220,21 @@ def test_a_gateway_address_given_with_v1_is_told_to_drop_it(notes: Engine) -> No
     assert "the path starts /v1/v1, so the client was given the gateway's address with /v1 on its end; give it " \
            "as http://HOST:PORT, without a path" in there.stderr, there.stderr
     assert other["message"] == "no such route; the API lives under /v1 (see /openapi.json)"
+
+
+def test_a_folder_with_one_badly_named_file_goes_in_through_the_gateway_as_in_process(
+        hash_engine: Engine, tmp_path: Path) -> None:
+    """A file whose name holds a control character is refused alone in-process; through the gateway the
+    client sent it, the schema refused the whole request, and none of the folder's files went in."""
+    folder = tmp_path / "pile"
+    folder.mkdir()
+    (folder / "ta\tb.txt").write_text("a note about tabs")
+    (folder / "fine.txt").write_text("a note about lighthouses")
+    with serving(hash_engine) as (url, token):
+        there = run_cli("--gateway", url, "--token", token, "datasets", "ingest", "remote", str(folder), "--json")
+    here = run_cli("datasets", "ingest", "local", str(folder), "--json")
+    for shown in (here, there):
+        assert shown.code == Status.INVALID_ARGUMENT.exit_code, shown.stderr
+        results = {r["name"]: (r["status"], r["reason"]) for r in json.loads(shown.stdout)["results"]}
+        assert results["fine"] == ("added", None)
+        assert results["ta\tb"][0] == "refused" and "control character" in results["ta\tb"][1]
