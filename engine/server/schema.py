@@ -12,7 +12,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 from ..backend import MAX_OFFSET, MAX_QUERY_CHARS
 from ..names import NAME_PATTERN, NAME_RULE
 from ..records import RetrievalMode, VersionView
-from ..text.inputs import UNSHOWABLE_CLASS
+from ..text.inputs import MAX_NAME_CHARS, UNSHOWABLE_CLASS
 
 _NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
 _NOT_BLANK = r"[^\s\x1c-\x1f]"  # a character Python's strip() keeps (it also strips \x1c-\x1f)
@@ -62,7 +62,7 @@ class DocumentIn(_Body):
     text: str | None = Field(None, description="The document as a string (stored as its UTF-8 bytes).")
     data_base64: str | None = Field(None, pattern=_BASE64, description="The document's raw bytes, base64 "
                                                                        "(standard alphabet, padded).")
-    name: str | None = Field(None, min_length=1, max_length=1024, pattern=_DOCUMENT_NAME,
+    name: str | None = Field(None, min_length=1, max_length=MAX_NAME_CHARS, pattern=_DOCUMENT_NAME,
                              description="Display name; default derived from the bytes. No control characters "
                                          "(C1 and bidirectional overrides included), no empty, '.' or '..' "
                                          "path segments.")

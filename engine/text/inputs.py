@@ -53,13 +53,20 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # (A regex character class's body: the gateway's schema, engine/server/schema.py, states the same rule with it.)
 UNSHOWABLE_CLASS = r"\x80-\x9f\u202a-\u202e\u2066-\u2069"
 _UNSHOWABLE = re.compile(f"[{UNSHOWABLE_CLASS}]")
+# the longest document name (the gateway's schema states it too, engine/server/schema.py): a name is a
+# file's path in its folder, and one longer than this is no name a person reads
+MAX_NAME_CHARS = 1024
 CLIENT_PREFIX = "client:"  # marks a source path a network client sent: never a path on this machine
 
 
 def check_document_name(name: str, label: str = "the document name") -> str:
-    """INVALID_ARGUMENT for a name with control characters (NUL included) or a '.' / '..' path segment."""
+    """INVALID_ARGUMENT for a name with control characters (NUL included), a '.' / '..' path segment, or
+    over MAX_NAME_CHARS."""
     if not name:
         raise invalid(f"{label}: a document name cannot be empty")
+    if len(name) > MAX_NAME_CHARS:
+        raise invalid(f"{label}: the document name is {len(name):,} characters long ({name[:40]!r}...); kx takes "
+                      f"at most {MAX_NAME_CHARS:,}: shorten it (a file's path in its folder: its folders' names)")
     bad = _CONTROL.search(name) or _UNSHOWABLE.search(name)
     if bad:
         raise invalid(f"{label}: the document name {name[:60]!r} holds the control character "

@@ -238,3 +238,22 @@ def test_a_folder_with_one_badly_named_file_goes_in_through_the_gateway_as_in_pr
         results = {r["name"]: (r["status"], r["reason"]) for r in json.loads(shown.stdout)["results"]}
         assert results["fine"] == ("added", None)
         assert results["ta\tb"][0] == "refused" and "control character" in results["ta\tb"][1]
+
+
+def test_a_file_named_longer_than_the_gateway_takes_is_refused_alone_on_every_way_in(
+        hash_engine: Engine, tmp_path: Path) -> None:
+    """A document name is at most 1,024 characters through the gateway (its schema); in-process a deeper
+    file went in under a longer name, and through the gateway it failed the whole request."""
+    folder = tmp_path / "pile"
+    deep = folder.joinpath(*(f"{i}" * 200 for i in range(6)))
+    deep.mkdir(parents=True)
+    (deep / "mole.txt").write_text("a deep note about moles")
+    (folder / "vole.txt").write_text("a shallow note about voles")
+    with serving(hash_engine) as (url, token):
+        there = run_cli("--gateway", url, "--token", token, "datasets", "ingest", "remote", str(folder), "--json")
+    here = run_cli("datasets", "ingest", "local", str(folder), "--json")
+    for shown in (here, there):
+        assert shown.code == Status.INVALID_ARGUMENT.exit_code, shown.stderr
+        results = sorted((r["status"], r["reason"] or "") for r in json.loads(shown.stdout)["results"])
+        assert [status for status, _reason in results] == ["added", "refused"]
+        assert "at most 1,024" in results[1][1] and "shorten" in results[1][1]
