@@ -357,7 +357,9 @@ def _new_document(doc: DocumentInput, ref: str, extracted: Extracted, spans) -> 
         first, last = page_span(extracted.page_starts, s, e)
         passages.append(NewPassage(passage_ref(ref, s, e), i, n, s, e, t, first, last,
                                    section_path(extracted.sections, s)))
-    return NewDocument(ref, doc.name, doc.source_path, doc.media_type, doc.data, len(extracted.text), passages,
+    # the type the bytes were read as (a DOCX named .pdf is a DOCX), which `--where type:` and listings show
+    media_type = extracted.media_type or doc.media_type
+    return NewDocument(ref, doc.name, doc.source_path, media_type, doc.data, len(extracted.text), passages,
                        text=extracted.text, title=extracted.title, page_count=extracted.page_count,
                        extractor=extracted.extractor or None, notes=extracted.notes)
 

@@ -121,3 +121,17 @@ def test_sync_of_a_folder_that_does_not_exist_says_so(tmp_path: Path) -> None:
     answer = run_cli("datasets", "ingest", "notes", str(tmp_path / "no-such-folder"), "--sync")
     assert answer.code == 3
     assert f"{tmp_path / 'no-such-folder'} does not exist" in answer.stderr and "--sync" in answer.stderr
+
+
+def test_a_file_is_typed_by_its_bytes_not_its_extension(tmp_path: Path) -> None:
+    """An HTML page saved as .txt is read as HTML (its title, its article); it is stored, listed and filtered
+    as HTML too, not as the text its extension claims."""
+    page = tmp_path / "saved-page.txt"
+    page.write_text("<html><head><title>Ferry times</title></head><body><article><h1>Ferry times</h1>"
+                    "<p>The ferry to the island leaves every hour from the north pier.</p></article></body></html>")
+    assert run_cli("datasets", "ingest", "web", str(page)).code == 0
+    [listed] = json.loads(run_cli("datasets", "documents", "web", "--json").stdout)["documents"]
+    assert (listed["title"], listed["media_type"]) == ("Ferry times", "text/html")
+    found = json.loads(run_cli("datasets", "query", "web", "ferry pier", "--mode", "sparse", "--where", "type:html",
+                               "--json").stdout)["hits"]
+    assert [h["document_name"] for h in found] == ["saved-page"]
