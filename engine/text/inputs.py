@@ -271,6 +271,16 @@ def from_jsonl(path: Path | str, max_bytes: int) -> Iterator[DocumentInput]:
             yield DocumentInput(str(doc_id), data=data, source_path=source, media_type=RECORD_MEDIA_TYPE)
 
 
+def _utf16(data: bytes) -> bool:
+    """Whether `data` looks like UTF-16 text (what Windows tools write as 'Unicode'): a byte-order mark, or
+    Latin text whose every other byte is NUL."""
+    head = data[:512]
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return True
+    low, high = head[0::2], head[1::2]
+    return len(head) >= 8 and (high.count(0) == len(high) or low.count(0) == len(low))
+
+
 def extract_text(doc: DocumentInput) -> str:
     """The text passages are cut from; character ranges refer to it.
 
@@ -284,6 +294,9 @@ def extract_text(doc: DocumentInput) -> str:
         text = f"{record['title']}\n\n{record['text']}" if record["title"].strip() else record["text"]
     else:
         if b"\x00" in doc.data[:8192]:
+            if _utf16(doc.data):
+                raise invalid(f"{label} is UTF-16 text; convert it to UTF-8 (e.g. iconv -f UTF-16 -t UTF-8, or "
+                              "save it as UTF-8) and add it again")
             raise invalid(f"{label} looks binary (it holds NUL bytes); kx accepts {ACCEPTED}")
         try:
             text = doc.data.decode("utf-8-sig")

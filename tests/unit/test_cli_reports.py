@@ -135,3 +135,16 @@ def test_a_file_is_typed_by_its_bytes_not_its_extension(tmp_path: Path) -> None:
     found = json.loads(run_cli("datasets", "query", "web", "ferry pier", "--mode", "sparse", "--where", "type:html",
                                "--json").stdout)["hits"]
     assert [h["document_name"] for h in found] == ["saved-page"]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
+def test_a_utf16_text_file_is_told_to_be_converted_not_called_binary(tmp_path: Path, encoding: str) -> None:
+    """Windows tools (PowerShell's `>`, Notepad's 'Unicode') write UTF-16: text, whose ASCII letters each carry
+    a NUL byte. Calling it binary sends its owner the wrong way."""
+    note = tmp_path / "note.txt"
+    note.write_bytes("The harbour opens at dawn, café at six.\n".encode(encoding))
+    answer = run_cli("datasets", "ingest", "notes", str(note), "--json")
+    assert answer.code == 3
+    [result] = json.loads(answer.stdout)["results"]
+    assert "UTF-16" in result["reason"] and "convert it to UTF-8" in result["reason"], result["reason"]
+    assert "binary" not in result["reason"]
