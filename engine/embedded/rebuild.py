@@ -127,7 +127,9 @@ def _fill(engine: RebuildEngine, origin: Dataset, destination: Dataset, on_event
         written.restore_ingested_at(ingested_at)
     report = engine.embed(target, on_event=emit, should_stop=should_stop)
     summary = report.dataset
-    return IngestReport(target, results, True, summary.documents, summary.passages, [])
+    # an ingest's totals: the documents stored (every version), as `kx datasets ingest` reports them
+    stored = summary.documents if summary.versions is None else summary.versions
+    return IngestReport(target, results, True, stored, summary.passages, [])
 
 
 def _stage_one(engine: RebuildEngine, source: str, target: str, batch: list[DocumentInput],

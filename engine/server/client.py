@@ -250,7 +250,9 @@ class KxClient:
         else:  # nothing readable, or nothing taken: the dataset's totals are what they were
             try:
                 summary = self.dataset_summary(name)
-                documents_total, passages_total = summary.documents, summary.passages
+                # the documents stored, as an ingest counts them (a gateway from before `versions`: the current)
+                documents_total = summary.documents if summary.versions is None else summary.versions
+                passages_total = summary.passages
             except KxError as exc:
                 if exc.status is not Status.NOT_FOUND:
                     raise

@@ -45,6 +45,9 @@ def test_a_rebuild_keeps_names_versions_and_retirements_under_new_settings(hash_
     small = other.dataset_summary("small")
     assert small.fingerprint["chunk_size"] == 120 and small.backlog == 0
     assert (small.documents, small.versions, small.retired) == (2, 4, 1)
+    # the report's totals mean what an ingest's do (the documents stored): `kx datasets ingest` and a rebuild
+    # of the same documents say the same
+    assert (report.documents, report.passages) == catalogue_counts(kx_home, "small")
     assert small.passages > before[1]  # shorter passages: more of them
     shown = [(d.name, d.version, d.retired, d.source_path, d.ingested_at)
              for d in other.list_documents("small", versions="all")]
