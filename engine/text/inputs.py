@@ -122,6 +122,29 @@ def with_a_storable_name(doc: DocumentInput) -> DocumentInput:
 _MEDIA_TYPE = re.compile(r"[A-Za-z0-9][\w!#$&^.+-]*/[A-Za-z0-9][\w!#$&^.+-]*(\s*;[ -~]*)?", re.ASCII)
 
 
+def refuse_name_clashes(docs: list[DocumentInput]) -> list[DocumentInput]:
+    """`docs` (one command's inputs, in order) with each document refused whose name an earlier one holds
+    with other bytes: two folders given together may each hold an `index.md`, and one name is one
+    document, so the second would silently become the first's new version and hide it. The same bytes
+    under one name (a file given twice) are one document, not a clash. (Not for a rebuild, which hands
+    every stored version of a name over in one go on purpose.)"""
+    from dataclasses import replace
+
+    first: dict[str, DocumentInput] = {}
+    out = []
+    for doc in docs:
+        if doc.error is None:
+            earlier = first.setdefault(doc.name, doc)
+            if earlier is not doc and earlier.data != doc.data:
+                doc = replace(doc, error=invalid(
+                    f"{doc.source_path or doc.name} would be named {doc.name!r}, as "
+                    f"{earlier.source_path or earlier.name} in the same command is, and one name is one document "
+                    "(the later would hide the earlier); give the folder holding both, where their paths differ, "
+                    "or ingest them into different datasets"))
+        out.append(doc)
+    return out
+
+
 def client_supplied(path: str | None) -> str | None:
     """A source path sent over the network, kept but marked: 'client:' + what the client said."""
     if path is None or path.startswith(CLIENT_PREFIX):

@@ -218,7 +218,7 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
     """
     from engine.names import validate_name
     from engine.text.folders import folder_documents
-    from engine.text.inputs import from_file, from_jsonl, from_text
+    from engine.text.inputs import from_file, from_jsonl, from_text, refuse_name_clashes
 
     from ..render import Console, print_ingest_line, print_ingest_notes, print_ingest_summary
     from .progress import PipelineProgress
@@ -239,6 +239,7 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
     docs += [from_text(t) for t in texts]
     for path in jsonls:
         docs.extend(from_jsonl(path, limit))
+    docs = refuse_name_clashes(docs)   # two folders' `index.md`: the second would hide the first
     if not docs:
         raise KxError(Status.INVALID_ARGUMENT,
                       "nothing to ingest; give --file FILE, --text TEXT or --jsonl FILE")

@@ -148,3 +148,23 @@ def test_a_utf16_text_file_is_told_to_be_converted_not_called_binary(tmp_path: P
     [result] = json.loads(answer.stdout)["results"]
     assert "UTF-16" in result["reason"] and "convert it to UTF-8" in result["reason"], result["reason"]
     assert "binary" not in result["reason"]
+
+
+def test_two_files_named_alike_from_two_folders_do_not_hide_one_another(tmp_path: Path) -> None:
+    """Each folder's files are named by their path in it, so two folders given together may both hold an
+    `index.md`: one name is one document, and the second silently became the first's new version (the
+    first's text stopped answering) though both files are there. The second is refused, saying why."""
+    for folder, text in (("a", "Project A: apples are red."), ("b", "Project B: bananas are yellow.")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "index.md").write_text(text)
+    answer = run_cli("datasets", "ingest", "ab", str(tmp_path / "a"), str(tmp_path / "b"), "--json")
+    assert answer.code == 3, answer.stderr
+    first, second = json.loads(answer.stdout)["results"]
+    assert (first["name"], first["status"]) == ("index", "added")
+    assert second["status"] == "refused" and str(tmp_path / "a" / "index.md") in second["reason"]
+    hits = json.loads(run_cli("datasets", "query", "ab", "apples", "--mode", "sparse", "--json").stdout)["hits"]
+    assert [h["document_name"] for h in hits] == ["index"]
+    # the same file given twice is one document, not a clash
+    again = run_cli("datasets", "ingest", "ab", str(tmp_path / "a" / "index.md"), "--file",
+                    str(tmp_path / "a" / "index.md"), "--json")
+    assert again.code == 0 and [r["status"] for r in json.loads(again.stdout)["results"]] == ["unchanged"] * 2
