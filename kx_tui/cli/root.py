@@ -217,7 +217,7 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
     --jsonl are left alone).
     """
     from engine.names import validate_name
-    from engine.text.folders import folder_documents
+    from engine.text.folders import folder_documents, reads_kx_datasets
     from engine.text.inputs import from_file, from_jsonl, from_text, refuse_name_clashes
 
     from ..render import Console, print_ingest_line, print_ingest_notes, print_ingest_summary
@@ -233,6 +233,13 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
     engine = backend_of(ctx, settings)
     limit = settings.max_document_bytes
     docs = []
+    for path in (*paths, *files):
+        if path.is_dir() and reads_kx_datasets(path, settings.datasets_dir):
+            # as a watched folder is refused: kx's own files (the gateway's token too) are no one's documents
+            raise KxError(Status.INVALID_ARGUMENT,
+                          f"the folder {path} holds kx's datasets ({settings.datasets_dir}) or lies inside them, and "
+                          "their files (and the gateway's token beside them) would be read as documents; nothing "
+                          "was ingested. Give a folder of your own, e.g. one inside it that holds your documents")
     for path in (*paths, *files):
         # a folder: every file in it, recursively, named by its path in it (the watcher's rules)
         docs.extend(folder_documents(path, limit) if path.is_dir() else [from_file(path, limit)])

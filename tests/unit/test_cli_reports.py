@@ -168,3 +168,19 @@ def test_two_files_named_alike_from_two_folders_do_not_hide_one_another(tmp_path
     again = run_cli("datasets", "ingest", "ab", str(tmp_path / "a" / "index.md"), "--file",
                     str(tmp_path / "a" / "index.md"), "--json")
     assert again.code == 0 and [r["status"] for r in json.loads(again.stdout)["results"]] == ["unchanged"] * 2
+
+
+def test_a_folder_holding_kx_s_own_datasets_is_refused_as_a_watch_refuses_it(tmp_path: Path, kx_home: Path) -> None:
+    """A folder given to ingest follows a watched folder's rules: one holding KX_HOME's datasets (and the
+    gateway's token beside them) would read kx's own files, the token too, into a dataset anyone querying it
+    (an LLM client over `kx mcp` included) could read."""
+    assert run_cli("datasets", "ingest", "notes", "--text", "a note about otters").code == 0
+    (kx_home / "gateway.token").write_text("secret-token-value\n")
+    for folder in (kx_home, kx_home.parent, kx_home / "datasets" / "notes"):
+        answer = run_cli("datasets", "ingest", "mine", str(folder))
+        assert answer.code == 3 and "holds kx's datasets" in answer.stderr, (folder, answer.stderr)
+    assert "mine" not in run_cli("datasets", "list").stdout
+    inbox = kx_home / "inbox" / "notes"   # the watcher's default folder, inside KX_HOME: the user's own files
+    inbox.mkdir(parents=True)
+    (inbox / "otters.txt").write_text("Otters hold hands while they sleep.")
+    assert run_cli("datasets", "ingest", "notes", str(inbox)).code == 0
