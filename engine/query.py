@@ -252,15 +252,17 @@ def _search(settings: Settings, searcher: Searcher, text: str | None, query_vect
     ref_order = _ref_order(refs)
     if len(lists) > 1:
         _add_lead(columns, ref_order)
+    no_words = ""
     if use_sparse:
         sparse = lists["sparse"]
         if not len(columns["sparse"][0]):
             # with a filter the words may well be indexed, in passages the filter leaves out (older or retired
             # versions, other documents): saying they are unknown would send the user the wrong way
-            notes.append("no query word is in the sparse index (only stopwords, punctuation or unknown words)"
-                         if only is None else
-                         "no passage searched holds a query word (passages outside the --where filter and "
-                         "superseded or retired versions are left out; --versions all searches every version)")
+            no_words = ("no query word is in the sparse index (only stopwords, punctuation or unknown words)"
+                        if only is None else
+                        "no passage searched holds a query word (passages outside the --where filter and "
+                        "superseded or retired versions are left out; --versions all searches every version)")
+            notes.append(no_words)
         if sparse.dropped_terms:
             notes.append(f"sparse search used the {MAX_QUERY_TERMS} {sparse.kept_terms} of the query's "
                          "indexed terms "
@@ -280,6 +282,10 @@ def _search(settings: Settings, searcher: Searcher, text: str | None, query_vect
             _add_lead(columns, ref_order)
         fused = fuse(columns, ref_order, settings.rrf_k)
         timings["expand"] = _ms(t)
+        if no_words and "sparse" in columns and len(columns["sparse"][0]):
+            # the first pass's sparse list was empty, the expanded one is not: say where its passages came from
+            notes[notes.index(no_words)] = (f"{no_words}; the sparse list holds the passages the expansion's "
+                                           f"added terms found ({', '.join(added or [])})")
     retrievers = fused  # dense and sparse alone: what MMR's duplicate floor reads (raw scores)
     if len(lists) > 1 and text is not None and len(fused.order):
         # hybrid's third list: the fused head's passages that both retrievers found, ranked by their best

@@ -41,3 +41,19 @@ def test_the_setting_turns_expansion_on_and_the_flag_off(home: Path, monkeypatch
     monkeypatch.setenv("KX_QUERY_EXPANSION", "on")
     assert ask(home, "refund", "--mode", "sparse")["expanded_terms"]
     assert ask(home, "refund", "--mode", "sparse", "--no-expand")["expanded_terms"] is None
+
+
+@pytest.mark.slow
+def test_a_query_of_unknown_words_expanded_says_where_its_sparse_passages_came_from(home: Path) -> None:
+    # no query word is indexed, so the first pass has no sparse list; the expansion's terms (from dense's
+    # best passages) find some: the note must not still say the sparse list is empty, beside hits it ranked
+    result = ask(home, "qwertyuiop zxcvbnm", "--expand")
+    found = [h for h in result["hits"] if h["sparse_rank"] is not None]
+    assert result["expanded_terms"] and found
+    note = next(n for n in result["notes"] if "no query word is in the sparse index" in n)
+    assert "the sparse list holds the passages the expansion's added terms found" in note
+    assert all(term in note for term in result["expanded_terms"])
+    plain = ask(home, "qwertyuiop zxcvbnm")
+    assert all(h["sparse_rank"] is None for h in plain["hits"])
+    assert any(n.startswith("no query word is in the sparse index (only") and "expansion" not in n
+               for n in plain["notes"])
