@@ -98,7 +98,7 @@ def run(collection: str, n: int, cache: Path) -> dict:
         started = time.perf_counter()
         agent = engine.run_agent(text, collection)
         agent_s = time.perf_counter() - started
-        read_docs = {hit["document_name"] for hit in agent.read.values()}
+        read_docs = {hit.document_name for hit in agent.read.values()}
         budget = max(1, len(agent.read))
         started = time.perf_counter()
         single = engine.query(collection, text, k=budget)
