@@ -248,7 +248,9 @@ def print_ingest_summary(console: _RichConsole, report: IngestReport) -> None:
     console.print(
         f"[bold]{escape(report.dataset)}[/]: {added} added ({new:,} passage{'' if new == 1 else 's'}), "
         f"{unchanged} unchanged, "
-        f"{refused} refused; the dataset now holds {report.documents:,} documents, {report.passages:,} passages"
+        f"{refused} refused; the dataset now holds {report.documents:,} stored document"
+        f"{'' if report.documents == 1 else 's'} (versions included), "
+        f"{report.passages:,} passage{'' if report.passages == 1 else 's'}"
     )
 
 

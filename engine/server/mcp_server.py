@@ -262,7 +262,7 @@ class KxTools:
             first = refused[0]
             raise KxError(Status[first.code or "INVALID_ARGUMENT"], first.reason or f"{first.name} was refused")
         lines = [f"'{dataset}': {data['added']} added, {data['unchanged']} unchanged, {data['refused']} refused; "
-                 f"it now holds {data['documents']} documents, {data['passages']} passages"]
+                 f"it now holds {data['documents']} stored documents (versions included), {data['passages']} passages"]
         lines += [f"- {r.name}: {r.status}" + (f", {r.passages} passages, ref={r.ref}" if r.ref else "")
                   + (f" ({r.code}: {r.reason})" if r.reason else "") for r in report.results]
         return _answer("\n".join(lines), data)
