@@ -86,8 +86,9 @@ class CompareScreen(KeysScreen):
         self.shown_ref: str | None = None   # the passage in the lower half
 
     def compose(self) -> ComposeResult:
-        yield Static(f"compare · {self.dataset} · “{self.query_text}” · k={self.k} · "
-                     f"MMR {'on' if self.rerank else 'off'}", id="compare-title")
+        # the query as typed (a "[" is not markup, an escape is shown, not obeyed)
+        yield Static(Text(f"compare · {self.dataset} · “{terminal_safe(self.query_text)}” · k={self.k} · "
+                          f"MMR {'on' if self.rerank else 'off'}"), id="compare-title")
         with Horizontal(id="compare-columns"):
             with Vertical(classes="compare-column"):
                 yield Static("hybrid (rank · dense rank · vs dense)", classes="compare-head")
