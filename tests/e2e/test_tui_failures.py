@@ -7,6 +7,7 @@ the test opens.
 
 from __future__ import annotations
 
+import shutil
 import threading
 from pathlib import Path
 
@@ -17,9 +18,10 @@ from engine import Engine, load_settings
 from engine.text.inputs import from_text
 from kx_tui.tui.app import KxApp
 from kx_tui.tui.screens.compare import CompareScreen
+from kx_tui.tui.screens.document_table import DocumentsScreen
 
 from ..helpers import HashEmbedder, settle
-from .test_tui import _text_of
+from .test_tui import _recording_notify, _text_of
 
 SIZE = (120, 40)
 
@@ -61,3 +63,19 @@ async def test_compare_shows_a_query_with_brackets_and_escapes_as_typed(kx_home:
         assert isinstance(app.screen, CompareScreen) and app.is_running
         title = _text_of(app.screen.query_one("#compare-title", Static).content)
         assert "“[/] [bold]fox[/bold] ␛[31mred”" in title   # the words as typed: not markup, not an escape
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
+async def test_documents_of_a_dataset_deleted_on_disk_say_why_they_cannot_be_listed(kx_home: Path) -> None:
+    app = KxApp(_engine(), settings=load_settings({}), samples=None)
+    seen = _recording_notify(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot, rounds=3)
+        shutil.rmtree(kx_home / "datasets" / "alpha")
+        await pilot.press("escape", "d")
+        await settle(app, pilot, rounds=3)
+        assert isinstance(app.screen, DocumentsScreen) and app.is_running
+        errors = [m for m, severity in seen if severity == "error"]
+        assert errors and "'alpha' does not exist" in errors[-1]
+        count = _text_of(app.screen.query_one("#documents-count", Static).content)
+        assert "loading" not in count and "could not be listed" in count

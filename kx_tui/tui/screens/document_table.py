@@ -16,6 +16,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Input, Static
 
 from engine.backend import Backend
+from engine.errors import KxError
 from engine.records import DocumentSummary, VersionView
 
 from ...render import fit_columns, size_text, terminal_safe, version_label
@@ -108,12 +109,21 @@ class DocumentsScreen(KeysScreen):
     def load(self) -> None:
         versions = self.versions
         documents: list[DocumentSummary] = []
-        while True:
-            page = self.backend.list_documents(self.dataset, offset=len(documents), limit=PAGE, versions=versions)
-            documents.extend(page)
-            if len(page) < PAGE:
-                break
+        try:
+            while True:
+                page = self.backend.list_documents(self.dataset, offset=len(documents), limit=PAGE,
+                                                   versions=versions)
+                documents.extend(page)
+                if len(page) < PAGE:
+                    break
+        except KxError as exc:   # e.g. the dataset was deleted on disk since it was listed
+            self.app.call_from_thread(self._not_listed, exc.message)
+            return
         self.post_message(DocumentsLoaded(self.dataset, documents, versions))
+
+    def _not_listed(self, message: str) -> None:
+        self.app.notify(message, title="documents", severity="error", timeout=10)
+        self.query_one("#documents-count", Static).update("the documents could not be listed (Esc goes back)")
 
     def on_documents_loaded(self, message: DocumentsLoaded) -> None:
         if message.versions != self.versions:   # toggled again while this list loaded
