@@ -15,13 +15,16 @@ import pytest
 from textual.widgets import Input, Static
 
 from engine import Engine, load_settings
+from engine.errors import KxError, Status
 from engine.text.inputs import from_text
 from kx_tui.tui.app import KxApp
 from kx_tui.tui.screens.compare import CompareScreen
 from kx_tui.tui.screens.document_table import DocumentsScreen
+from kx_tui.tui.widgets.datasets import DatasetList
+from kx_tui.tui.widgets.results import ResultsList
 
 from ..helpers import HashEmbedder, settle
-from .test_tui import _recording_notify, _text_of
+from .test_tui import _recording_notify, _text_of, main
 
 SIZE = (120, 40)
 
@@ -79,3 +82,72 @@ async def test_documents_of_a_dataset_deleted_on_disk_say_why_they_cannot_be_lis
         assert errors and "'alpha' does not exist" in errors[-1]
         count = _text_of(app.screen.query_one("#documents-count", Static).content)
         assert "loading" not in count and "could not be listed" in count
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
+async def test_an_answer_made_stale_by_typing_on_does_not_leave_searching_on_show(kx_home: Path) -> None:
+    engine = _engine()
+    gate = threading.Event()
+    _gated(engine, {"fox": gate})
+    app = KxApp(engine, settings=engine.settings, samples=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot, rounds=3)
+        app.query_one("#query", Input).focus()
+        await pilot.press(*"fox", "enter")
+        await pilot.pause()
+        assert "searching…" in _status(app)
+        await pilot.press(*" whale")   # typed on, not submitted: fox's answer is stale when it comes
+        gate.set()
+        await settle(app, pilot, rounds=3)
+        assert main(app).result is None                       # not shown for "fox whale"
+        assert "searching" not in _status(app)                # and nothing is searching any more
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
+async def test_a_failed_query_leaves_no_answer_of_another_dataset_on_show(kx_home: Path) -> None:
+    old = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
+    old.ingest("zold", [from_text("The quick brown fox jumps over the lazy dog. " * 20, name="fox")])
+    app = KxApp(_engine(), settings=load_settings({}), samples=None)
+    seen = _recording_notify(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot, rounds=3)
+        app.query_one("#query", Input).value = "fox"
+        await pilot.press("enter")
+        await settle(app, pilot, rounds=3)
+        assert main(app).result.dataset == "alpha" and "hits in" in _status(app)
+        app.query_one(DatasetList).focus()
+        await pilot.press("down")   # zold: built with another chunk size, so its query fails
+        await settle(app, pilot, rounds=3)
+        assert main(app).dataset == "zold"
+        assert any(severity == "error" and "chunk_size" in m for m, severity in seen)
+        assert main(app).result is None and app.query_one(ResultsList).option_count == 0
+        assert "hits in" not in _status(app)   # alpha's answer is not passed off as zold's
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
+async def test_a_failure_of_a_query_a_newer_one_replaced_is_not_shown(kx_home: Path) -> None:
+    engine = _engine()
+    gate = threading.Event()
+    query = engine.query
+
+    def failing(dataset, text, *args, mode="hybrid", **kwargs):
+        if mode == "hybrid":
+            gate.wait(10)
+            raise KxError(Status.FAILED_PRECONDITION, "the hybrid query failed")
+        return query(dataset, text, *args, mode=mode, **kwargs)
+
+    engine.query = failing  # type: ignore[method-assign]
+    app = KxApp(engine, settings=engine.settings, samples=None)
+    seen = _recording_notify(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot, rounds=3)
+        app.query_one("#query", Input).value = "fox"
+        await pilot.press("enter")
+        await pilot.pause()
+        await pilot.press("escape", "m")   # dense now: the hybrid query is replaced while it still runs
+        await pilot.pause()
+        gate.set()
+        await settle(app, pilot, rounds=3)
+        assert not [m for m, severity in seen if severity == "error"]
+        assert main(app).result is not None and main(app).result.mode == "dense"
+        assert "searching" not in _status(app)

@@ -39,6 +39,7 @@ class QueryRunner:
         self.result: QueryResult | None = None
         self.pending: str | None = None     # "searching…" or "waiting for the model…" while a query runs
         self.held: str | None = None        # a query submitted before there was a dataset to ask
+        self.asked: str | None = None       # the text of the newest query run: its answer ends `pending`
 
     def text(self) -> str:
         """What the query box says now."""
@@ -61,6 +62,7 @@ class QueryRunner:
                 self.screen.notify("no dataset selected; ingest one first", severity="warning")
             return
         self.pending = "searching…"
+        self.asked = text
         self.on_change()
         kx = self.screen.kx
         self.screen.run_worker(partial(self._ask, dataset, text, kx.mode, kx.rerank, kx.k), name="query_worker",
@@ -82,7 +84,8 @@ class QueryRunner:
         try:
             result = self.screen.kx.backend.query(dataset, text, k=k, mode=mode, rerank=rerank)
         except KxError as exc:
-            self.screen.post_message(QueryFailed(text, exc.message))
+            if not worker.is_cancelled:   # a newer query took over: its own answer or failure will be said
+                self.screen.post_message(QueryFailed(text, exc.message))
             return
         if worker.is_cancelled:
             return
@@ -104,7 +107,8 @@ class QueryRunner:
 
     def answered(self, message: QueryAnswered) -> None:
         if not self.current(message.query):
-            return  # stale: the box says something else now
+            self._stale(message.query)
+            return
         self.pending = None
         self.result = message.result
         self.screen.query_one(ResultsList).show(message.result, message.spans)
@@ -113,10 +117,22 @@ class QueryRunner:
             self.screen.notify(note, severity="warning")
 
     def failed(self, message: QueryFailed) -> None:
-        if self.current(message.query):
-            self.pending = None
-            self.screen.notify(message.message, title="query failed", severity="error", timeout=10)
+        if not self.current(message.query):
+            self._stale(message.query)
+            return
+        self.pending = None
+        # the answer on show was to another dataset, mode or k: left there, it would pass for this query's
+        self.result = None
+        self.screen.query_one(ResultsList).clear_result()
+        self.screen.notify(message.message, title="query failed", severity="error", timeout=10)
         self.on_change()
+
+    def _stale(self, query: str) -> None:
+        """The box says something else now: the word about `query` is dropped. If it was the newest query's,
+        nothing is searching any more (the text typed since has not been submitted)."""
+        if query == self.asked and self.held is None and self.pending is not None:
+            self.pending = None
+            self.on_change()
 
     def release(self) -> None:
         """The datasets are listed: a held query is answered now, or no longer said to be waiting."""

@@ -123,6 +123,11 @@ class ResultsList(OptionList):
         if result.hits:
             self.highlighted = highlighted if highlighted is not None else 0
 
+    def clear_result(self) -> None:
+        """No answer on show (the query failed)."""
+        self.result, self.spans = None, {}
+        self.clear_options()
+
     def _width(self) -> int:
         """Cells a hit's line may take: the list's width less its border, padding and scrollbar (0: not laid out)."""
         width = self.scrollable_content_region.width
