@@ -62,9 +62,18 @@ class KxApp(App):
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = True) -> None:
         """Every toast, whoever raised it (widgets and screens notify through the app), is cleaned of
-        terminal controls: many quote a path, a document name or an error that holds stored text."""
+        terminal controls and shown as plain text: many quote a path, a document name or an error that holds
+        stored text, whose "[" is not markup (a "[/]" in it was a MarkupError when the toast was drawn, which
+        ended the app). No toast of ours uses markup; `markup` is kept for Textual's signature."""
         super().notify(terminal_safe(message), title=terminal_safe(title), severity=severity, timeout=timeout,
-                       markup=markup)
+                       markup=False)
+
+    def action_help_quit(self) -> None:
+        """Ctrl+C does not quit: Textual's hint of the key that does, without its markup (toasts are plain)."""
+        for key, active in self.active_bindings.items():
+            if active.binding.action in ("quit", "app.quit"):
+                self.notify(f"Press {key} to quit the app", title="Do you want to quit?")
+                return
 
     def on_mount(self) -> None:
         """SIGTERM leaves like ctrl+q, restoring the terminal: asyncio's handler only writes a wake-up

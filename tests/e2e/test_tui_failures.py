@@ -151,3 +151,22 @@ async def test_a_failure_of_a_query_a_newer_one_replaced_is_not_shown(kx_home: P
         assert not [m for m, severity in seen if severity == "error"]
         assert main(app).result is not None and main(app).result.mode == "dense"
         assert "searching" not in _status(app)
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
+async def test_a_toast_quoting_a_name_with_brackets_shows_it_as_written(kx_home: Path) -> None:
+    from textual.widgets._toast import Toast
+
+    engine = Engine(load_settings({}), embedder=HashEmbedder())
+    engine.ingest("alpha", [from_text("the red fox jumps", "notes [/] [draft] [bold]v2")])
+    app = KxApp(engine, settings=engine.settings, samples=None)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:   # toasts drawn, as in a terminal
+        await settle(app, pilot, rounds=3)
+        app.query_one("#query", Input).value = "fox"
+        await pilot.press("enter")
+        await settle(app, pilot, rounds=3)
+        await pilot.press("escape", "y")   # the citation names the document
+        await settle(app, pilot)
+        assert app.is_running
+        toasts = [str(toast.render()) for toast in app.screen.query(Toast)]
+        assert any("notes [/] [draft] [bold]v2, [chunk 1/1]" in toast for toast in toasts), toasts
