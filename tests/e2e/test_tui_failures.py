@@ -170,3 +170,28 @@ async def test_a_toast_quoting_a_name_with_brackets_shows_it_as_written(kx_home:
         assert app.is_running
         toasts = [str(toast.render()) for toast in app.screen.query(Toast)]
         assert any("notes [/] [draft] [bold]v2, [chunk 1/1]" in toast for toast in toasts), toasts
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.parametrize("keys, shown", [(("enter",), "#detail-before"), (("c",), "#compare-passage-text"),
+                                         (("d", "down", "enter"), "#document-loading")])
+async def test_a_view_of_a_dataset_deleted_on_disk_says_it_could_not_load(kx_home: Path, keys, shown) -> None:
+    app = KxApp(_engine(), settings=load_settings({}), samples=None)
+    seen = _recording_notify(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot, rounds=3)
+        app.query_one("#query", Input).value = "fox"
+        await pilot.press("enter")
+        await settle(app, pilot, rounds=3)
+        await pilot.press("escape")
+        if keys[0] == "d":   # the list is read first; the document is gone when it is opened
+            await pilot.press("d")
+            await settle(app, pilot, rounds=3)
+        shutil.rmtree(kx_home / "datasets" / "alpha")
+        for key in keys[1:] if keys[0] == "d" else keys:
+            await pilot.press(key)
+        await settle(app, pilot, rounds=3)
+        assert app.is_running
+        assert any(severity == "error" and "'alpha' does not exist" in m for m, severity in seen)
+        text = _text_of(app.screen.query_one(shown, Static).content)
+        assert "loading" not in text and "could not be" in text

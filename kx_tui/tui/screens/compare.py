@@ -109,10 +109,14 @@ class CompareScreen(KeysScreen):
         try:
             results = {mode: self.backend.query(self.dataset, self.query_text, k=self.k, mode=mode, rerank=self.rerank)
                        for mode in (RetrievalMode.HYBRID, RetrievalMode.DENSE)}
-        except KxError as exc:
-            self.app.call_from_thread(self.app.notify, exc.message, severity="error")
+        except KxError as exc:   # e.g. the dataset was deleted on disk: said, and "loading…" goes
+            self.app.call_from_thread(self._not_loaded, exc.message)
             return
         self.app.call_from_thread(self.show, results)
+
+    def _not_loaded(self, message: str) -> None:
+        self.app.notify(message, severity="error")
+        self.query_one("#compare-passage-text", Static).update("the query could not be compared (Esc goes back)")
 
     def show(self, results: dict[str, QueryResult]) -> None:
         self.results = results

@@ -134,10 +134,14 @@ class DocumentScreen(KeysScreen):
         try:
             text = self.backend.document_text(self.dataset, self.document.ref)
             passages = self.backend.document_passages(self.dataset, self.document.ref)
-        except KxError as exc:
-            self.app.call_from_thread(self.app.notify, exc.message, severity="error")
+        except KxError as exc:   # e.g. the dataset was deleted on disk: said, and "loading…" goes
+            self.app.call_from_thread(self._not_loaded, exc.message)
             return
         self.post_message(DocumentLoaded(text, passages))
+
+    def _not_loaded(self, message: str) -> None:
+        self.app.notify(message, severity="error")
+        self.query_one("#document-loading", Static).update("the document could not be loaded (Esc goes back)")
 
     async def on_document_loaded(self, message: DocumentLoaded) -> None:
         self.text, self.passages = message.text, sorted(message.passages, key=lambda p: p.chunk_index)

@@ -63,10 +63,14 @@ class PassageDetailScreen(KeysScreen):
     def load(self) -> None:
         try:
             text = self.backend.document_text(self.dataset, self.hit.document_ref)
-        except KxError as exc:
-            self.app.call_from_thread(self.app.notify, exc.message, severity="error")
+        except KxError as exc:   # e.g. the dataset was deleted on disk: said, and "loading…" goes
+            self.app.call_from_thread(self._not_loaded, exc.message)
             return
         self.app.call_from_thread(self.show_text, text)
+
+    def _not_loaded(self, message: str) -> None:
+        self.app.notify(message, severity="error")
+        self.query_one("#detail-before", Static).update("the document could not be loaded (Esc goes back)")
 
     def show_text(self, text: str) -> None:
         """The document around the hit; Markdown shown as its text; the best answer, when there is one, marked."""
