@@ -195,3 +195,45 @@ async def test_a_view_of_a_dataset_deleted_on_disk_says_it_could_not_load(kx_hom
         assert any(severity == "error" and "'alpha' does not exist" in m for m, severity in seen)
         text = _text_of(app.screen.query_one(shown, Static).content)
         assert "loading" not in text and "could not be" in text
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
+async def test_stopping_a_watch_mid_batch_never_freezes_the_screen(kx_home: Path) -> None:
+    import time
+
+    from kx_tui.tui.widgets.activity import ActivityLog
+    from kx_tui.tui.widgets.watch import WatchPanel
+
+    engine = _engine()
+    started, release = threading.Event(), threading.Event()
+    ingest = engine.ingest
+
+    def slow_ingest(*args, **kwargs):   # a batch whose embedding takes a while
+        started.set()
+        release.wait(20)
+        return ingest(*args, **kwargs)
+
+    engine.ingest = slow_ingest  # type: ignore[method-assign]
+    app = KxApp(engine, settings=engine.settings, samples=None, watch_settle_seconds=0.0)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot, rounds=3)
+        await pilot.press("escape", "w")
+        (kx_home / "inbox" / "alpha" / "otters.md").write_text("Otters hold hands while they sleep.\n")
+        for _ in range(200):
+            if started.is_set():
+                break
+            await pilot.pause(0.05)
+        assert started.is_set()
+        began = time.monotonic()
+        await pilot.press("w")
+        took = time.monotonic() - began
+        release.set()
+        assert took < 2, f"w took {took:.1f} s: the UI waited for the batch in hand"
+        assert not app.query_one(WatchPanel).watching
+        log = app.query_one(ActivityLog)
+        for _ in range(200):   # the batch in hand still finishes, and says so
+            if any("otters.md" in line for line in log.lines_written):
+                break
+            await pilot.pause(0.05)
+        assert any("added" in line and "otters.md" in line for line in log.lines_written), log.lines_written
+        await settle(app, pilot)

@@ -11,6 +11,7 @@ on to the screen, which reloads the dataset counts.
 from __future__ import annotations
 
 import threading
+from functools import partial
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -141,7 +142,10 @@ class WatchPanel(Vertical):
         watcher, self.watcher = self.watcher, None
         if watcher is None:
             return
-        watcher.stop(timeout=5)
+        # stop() finishes the batch in hand (seconds of embedding) and joins: on a worker, never on the UI thread,
+        # which would freeze meanwhile; the batch's own lines still arrive as it ends
+        self.run_worker(partial(watcher.stop, timeout=5), name="stop_watch", group="watch-stop", thread=True,
+                        exit_on_error=False)
         with self._waiting_lock:
             self._waiting.clear()
         self.set_class(False, "-watching")
