@@ -237,3 +237,41 @@ async def test_stopping_a_watch_mid_batch_never_freezes_the_screen(kx_home: Path
             await pilot.pause(0.05)
         assert any("added" in line and "otters.md" in line for line in log.lines_written), log.lines_written
         await settle(app, pilot)
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
+async def test_a_replaced_agent_run_adds_no_step_and_no_answer_to_the_new_one(kx_home: Path) -> None:
+    from kx_tui.tui.screens.agent import AgentScreen
+
+    engine = _engine()
+    gate = threading.Event()
+    run_agent = engine.run_agent
+
+    def slow_first(goal, dataset=None, max_steps=None, on_step=None):
+        if goal == "foxes":   # the first goal's run is slow (a chat model thinking)
+            gate.wait(10)
+        return run_agent(goal, dataset, max_steps=max_steps, on_step=on_step)
+
+    engine.run_agent = slow_first  # type: ignore[method-assign]
+    app = KxApp(engine, settings=engine.settings, samples=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot, rounds=3)
+        await pilot.press("escape", "a")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, AgentScreen)
+        await pilot.press(*"foxes", "enter")
+        await pilot.pause()
+        goal = screen.query_one("#agent-goal", Input)
+        goal.value = ""
+        await pilot.press(*"whales", "enter")   # a new goal replaces the run under way
+        for _ in range(100):
+            if screen.run_result is not None:
+                break
+            await pilot.pause(0.05)
+        assert screen.run_result is not None and screen.run_result.goal == "whales"
+        steps = list(screen.steps)
+        gate.set()   # the replaced run ends now
+        await settle(app, pilot, rounds=3)
+        assert screen.run_result.goal == "whales"   # its answer is not replaced by the old goal's
+        assert screen.steps == steps and not any("foxes" in step for step in steps)

@@ -19,6 +19,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Input, OptionList, Static
+from textual.worker import get_current_worker
 
 from engine.backend import Backend
 from engine.errors import KxError
@@ -91,15 +92,22 @@ class AgentScreen(KeysScreen):
 
     @work(thread=True, exclusive=True, group="agent", exit_on_error=False)
     def research(self, goal: str) -> None:
-        try:
-            run = self.backend.run_agent(goal, self.dataset, on_step=self._stepped)
-        except KxError as exc:
-            self.post_message(AgentFailed(exc.message))
-            return
-        self.post_message(AgentFinished(run))
+        # A new goal cancels this worker, but its thread runs on to the end of its run: from then on it says
+        # nothing, or its steps and answer would land in the new goal's log.
+        worker = get_current_worker()
 
-    def _stepped(self, step: Step) -> None:
-        self.post_message(AgentStepped(step))   # from the worker's thread: post_message is thread-safe
+        def stepped(step: Step) -> None:
+            if not worker.is_cancelled:
+                self.post_message(AgentStepped(step))   # from the worker's thread: post_message is thread-safe
+
+        try:
+            run = self.backend.run_agent(goal, self.dataset, on_step=stepped)
+        except KxError as exc:
+            if not worker.is_cancelled:
+                self.post_message(AgentFailed(exc.message))
+            return
+        if not worker.is_cancelled:
+            self.post_message(AgentFinished(run))
 
     def on_agent_stepped(self, message: AgentStepped) -> None:
         line = terminal_safe(message.step.summary())   # its query and reason may quote what it read
