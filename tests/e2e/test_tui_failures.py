@@ -275,3 +275,25 @@ async def test_a_replaced_agent_run_adds_no_step_and_no_answer_to_the_new_one(kx
         await settle(app, pilot, rounds=3)
         assert screen.run_result.goal == "whales"   # its answer is not replaced by the old goal's
         assert screen.steps == steps and not any("foxes" in step for step in steps)
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
+async def test_the_keys_the_first_run_note_names_do_what_it_says(kx_home: Path) -> None:
+    import re
+
+    from kx_tui.tui.screens.help import HelpScreen
+
+    app = KxApp(Engine(load_settings({}), embedder=HashEmbedder()), samples=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot, rounds=3)
+        note = _text_of(app.query_one("#first-run", Static).content)
+        said = re.search(r"Press (\S+) to quit, (\S+) for the keys", note)
+        assert said, note
+        quit_key, help_key = said.groups()
+        keys = {"F1": "f1", "Ctrl+Q": "ctrl+q", "?": "question_mark"}
+        await pilot.press(keys.get(help_key, help_key))   # as the app opens: the query box has focus
+        assert isinstance(app.screen, HelpScreen), f"{help_key} did not show the keys"
+        await pilot.press("escape")
+        await pilot.press(keys.get(quit_key, quit_key))
+        await pilot.pause()
+        assert not app.is_running, f"{quit_key} did not quit"

@@ -115,8 +115,11 @@ class MainScreen(KeysScreen):
     # what the footer keeps when the terminal is narrow, most important first (Help and Quit always stay)
     FOOTER_PRIORITY = ("ask_agent", "compare", "documents", "cycle_mode", "toggle_watch", "toggle_rerank",
                        "copy_citation", "focus_query", "open_source", "more", "fewer")
-    # The one-letter keys type into the query box while it has focus.
-    _TYPED_ACTIONS = frozenset(b.action for b in key_bindings(BINDINGS) if any(_typed(k) for k in b.key.split(",")))
+    # The one-letter keys type into the query box while it has focus. An action with a key that types nothing
+    # (Help's F1) stays on: check_action rules on the action, not the key, and that key must still work there.
+    _TYPED_ACTIONS = (frozenset(b.action for b in key_bindings(BINDINGS) if any(_typed(k) for k in b.key.split(",")))
+                      - {b.action for b in key_bindings([*BINDINGS, HELP_F1])
+                         if not any(_typed(k) for k in b.key.split(","))})
 
     def __init__(self) -> None:
         super().__init__()

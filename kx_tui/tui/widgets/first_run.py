@@ -13,7 +13,8 @@ Add documents from a shell, then come back:
   kx datasets ingest NAME --file notes.md --file more/*.txt
   kx datasets watch NAME          (ingests what lands in $KX_HOME/inbox/NAME)
 
-Press [b]q[/b] to quit, [b]?[/b] for the keys."""
+Press [b]Ctrl+Q[/b] to quit, [b]F1[/b] for the keys."""
+# Keys that act wherever focus is: the note shows while the query box has it, which would take q and ? as text.
 
 
 class BuildProgressLine(Static):
