@@ -297,3 +297,25 @@ async def test_the_keys_the_first_run_note_names_do_what_it_says(kx_home: Path) 
         await pilot.press(keys.get(quit_key, quit_key))
         await pilot.pause()
         assert not app.is_running, f"{quit_key} did not quit"
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.parametrize("reload", ["palette", "watch batch"])
+async def test_datasets_all_deleted_on_disk_leave_none_listed_or_selected(kx_home: Path, reload: str) -> None:
+    app = KxApp(_engine(), settings=load_settings({}), samples=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot, rounds=3)
+        assert main(app).dataset == "alpha"
+        shutil.rmtree(kx_home / "datasets" / "alpha")
+        if reload == "palette":
+            await pilot.press("ctrl+p")
+            await pilot.pause()
+            await pilot.press(*"Reload datasets")
+            await pilot.pause(0.3)
+            await pilot.press("enter")
+        else:
+            main(app).datasets.load(first_run=False)   # what a watch batch or a retirement does
+        await settle(app, pilot, rounds=3)
+        assert app.query_one(DatasetList).option_count == 0 and main(app).dataset is None
+        assert _status(app).startswith("no dataset")
+        assert app.query_one("#first-run").display

@@ -45,13 +45,28 @@ class DatasetLoader:
     def _list(self, select: str | None, first_run: bool) -> None:
         summaries = self.screen.kx.backend.list_datasets()
         if not summaries and first_run:
-            self.screen.app.call_from_thread(self.on_empty)
+            self.screen.app.call_from_thread(self._emptied)
             return
         self.screen.post_message(DatasetsLoaded(summaries, select))
+
+    def _emptied(self) -> None:
+        self.forget()
+        self.on_empty()
+
+    def forget(self) -> None:
+        """None listed, none selected: the home is empty (its datasets may have been deleted on disk since they
+        were listed; left in the sidebar, the last one would still be the one queries ask)."""
+        self.selected = None
+        self.screen.query_one(DatasetList).show([])
+        self.screen.query_one(DatasetDetails).show(None)
+        self.screen.sub_title = ""
+        self.on_change()
 
     def loaded(self, message: DatasetsLoaded) -> None:
         """Show the list and select the wanted dataset: the one asked for, the one selected, else the first."""
         self.listed = True
+        if not message.summaries:
+            self.forget()
         datasets = self.screen.query_one(DatasetList)
         datasets.show(message.summaries)
         self.screen.query_one(FirstRunNote).display = not message.summaries
