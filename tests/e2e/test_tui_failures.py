@@ -319,3 +319,29 @@ async def test_datasets_all_deleted_on_disk_leave_none_listed_or_selected(kx_hom
         assert app.query_one(DatasetList).option_count == 0 and main(app).dataset is None
         assert _status(app).startswith("no dataset")
         assert app.query_one("#first-run").display
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
+async def test_a_gateway_that_is_down_is_said_once_and_each_action_says_so_not_ingest_one(kx_home: Path) -> None:
+    import socket
+
+    from engine.server.client import KxClient
+
+    with socket.socket() as probe:   # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    app = KxApp(KxClient(f"http://127.0.0.1:{port}", "token", timeout=5), settings=None, samples=None)
+    seen = _recording_notify(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot, rounds=3)
+        errors = [m for m, severity in seen if severity == "error"]
+        assert len(errors) == 1 and "cannot reach the gateway" in errors[0]   # once, not once per worker
+        assert "not listed" in _status(app)
+        app.query_one("#query", Input).value = "fox"
+        await pilot.press("enter")
+        await settle(app, pilot)
+        for key in ("c", "d", "a"):
+            await pilot.press("escape", key)
+            await settle(app, pilot)
+        said = [m for m, severity in seen if severity == "warning"]
+        assert len(said) == 4 and all("could not be listed" in m and "Reload datasets" in m for m in said), said

@@ -123,7 +123,8 @@ class MainScreen(KeysScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        self.queries = QueryRunner(self, target=self._target, on_change=self.update_status)
+        self.queries = QueryRunner(self, target=self._target, on_change=self.update_status,
+                                   no_dataset=lambda: self.datasets.missing("no dataset selected; ingest one first"))
         self.datasets = DatasetLoader(self, on_change=self.update_status, on_empty=self.first_run,
                                       on_embedded=self.queries.rerun)
         self.samples = FirstRun(self)
@@ -242,6 +243,7 @@ class MainScreen(KeysScreen):
                 self.datasets.load(first_run=False)
             elif event.worker.group == "datasets":
                 self.datasets.listed = True
+                self.datasets.list_failed = True
                 self.queries.drop_held("the datasets could not be listed")
             self.queries.pending = None
             self.update_status()
@@ -259,7 +261,8 @@ class MainScreen(KeysScreen):
         """dataset · mode · MMR · k · the model's state · the query's state, in lines of `width` (0: one line)."""
         kx = self.kx
         name = self.dataset or (f"{SAMPLE_DATASET} (building)" if self.build is not None else
-                                "…" if not self.datasets.listed else "no dataset")
+                                "…" if not self.datasets.listed else
+                                "datasets not listed" if self.datasets.list_failed else "no dataset")
         return flow([(name, "bold"), (kx.mode, ""), (f"MMR {'on' if kx.rerank else 'off'}", ""), (f"k={kx.k}", ""),
                      (kx.warmup.describe(), "dim"), *self.queries.status_parts()], width)
 

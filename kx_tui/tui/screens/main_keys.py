@@ -66,7 +66,10 @@ class MainKeys:
 
     def compare(self) -> None:
         text, dataset = self.queries.text(), self.datasets.selected
-        if not text.strip() or dataset is None:
+        if dataset is None:
+            self.screen.notify(self.datasets.missing("no dataset selected; ingest one first"), severity="warning")
+            return
+        if not text.strip():
             self.screen.notify("type a query first; compare shows it as hybrid and as dense", severity="warning")
             return
         kx = self.screen.kx
@@ -74,7 +77,7 @@ class MainKeys:
 
     def documents(self) -> None:
         if self.datasets.selected is None:
-            self.screen.notify("no dataset selected; ingest one first", severity="warning")
+            self.screen.notify(self.datasets.missing("no dataset selected; ingest one first"), severity="warning")
             return
         self.screen.app.push_screen(DocumentsScreen(self.screen.kx.backend, self.datasets.selected))
 
@@ -83,13 +86,14 @@ class MainKeys:
         if watch.watching:
             watch.stop()
         elif self.datasets.selected is None:
-            self.screen.notify("select a dataset first", severity="warning")
+            self.screen.notify(self.datasets.missing("select a dataset first"), severity="warning")
         else:
             watch.start(self.datasets.selected)
 
     def ask_agent(self) -> None:
         if self.datasets.selected is None:
-            self.screen.notify("select a dataset first; the agent researches the current one", severity="warning")
+            self.screen.notify(self.datasets.missing("select a dataset first; the agent researches the current one"),
+                               severity="warning")
             return
         from .agent import AgentScreen
 

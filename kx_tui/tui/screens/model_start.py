@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from engine.errors import KxError
+
 from ..messages import ModelWarmed, WarmupNoted
 from .first_run import FirstRun
 from .keys import KeysScreen
@@ -53,7 +55,10 @@ class ModelStart:
 
     def _advise(self) -> None:
         """Say once, at start, what the engine warns about (a chat model, no model, a gateway's broken model)."""
-        info = self.screen.kx.backend.info()
+        try:
+            info = self.screen.kx.backend.info()
+        except KxError:
+            return   # e.g. a gateway that is down: the datasets' listing says so, once
         model = info.get("embed_model") or {}
         notify = self.screen.notify
         if isinstance(model, dict) and "error" in model and self.screen.kx.settings is None:

@@ -29,13 +29,14 @@ from .keys import KeysScreen
 
 class QueryRunner:
     def __init__(self, screen: KeysScreen, target: Callable[[], tuple[str | None, str | None]],
-                 on_change: Callable[[], None]) -> None:
+                 on_change: Callable[[], None], no_dataset: Callable[[], str]) -> None:
         """`target` says which dataset a query asks now, and without one what may still bring one (the query is
-        kept until then; None: nothing will, the query is refused); `on_change` redraws the status line, which
-        says the query's state."""
+        kept until then; None: nothing will, the query is refused, and `no_dataset` says why and what to do);
+        `on_change` redraws the status line, which says the query's state."""
         self.screen = screen
         self.target = target
         self.on_change = on_change
+        self.no_dataset = no_dataset
         self.result: QueryResult | None = None
         self.pending: str | None = None     # "searching…" or "waiting for the model…" while a query runs
         self.held: str | None = None        # a query submitted before there was a dataset to ask
@@ -59,7 +60,7 @@ class QueryRunner:
                 self.pending = hold
                 self.on_change()
             else:
-                self.screen.notify("no dataset selected; ingest one first", severity="warning")
+                self.screen.notify(self.no_dataset(), severity="warning")
             return
         self.pending = "searching…"
         self.asked = text
