@@ -58,3 +58,17 @@ def test_a_hit_header_never_cuts_a_field(width: int) -> None:
     text = " ".join(lines)
     assert "[chunk 1/12]" in lines[0] and "dense #3 · sparse —" in text and "MMR ▲1" in text
     assert ("0.0317" in lines[0]) == (width == 200)   # the score is what a narrow line drops
+
+
+@pytest.mark.parametrize("name", ["报告/数据集文件名称很长的文档报告第一季度总结", "party/" + "🎉" * 25, "tab\there"])
+def test_a_hit_header_cuts_a_wide_name_by_its_cells_never_the_chunk_label(name: str) -> None:
+    from rich.cells import cell_len
+
+    from engine.records import Hit
+    from kx_tui.tui.widgets.results import hit_header
+
+    hit = Hit(rank=3, score=0.0317, text="x", passage_ref="p", document_ref="d", document_name=name,
+              chunk_index=0, chunk_count=12, char_start=0, char_end=1, dense_rank=3, dense_score=0.5,
+              sparse_rank=None, sparse_score=None, fused_score=0.03, fused_rank=4, mmr_moved=1)
+    first = hit_header(hit, [hit], width=40).plain.splitlines()[0]
+    assert cell_len(first) <= 40 and first.endswith("  [chunk 1/12]"), first   # CJK and emoji take two cells

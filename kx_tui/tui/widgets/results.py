@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Group
 from rich.padding import Padding
 from rich.text import Text
@@ -31,6 +32,14 @@ def _title(hit: Hit, limit: int) -> str | None:
     return title
 
 
+def _last_cells(text: str, cells: int) -> str:
+    """The end of `text` that fits in `cells` terminal cells (a CJK character or an emoji takes two)."""
+    start = len(text)
+    while start > 0 and cell_len(text[start - 1:]) <= cells:
+        start -= 1
+    return text[start:]
+
+
 def hit_header(hit: Hit, hits: Sequence[Hit] = (), width: int = 0) -> Text:
     """rank, score, document, [chunk i/N], dense and sparse ranks, MMR marker; then, on a line of
     its own (so neither pushes the ranks off the first), the document's title, pages and section.
@@ -45,9 +54,9 @@ def hit_header(hit: Hit, hits: Sequence[Hit] = (), width: int = 0) -> Text:
     lead = Text()
     lead.append(f"{hit.rank:>2} ", style="bold")
     name = terminal_safe(hit.document_name)   # stored: shown, not obeyed (render.terminal_safe)
-    room = width - lead.cell_len - 2 - len(hit.label)
-    if width and len(name) > room:   # a name too long for the line loses its start, never the chunk label
-        name = "…" + name[len(name) - max(room - 1, 1):]
+    room = width - lead.cell_len - 2 - cell_len(hit.label)
+    if width and cell_len(name) > room:   # a name too long for the line loses its start, never the chunk label
+        name = "…" + _last_cells(name, max(room - 1, 1))
     head = Text()
     head.append(name, style="bold cyan")
     head.append(f"  {hit.label}")
