@@ -345,3 +345,19 @@ async def test_a_gateway_that_is_down_is_said_once_and_each_action_says_so_not_i
             await settle(app, pilot)
         said = [m for m, severity in seen if severity == "warning"]
         assert len(said) == 4 and all("could not be listed" in m and "Reload datasets" in m for m in said), said
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
+async def test_a_very_long_query_keeps_compares_title_to_one_line(kx_home: Path) -> None:
+    app = KxApp(_engine(), settings=load_settings({}), samples=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot, rounds=3)
+        app.query_one("#query", Input).value = "where does the red fox sleep " * 40
+        await pilot.press("enter")
+        await settle(app, pilot, rounds=3)
+        await pilot.press("escape", "c")
+        await settle(app, pilot, rounds=3)
+        assert isinstance(app.screen, CompareScreen)
+        title = app.screen.query_one("#compare-title", Static)
+        assert title.region.height == 1   # the tables keep the screen
+        assert "k=10 · MMR on" in _text_of(title.content)   # the settings are not what the cut takes

@@ -19,6 +19,8 @@ from ..warmup import ModelWarmup
 from ..widgets.footer import KeysFooter
 from .keys import HELP, KeysScreen, back_keys
 
+_QUERY_CHARS = 48   # of the query in the title: room for the dataset, k and MMR beside it at 80 columns
+
 
 def movement(rank: int, other: int | None, absent: str) -> str:
     """▲n when this list ranks the passage n places higher than the other, ▼n lower; `absent` if the other lacks it."""
@@ -64,7 +66,9 @@ class CompareScreen(KeysScreen):
     """Runs the query as hybrid and as dense in a worker; the lower half shows the highlighted row's passage."""
 
     DEFAULT_CSS = """
-    CompareScreen > #compare-title { padding: 0 1; background: $primary-darken-2; text-style: bold; }
+    CompareScreen > #compare-title {
+        padding: 0 1; background: $primary-darken-2; text-style: bold; text-wrap: nowrap; text-overflow: ellipsis;
+    }
     CompareScreen > #compare-columns { height: 1fr; }
     CompareScreen .compare-column { width: 1fr; }
     CompareScreen .compare-head { padding: 0 1; text-style: bold; }
@@ -86,9 +90,13 @@ class CompareScreen(KeysScreen):
         self.shown_ref: str | None = None   # the passage in the lower half
 
     def compose(self) -> ComposeResult:
-        # the query as typed (a "[" is not markup, an escape is shown, not obeyed)
-        yield Static(Text(f"compare · {self.dataset} · “{terminal_safe(self.query_text)}” · k={self.k} · "
-                          f"MMR {'on' if self.rerank else 'off'}"), id="compare-title")
+        # the query as typed (a "[" is not markup, an escape is shown, not obeyed); a long one is cut, so the
+        # title stays one line and the tables keep the screen
+        query = terminal_safe(self.query_text)
+        if len(query) > _QUERY_CHARS:
+            query = query[:_QUERY_CHARS - 1].rstrip() + "…"
+        yield Static(Text(f"compare · {self.dataset} · “{query}” · k={self.k} · MMR {'on' if self.rerank else 'off'}"),
+                     id="compare-title")
         with Horizontal(id="compare-columns"):
             with Vertical(classes="compare-column"):
                 yield Static("hybrid (rank · dense rank · vs dense)", classes="compare-head")
