@@ -361,3 +361,36 @@ async def test_a_very_long_query_keeps_compares_title_to_one_line(kx_home: Path)
         title = app.screen.query_one("#compare-title", Static)
         assert title.region.height == 1   # the tables keep the screen
         assert "k=10 · MMR on" in _text_of(title.content)   # the settings are not what the cut takes
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
+async def test_keys_pressed_while_the_sample_is_built_say_to_wait_not_to_ingest(kx_home: Path, tmp_path: Path) -> None:
+    from kx_tui.tui.app import SAMPLES
+
+    samples = tmp_path / "samples"
+    samples.mkdir()
+    (samples / "refunds-and-returns.md").write_text((SAMPLES / "refunds-and-returns.md").read_text())
+    engine = Engine(load_settings({}), embedder=HashEmbedder())
+    built = threading.Event()
+    ingest = engine.ingest
+
+    def slow_ingest(*args, **kwargs):   # the first run's build, taking its time
+        built.wait(10)
+        return ingest(*args, **kwargs)
+
+    engine.ingest = slow_ingest  # type: ignore[method-assign]
+    app = KxApp(engine, settings=engine.settings, samples=samples)
+    seen = _recording_notify(app)
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(100):
+            if main(app).build is not None:
+                break
+            await pilot.pause(0.05)
+        for key in ("d", "w", "a"):
+            await pilot.press("escape", key)
+            await pilot.pause()
+        said = [m for m, severity in seen if severity == "warning"]
+        built.set()
+        await settle(app, pilot, rounds=3)
+        assert len(said) == 3 and not any("ingest one" in m or "select a dataset" in m for m in said), said
+        assert all("handbook" in m and "built" in m for m in said), said

@@ -38,13 +38,6 @@ class DatasetLoader:
         self.listed = False                 # the datasets have been listed once (until then a query is kept)
         self.list_failed = False            # the last listing failed (e.g. a gateway that is down)
 
-    def missing(self, otherwise: str) -> str:
-        """What an action that needs a dataset says without one: `otherwise`, unless the datasets could not be
-        listed, where "ingest one first" would send the user the wrong way."""
-        if self.list_failed:
-            return "the datasets could not be listed (the error said why); Ctrl+P, Reload datasets tries again"
-        return otherwise
-
     def load(self, select: str | None = None, first_run: bool = True) -> None:
         """List the datasets again (then select `select`); an empty list starts the first run if `first_run`."""
         self.screen.run_worker(partial(self._list, select, first_run), name="load_datasets", group="datasets",

@@ -124,12 +124,13 @@ class MainScreen(KeysScreen):
     def __init__(self) -> None:
         super().__init__()
         self.queries = QueryRunner(self, target=self._target, on_change=self.update_status,
-                                   no_dataset=lambda: self.datasets.missing("no dataset selected; ingest one first"))
+                                   no_dataset=lambda: self.no_dataset("no dataset selected; ingest one first"))
         self.datasets = DatasetLoader(self, on_change=self.update_status, on_empty=self.first_run,
                                       on_embedded=self.queries.rerun)
         self.samples = FirstRun(self)
         self.model = ModelStart(self, self.samples, on_change=self.update_status)
-        self.keys = MainKeys(self, self.queries, self.datasets, on_change=self.update_status)
+        self.keys = MainKeys(self, self.queries, self.datasets, on_change=self.update_status,
+                             no_dataset=self.no_dataset)
 
     # what the status line and the tests read: the selected dataset, the answer shown, the first run's build
     @property
@@ -256,6 +257,15 @@ class MainScreen(KeysScreen):
         hold = (f"your query runs once '{SAMPLE_DATASET}' is built" if self.build is not None
                 else "your query runs once the datasets are listed" if not self.datasets.listed else None)
         return self.dataset, hold
+
+    def no_dataset(self, otherwise: str) -> str:
+        """What an action that needs a dataset says without one: `otherwise` ("ingest one first"), unless one is
+        on its way or the datasets could not be listed, where that would send the user the wrong way."""
+        if self.build is not None:
+            return f"'{SAMPLE_DATASET}' is being built from the samples; it is selected once it is built"
+        if self.datasets.list_failed:
+            return "the datasets could not be listed (the error said why); Ctrl+P, Reload datasets tries again"
+        return otherwise
 
     def status_text(self, width: int = 0) -> Text:
         """dataset · mode · MMR · k · the model's state · the query's state, in lines of `width` (0: one line)."""

@@ -30,12 +30,14 @@ MODES = tuple(RetrievalMode)
 
 class MainKeys:
     def __init__(self, screen: KeysScreen, queries: QueryRunner, datasets: DatasetLoader,
-                 on_change: Callable[[], None]) -> None:
-        """`on_change` redraws the status line, which shows the query's options."""
+                 on_change: Callable[[], None], no_dataset: Callable[[str], str]) -> None:
+        """`on_change` redraws the status line, which shows the query's options; `no_dataset(otherwise)` says
+        what a key that needs a dataset says without one."""
         self.screen = screen
         self.queries = queries
         self.datasets = datasets
         self.on_change = on_change
+        self.no_dataset = no_dataset
 
     def focus_query(self) -> None:
         self.screen.query_one("#query", Input).focus()
@@ -67,7 +69,7 @@ class MainKeys:
     def compare(self) -> None:
         text, dataset = self.queries.text(), self.datasets.selected
         if dataset is None:
-            self.screen.notify(self.datasets.missing("no dataset selected; ingest one first"), severity="warning")
+            self.screen.notify(self.no_dataset("no dataset selected; ingest one first"), severity="warning")
             return
         if not text.strip():
             self.screen.notify("type a query first; compare shows it as hybrid and as dense", severity="warning")
@@ -77,7 +79,7 @@ class MainKeys:
 
     def documents(self) -> None:
         if self.datasets.selected is None:
-            self.screen.notify(self.datasets.missing("no dataset selected; ingest one first"), severity="warning")
+            self.screen.notify(self.no_dataset("no dataset selected; ingest one first"), severity="warning")
             return
         self.screen.app.push_screen(DocumentsScreen(self.screen.kx.backend, self.datasets.selected))
 
@@ -86,13 +88,13 @@ class MainKeys:
         if watch.watching:
             watch.stop()
         elif self.datasets.selected is None:
-            self.screen.notify(self.datasets.missing("select a dataset first"), severity="warning")
+            self.screen.notify(self.no_dataset("select a dataset first"), severity="warning")
         else:
             watch.start(self.datasets.selected)
 
     def ask_agent(self) -> None:
         if self.datasets.selected is None:
-            self.screen.notify(self.datasets.missing("select a dataset first; the agent researches the current one"),
+            self.screen.notify(self.no_dataset("select a dataset first; the agent researches the current one"),
                                severity="warning")
             return
         from .agent import AgentScreen
