@@ -394,3 +394,22 @@ async def test_keys_pressed_while_the_sample_is_built_say_to_wait_not_to_ingest(
         await settle(app, pilot, rounds=3)
         assert len(said) == 3 and not any("ingest one" in m or "select a dataset" in m for m in said), said
         assert all("handbook" in m and "built" in m for m in said), said
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
+async def test_keys_the_query_box_types_are_all_dimmed_in_the_footer_while_it_has_focus(kx_home: Path) -> None:
+    from textual.widgets._footer import FooterKey
+
+    app = KxApp(_engine(), settings=load_settings({}), samples=None)
+    async with app.run_test(size=(200, 40)) as pilot:
+        await settle(app, pilot, rounds=3)
+        app.query_one("#query", Input).focus()
+        await pilot.pause()
+        enabled = {key.description for key in app.screen.query(FooterKey) if not key.has_class("-disabled")}
+        assert not enabled & {"Query", "k+", "k-"}, enabled   # "/", "+" and "-" are typed into the box
+        await pilot.press("slash", "plus", "minus")
+        assert app.query_one("#query", Input).value == "/+-" and app.k == 10
+        await pilot.press("escape")
+        await pilot.pause()
+        enabled = {key.description for key in app.screen.query(FooterKey) if not key.has_class("-disabled")}
+        assert {"Query", "k+", "k-"} <= enabled

@@ -24,7 +24,7 @@ from textual import on
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.keys import key_to_character
+from textual.keys import REPLACED_KEYS, key_to_character
 from textual.widgets import Header, Input, OptionList, Static
 from textual.worker import Worker, WorkerState
 
@@ -65,7 +65,8 @@ def error_text(error: BaseException) -> str:
 
 def _typed(key: str) -> bool:
     """True for a key that types a character (m, +, ?), which belongs to the query box while it has focus."""
-    character = key_to_character(key)
+    # Textual's short names ("plus", "minus", "slash") are not ones key_to_character knows: ask with its long one
+    character = key_to_character(REPLACED_KEYS.get(key, key))
     return character is not None and character.isprintable()
 
 
