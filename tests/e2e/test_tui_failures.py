@@ -413,3 +413,26 @@ async def test_keys_the_query_box_types_are_all_dimmed_in_the_footer_while_it_ha
         await pilot.pause()
         enabled = {key.description for key in app.screen.query(FooterKey) if not key.has_class("-disabled")}
         assert {"Query", "k+", "k-"} <= enabled
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.parametrize("change", ["dataset", "mode"])
+async def test_an_answer_is_not_left_under_options_it_was_not_asked_with(kx_home: Path, change: str) -> None:
+    engine = _engine()
+    engine.ingest("beta", [from_text("green apples and a fox", "apple")])
+    app = KxApp(engine, settings=engine.settings, samples=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot, rounds=3)
+        app.query_one("#query", Input).value = "fox"
+        await pilot.press("enter")
+        await settle(app, pilot, rounds=3)
+        assert main(app).result.dataset == "alpha"
+        app.query_one("#query", Input).value = ""   # the box emptied: nothing to run again
+        if change == "dataset":
+            app.query_one(DatasetList).focus()
+            await pilot.press("down")
+        else:
+            await pilot.press("escape", "m")
+        await settle(app, pilot, rounds=3)
+        assert main(app).result is None and app.query_one(ResultsList).option_count == 0
+        assert "hits in" not in _status(app)   # alpha's hybrid answer is not shown as beta's, or as dense

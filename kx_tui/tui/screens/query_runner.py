@@ -70,7 +70,11 @@ class QueryRunner:
                                group="query", exclusive=True, thread=True, exit_on_error=False)
 
     def rerun(self) -> None:
-        """The query in the box again (its options changed, or the dataset did)."""
+        """The query in the box again (its options changed, or the dataset did). With the box empty there is
+        nothing to run, and the answer on show, asked with the old options, would pass for the new ones'."""
+        if not self.text().strip():
+            self._clear()
+            self.on_change()
         self.run(self.text())
 
     def _ask(self, dataset: str, text: str, mode: str, rerank: bool, k: int) -> None:
@@ -122,11 +126,13 @@ class QueryRunner:
             self._stale(message.query)
             return
         self.pending = None
-        # the answer on show was to another dataset, mode or k: left there, it would pass for this query's
-        self.result = None
-        self.screen.query_one(ResultsList).clear_result()
+        self._clear()   # the answer on show was to another dataset, mode or k: it would pass for this query's
         self.screen.notify(message.message, title="query failed", severity="error", timeout=10)
         self.on_change()
+
+    def _clear(self) -> None:
+        self.result = None
+        self.screen.query_one(ResultsList).clear_result()
 
     def _stale(self, query: str) -> None:
         """The box says something else now: the word about `query` is dropped. If it was the newest query's,
