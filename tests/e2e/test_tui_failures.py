@@ -436,3 +436,29 @@ async def test_an_answer_is_not_left_under_options_it_was_not_asked_with(kx_home
         await settle(app, pilot, rounds=3)
         assert main(app).result is None and app.query_one(ResultsList).option_count == 0
         assert "hits in" not in _status(app)   # alpha's hybrid answer is not shown as beta's, or as dense
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
+async def test_a_listing_a_newer_one_replaced_does_not_overwrite_the_sidebar(kx_home: Path) -> None:
+    engine = _engine()
+    app = KxApp(engine, settings=engine.settings, samples=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot, rounds=3)
+        gate = threading.Event()
+        list_datasets = engine.list_datasets
+
+        def slow_listing():   # read now, reported late (a home of many datasets)
+            listed = list_datasets()
+            gate.wait(10)
+            return listed
+
+        engine.list_datasets = slow_listing  # type: ignore[method-assign]
+        main(app).datasets.load(first_run=False)
+        await pilot.pause(0.2)
+        engine.ingest("beta", [from_text("green apples", "apple")])
+        engine.list_datasets = list_datasets  # type: ignore[method-assign]
+        main(app).datasets.load(first_run=False)   # a watch batch: the newer listing, with beta
+        await pilot.pause(0.2)
+        gate.set()
+        await settle(app, pilot, rounds=3)
+        assert list(app.query_one(DatasetList).summaries) == ["alpha", "beta"]

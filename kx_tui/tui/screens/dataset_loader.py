@@ -45,6 +45,8 @@ class DatasetLoader:
 
     def _list(self, select: str | None, first_run: bool) -> None:
         summaries = self.screen.kx.backend.list_datasets()
+        if get_current_worker().is_cancelled:
+            return   # a newer listing took over (a burst of watch batches): an older one must not overwrite it
         if not summaries and first_run:
             self.screen.app.call_from_thread(self._emptied)
             return
