@@ -462,3 +462,29 @@ async def test_a_listing_a_newer_one_replaced_does_not_overwrite_the_sidebar(kx_
         gate.set()
         await settle(app, pilot, rounds=3)
         assert list(app.query_one(DatasetList).summaries) == ["alpha", "beta"]
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
+async def test_a_dataset_of_many_documents_fills_the_browser_a_bounded_table_at_a_time(kx_home: Path) -> None:
+    from textual.widgets import DataTable
+
+    from engine.records import DocumentSummary
+    from kx_tui.tui.screens.document_table import ROWS
+
+    engine = _engine()
+    many = [DocumentSummary(name=f"notes/n-{i:05d}", ref=f"{i:064x}", media_type="text/markdown", pages=None,
+                            passages=2, ingested_at=1.7e9 + i, source_path=None) for i in range(ROWS * 3)]
+    engine.list_documents = lambda name, offset=0, limit=100, versions=None: many[offset:offset + limit]  # type: ignore
+    app = KxApp(engine, settings=engine.settings, samples=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot, rounds=3)
+        await pilot.press("escape", "d")
+        await settle(app, pilot, rounds=3)
+        table = app.screen.query_one(DataTable)
+        count = lambda: _text_of(app.screen.query_one("#documents-count", Static).content)  # noqa: E731
+        assert table.row_count == ROWS and "3,000 of 3,000 documents" in count() and "type to narrow" in count()
+        await pilot.press("ctrl+r")   # the order is the whole list's; the table holds its first rows
+        assert str(table.get_row_at(0)[0]) == "notes/n-02999"
+        await pilot.press(*"n-0299")   # narrowed: every match listed
+        await pilot.pause()
+        assert table.row_count == 10 and "type to narrow" not in count()

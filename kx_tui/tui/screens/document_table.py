@@ -26,6 +26,10 @@ from .document_text import DocumentScreen
 from .keys import HELP, KeysScreen, back_keys
 
 PAGE = 1000  # documents per backend call while loading the whole list
+# Rows put in the table at most. The table is filled on the UI thread at each key typed in the filter, at about
+# a tenth of a millisecond a row: a dataset of 20,000 documents froze the screen for seconds a key. The filter
+# narrows the list to what it holds; the count line says when rows are left out.
+ROWS = 1000
 
 # (column key, heading, cell, sort key); None sorts last whichever the direction
 COLUMNS: list[tuple[str, str, Callable[[DocumentSummary], Any], Callable[[DocumentSummary], Any]]] = [
@@ -87,6 +91,7 @@ class DocumentsScreen(KeysScreen):
         self.backend = backend
         self.dataset = dataset
         self.documents: list[DocumentSummary] | None = None
+        self.widths: dict[str, int] = {}      # each column's width over every document
         self.sort_key: str | None = None      # None: ingest order
         self.reverse = False
         self.shown: list[DocumentSummary] = []
@@ -129,6 +134,10 @@ class DocumentsScreen(KeysScreen):
         if message.versions != self.versions:   # toggled again while this list loaded
             return
         self.documents = message.documents
+        # each column's width over every document (the filter changes the rows, never the columns): once a list
+        cells = {key: [cell(d) for d in self.documents] for key, _h, cell, _s in COLUMNS}
+        self.widths = {key: max([len(heading), *(len(str(getattr(c, "plain", c))) for c in cells[key])])
+                       for key, heading, _c, _s in COLUMNS}
         self.refresh_rows()
 
     def action_toggle_versions(self) -> None:
@@ -145,11 +154,8 @@ class DocumentsScreen(KeysScreen):
         words = self.query_one(Input).value.lower().split()
         self.shown = ordered([d for d in self.documents if matches(d, words)], self.sort_key, self.reverse)
         table = self.query_one(DataTable)
-        cells = {key: [cell(d) for d in self.documents] for key, _h, cell, _s in COLUMNS}
-        widths = {key: max([len(heading), *(len(str(getattr(c, "plain", c))) for c in cells[key])])
-                  for key, heading, _c, _s in COLUMNS}
         available = (table.size.width or self.app.size.width) - 2   # less the scrollbar
-        columns = fit_columns(widths, PRIORITY, available, gap=2)   # DataTable pads each cell by 1 a side
+        columns = fit_columns(self.widths, PRIORITY, available, gap=2)   # DataTable pads each cell by 1 a side
         if columns != self.columns:
             table.clear(columns=True)
             for key, heading, _cell, _sort in COLUMNS:
@@ -158,7 +164,7 @@ class DocumentsScreen(KeysScreen):
             self.columns = columns
         else:
             table.clear()
-        for document in self.shown:
+        for document in self.shown[:ROWS]:
             table.add_row(*(cell(document) for key, _h, cell, _sort in COLUMNS if key in columns), key=document.ref)
         order = "ingest order" if self.sort_key is None else f"sorted by {self.sort_key}"
         arrow = " ↓" if self.reverse else " ↑"
@@ -167,6 +173,7 @@ class DocumentsScreen(KeysScreen):
             f"{len(self.shown):,} of {len(self.documents):,} "
             + ("stored versions" if self.versions is VersionView.ALL else "documents")
             + f" · {order}{arrow} · Enter opens"
+            + (f" · the first {ROWS:,} listed: type to narrow" if len(self.shown) > ROWS else "")
             + (f" · {hidden} column{'s' if hidden > 1 else ''} hidden: too narrow" if hidden else ""))
         self._filled_for = table.size.width
 
