@@ -488,3 +488,20 @@ async def test_a_dataset_of_many_documents_fills_the_browser_a_bounded_table_at_
         await pilot.press(*"n-0299")   # narrowed: every match listed
         await pilot.pause()
         assert table.row_count == 10 and "type to narrow" not in count()
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
+async def test_an_inbox_that_cannot_be_made_is_a_message_not_a_crash(kx_home: Path) -> None:
+    from kx_tui.tui.widgets.watch import WatchPanel
+
+    app = KxApp(_engine(), settings=load_settings({}), samples=None)
+    seen = _recording_notify(app)
+    (kx_home / "inbox").mkdir(parents=True, exist_ok=True)
+    (kx_home / "inbox" / "alpha").write_text("a file where the inbox folder goes")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot, rounds=3)
+        await pilot.press("escape", "w")
+        await settle(app, pilot)
+        assert app.is_running and not app.query_one(WatchPanel).watching
+        errors = [m for m, severity in seen if severity == "error"]
+        assert errors and str(kx_home / "inbox" / "alpha") in errors[-1] and "press w again" in errors[-1]

@@ -125,7 +125,12 @@ class WatchPanel(Vertical):
             self.notify(_NEEDS_LOCAL, severity="warning")
             return
         folder = inbox_folder(self.settings, dataset)
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:   # a file where the folder goes, a home kx cannot write to: said, not raised
+            self.notify(f"the inbox {folder} cannot be made ({exc.strerror}); move what is in its way or fix its "
+                        "permissions, then press w again", severity="error", timeout=10)
+            return
         try:
             watcher = FolderWatcher(_LocalIngest(self.backend, self.settings), dataset, folder, self._on_event,
                                     settle_seconds=self.settle_seconds)
