@@ -505,3 +505,22 @@ async def test_an_inbox_that_cannot_be_made_is_a_message_not_a_crash(kx_home: Pa
         assert app.is_running and not app.query_one(WatchPanel).watching
         errors = [m for m, severity in seen if severity == "error"]
         assert errors and str(kx_home / "inbox" / "alpha") in errors[-1] and "press w again" in errors[-1]
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
+async def test_a_listing_that_works_again_on_an_empty_home_no_longer_says_not_listed(kx_home: Path) -> None:
+    engine = Engine(load_settings({}), embedder=HashEmbedder())
+    list_datasets = engine.list_datasets
+
+    def unreachable():
+        raise KxError(Status.UNAVAILABLE, "the home is on a share that is not mounted")
+
+    engine.list_datasets = unreachable  # type: ignore[method-assign]
+    app = KxApp(engine, settings=engine.settings, samples=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot, rounds=3)
+        assert "datasets not listed" in _status(app)
+        engine.list_datasets = list_datasets  # type: ignore[method-assign]
+        main(app).datasets.load()   # Reload datasets: it works now, and the home is empty
+        await settle(app, pilot, rounds=3)
+        assert _status(app).startswith("no dataset") and app.query_one("#first-run").display

@@ -53,6 +53,7 @@ class DatasetLoader:
         self.screen.post_message(DatasetsLoaded(summaries, select))
 
     def _emptied(self) -> None:
+        self.list_failed = False   # listed, and none there
         self.forget()
         self.on_empty()
 
