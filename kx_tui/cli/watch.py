@@ -69,7 +69,12 @@ def watch(ctx: click.Context, name: str, folder: Path | None, settle: float | No
             raise no_embedder_error("watching a folder")
         if folder is None:
             folder = inbox_folder(engine.settings, name)
-            folder.mkdir(parents=True, exist_ok=True)
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # a file where the folder goes, a home kx cannot write to
+                raise KxError(Status.FAILED_PRECONDITION,
+                              f"the inbox {folder} cannot be made ({exc.strerror}); move what is in its way or fix "
+                              "its permissions, or name a folder to watch: kx datasets watch NAME DIR") from None
         settle = DEFAULT_SETTLE_SECONDS if settle is None else settle
 
         printer = _EventPrinter(as_json)

@@ -184,3 +184,16 @@ def test_a_folder_holding_kx_s_own_datasets_is_refused_as_a_watch_refuses_it(tmp
     inbox.mkdir(parents=True)
     (inbox / "otters.txt").write_text("Otters hold hands while they sleep.")
     assert run_cli("datasets", "ingest", "notes", str(inbox)).code == 0
+
+
+def test_a_watch_whose_inbox_cannot_be_made_says_what_is_in_the_way(kx_home: Path) -> None:
+    # $KX_HOME/inbox/NAME is made on first use; a file in its place was an INTERNAL FileExistsError
+    (kx_home / "inbox").mkdir(parents=True)
+    (kx_home / "inbox" / "notes").write_text("not a folder")
+    from engine.errors import Status
+
+    answer = run_cli("datasets", "watch", "notes")
+    assert answer.code == Status.FAILED_PRECONDITION.exit_code, answer.stderr
+    assert answer.stderr.startswith("error: FAILED_PRECONDITION") and "INTERNAL" not in answer.stderr
+    assert "cannot be made" in answer.stderr and "kx datasets watch NAME DIR" in answer.stderr
+    assert (kx_home / "inbox" / "notes").read_text() == "not a folder"
