@@ -52,15 +52,20 @@ def _status(app: KxApp) -> str:
     return _text_of(app.query_one("#query-status", Static).content)
 
 
+async def _asked(app: KxApp, pilot, text: str) -> None:
+    """The app started, `text` typed in the query box and sent, and its answer waited for."""
+    await settle(app, pilot, rounds=3)
+    app.query_one("#query", Input).value = text
+    await pilot.press("enter")
+    await settle(app, pilot, rounds=3)
+
+
 @pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_compare_shows_a_query_with_brackets_and_escapes_as_typed(kx_home: Path) -> None:
     query = "[/] [bold]fox[/bold] \x1b[31mred"
     app = KxApp(_engine(), settings=load_settings({}), samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot, rounds=3)
-        app.query_one("#query", Input).value = query
-        await pilot.press("enter")
-        await settle(app, pilot, rounds=3)
+        await _asked(app, pilot, query)
         await pilot.press("escape", "c")
         await settle(app, pilot, rounds=3)
         assert isinstance(app.screen, CompareScreen) and app.is_running
@@ -110,10 +115,7 @@ async def test_a_failed_query_leaves_no_answer_of_another_dataset_on_show(kx_hom
     app = KxApp(_engine(), settings=load_settings({}), samples=None)
     seen = _recording_notify(app)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot, rounds=3)
-        app.query_one("#query", Input).value = "fox"
-        await pilot.press("enter")
-        await settle(app, pilot, rounds=3)
+        await _asked(app, pilot, "fox")
         assert main(app).result.dataset == "alpha" and "hits in" in _status(app)
         app.query_one(DatasetList).focus()
         await pilot.press("down")   # zold: built with another chunk size, so its query fails
@@ -161,10 +163,7 @@ async def test_a_toast_quoting_a_name_with_brackets_shows_it_as_written(kx_home:
     engine.ingest("alpha", [from_text("the red fox jumps", "notes [/] [draft] [bold]v2")])
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE, notifications=True) as pilot:   # toasts drawn, as in a terminal
-        await settle(app, pilot, rounds=3)
-        app.query_one("#query", Input).value = "fox"
-        await pilot.press("enter")
-        await settle(app, pilot, rounds=3)
+        await _asked(app, pilot, "fox")
         await pilot.press("escape", "y")   # the citation names the document
         await settle(app, pilot)
         assert app.is_running
@@ -179,10 +178,7 @@ async def test_a_view_of_a_dataset_deleted_on_disk_says_it_could_not_load(kx_hom
     app = KxApp(_engine(), settings=load_settings({}), samples=None)
     seen = _recording_notify(app)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot, rounds=3)
-        app.query_one("#query", Input).value = "fox"
-        await pilot.press("enter")
-        await settle(app, pilot, rounds=3)
+        await _asked(app, pilot, "fox")
         await pilot.press("escape")
         if keys[0] == "d":   # the list is read first; the document is gone when it is opened
             await pilot.press("d")
@@ -351,10 +347,7 @@ async def test_a_gateway_that_is_down_is_said_once_and_each_action_says_so_not_i
 async def test_a_very_long_query_keeps_compares_title_to_one_line(kx_home: Path) -> None:
     app = KxApp(_engine(), settings=load_settings({}), samples=None)
     async with app.run_test(size=(80, 24)) as pilot:
-        await settle(app, pilot, rounds=3)
-        app.query_one("#query", Input).value = "where does the red fox sleep " * 40
-        await pilot.press("enter")
-        await settle(app, pilot, rounds=3)
+        await _asked(app, pilot, "where does the red fox sleep " * 40)
         await pilot.press("escape", "c")
         await settle(app, pilot, rounds=3)
         assert isinstance(app.screen, CompareScreen)
@@ -422,10 +415,7 @@ async def test_an_answer_is_not_left_under_options_it_was_not_asked_with(kx_home
     engine.ingest("beta", [from_text("green apples and a fox", "apple")])
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(app, pilot, rounds=3)
-        app.query_one("#query", Input).value = "fox"
-        await pilot.press("enter")
-        await settle(app, pilot, rounds=3)
+        await _asked(app, pilot, "fox")
         assert main(app).result.dataset == "alpha"
         app.query_one("#query", Input).value = ""   # the box emptied: nothing to run again
         if change == "dataset":

@@ -222,6 +222,17 @@ def test_a_gateway_address_given_with_v1_is_told_to_drop_it(notes: Engine) -> No
     assert other["message"] == "no such route; the API lives under /v1 (see /openapi.json)"
 
 
+def _ingested_here_and_through_a_gateway(engine: Engine, folder: Path) -> list[list[dict]]:
+    """`kx datasets ingest --json` of `folder` in-process and through a gateway over `engine`: each run's
+    per-document results, each run having ended INVALID_ARGUMENT (a document was refused)."""
+    with serving(engine) as (url, token):
+        there = run_cli("--gateway", url, "--token", token, "datasets", "ingest", "remote", str(folder), "--json")
+    here = run_cli("datasets", "ingest", "local", str(folder), "--json")
+    for shown in (here, there):
+        assert shown.code == Status.INVALID_ARGUMENT.exit_code, shown.stderr
+    return [json.loads(shown.stdout)["results"] for shown in (here, there)]
+
+
 def test_a_folder_with_one_badly_named_file_goes_in_through_the_gateway_as_in_process(
         hash_engine: Engine, tmp_path: Path) -> None:
     """A file whose name holds a control character is refused alone in-process; through the gateway the
@@ -230,12 +241,8 @@ def test_a_folder_with_one_badly_named_file_goes_in_through_the_gateway_as_in_pr
     folder.mkdir()
     (folder / "ta\tb.txt").write_text("a note about tabs")
     (folder / "fine.txt").write_text("a note about lighthouses")
-    with serving(hash_engine) as (url, token):
-        there = run_cli("--gateway", url, "--token", token, "datasets", "ingest", "remote", str(folder), "--json")
-    here = run_cli("datasets", "ingest", "local", str(folder), "--json")
-    for shown in (here, there):
-        assert shown.code == Status.INVALID_ARGUMENT.exit_code, shown.stderr
-        results = {r["name"]: (r["status"], r["reason"]) for r in json.loads(shown.stdout)["results"]}
+    for results in _ingested_here_and_through_a_gateway(hash_engine, folder):
+        results = {r["name"]: (r["status"], r["reason"]) for r in results}
         assert results["fine"] == ("added", None)
         assert results["ta\tb"][0] == "refused" and "control character" in results["ta\tb"][1]
 
@@ -249,11 +256,7 @@ def test_a_file_named_longer_than_the_gateway_takes_is_refused_alone_on_every_wa
     deep.mkdir(parents=True)
     (deep / "mole.txt").write_text("a deep note about moles")
     (folder / "vole.txt").write_text("a shallow note about voles")
-    with serving(hash_engine) as (url, token):
-        there = run_cli("--gateway", url, "--token", token, "datasets", "ingest", "remote", str(folder), "--json")
-    here = run_cli("datasets", "ingest", "local", str(folder), "--json")
-    for shown in (here, there):
-        assert shown.code == Status.INVALID_ARGUMENT.exit_code, shown.stderr
-        results = sorted((r["status"], r["reason"] or "") for r in json.loads(shown.stdout)["results"])
+    for listed in _ingested_here_and_through_a_gateway(hash_engine, folder):
+        results = sorted((r["status"], r["reason"] or "") for r in listed)
         assert [status for status, _reason in results] == ["added", "refused"]
         assert "at most 1,024" in results[1][1] and "shorten" in results[1][1]
