@@ -284,8 +284,9 @@ def _search(settings: Settings, searcher: Searcher, text: str | None, query_vect
         timings["expand"] = _ms(t)
         if no_words and "sparse" in columns and len(columns["sparse"][0]):
             # the first pass's sparse list was empty, the expanded one is not: say where its passages came from
+            terms = f" ({', '.join(added)})" if added else ""
             notes[notes.index(no_words)] = (f"{no_words}; the sparse list holds the passages the expansion's "
-                                           f"added terms found ({', '.join(added or [])})")
+                                           f"added terms{terms} found")
     retrievers = fused  # dense and sparse alone: what MMR's duplicate floor reads (raw scores)
     if len(lists) > 1 and text is not None and len(fused.order):
         # hybrid's third list: the fused head's passages that both retrievers found, ranked by their best
@@ -460,6 +461,7 @@ def _check_mode(settings: Settings, mode: str | None) -> RetrievalMode:
         return RetrievalMode.parse(chosen)
     except ValueError:
         raise invalid(f"mode must be one of {', '.join(RetrievalMode)}, got {chosen!r}") from None
+
 
 def _given_query_vector(vector: Sequence[float] | np.ndarray) -> np.ndarray:
     """A caller's query vector, checked and of unit length. One already of unit length (within float32's
