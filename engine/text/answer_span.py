@@ -379,10 +379,12 @@ class WordVectors:
     def sentence_vectors(self, text: str, ranges: Sequence[tuple[int, int]]) -> np.ndarray:
         """One unit vector per range of `text` (zeros for a range holding no known word)."""
         lowered = text.lower()
-        if len(lowered) != len(text):  # a character whose lower case is longer ('İ'): place words by position
+        if len(lowered) != len(text) or any(_inside_word(lowered, at) for edges in ranges for at in edges):
+            # a character whose lower case is longer ('İ'), or a range cut inside a word: place each word's
+            # tokens by where the word starts
             return self._sentence_vectors_by_position(lowered, ranges)
-        # Each range's words are found inside it (a range's edges are whitespace or the text's ends, so no word
-        # crosses one) and looked up per word: a Python step per token, keeping its start to place it in a
+        # Each range's words are found inside it (sentence_ranges' edges are whitespace or the text's ends, so no
+        # word crosses one) and looked up per word: a Python step per token, keeping its start to place it in a
         # range afterwards, cost ~1.5 ms for a query's ten first-seen passages. The sums are the same rows
         # added in the same order.
         known, word_ids, words = self._ids.get, self._word_ids, self._WORDS.findall
@@ -425,6 +427,12 @@ class WordVectors:
     def vector(self, text: str) -> np.ndarray:
         return self.sentence_vectors(text, [(0, len(text))])[0]
 
+
+
+def _inside_word(text: str, at: int) -> bool:
+    """Whether position `at` falls between two word characters (re's: str.isalnum() or '_')."""
+    return 0 < at < len(text) and (text[at - 1].isalnum() or text[at - 1] == "_") and \
+        (text[at].isalnum() or text[at] == "_")
 
 
 def _unit_rows(rows: np.ndarray) -> np.ndarray:
