@@ -43,6 +43,10 @@ def retire(ctx: click.Context, name: str, documents: tuple[str, ...], folders: t
         raise KxError(Status.INVALID_ARGUMENT, "name the documents to retire (as `kx datasets documents "
                                                f"{name}` lists them; globs allowed, e.g. 'guide/*') or give "
                                                "--from FOLDER for every document that came from a folder")
+    if any(not pattern.strip() for pattern in documents):
+        raise KxError(Status.INVALID_ARGUMENT, "a document to retire was given as empty text; name it as "
+                                               f"`kx datasets documents {name}` lists it (globs allowed, e.g. "
+                                               "'guide/*')")
     if settings_of(ctx).gateway:
         raise KxError(Status.FAILED_PRECONDITION, "retire changes a dataset's lineages, which the gateway does not "
                                                   "do; run it where the datasets live, without --gateway")

@@ -514,3 +514,23 @@ async def test_a_listing_that_works_again_on_an_empty_home_no_longer_says_not_li
         main(app).datasets.load()   # Reload datasets: it works now, and the home is empty
         await settle(app, pilot, rounds=3)
         assert _status(app).startswith("no dataset") and app.query_one("#first-run").display
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
+async def test_k_at_either_end_says_so_instead_of_doing_nothing(kx_home: Path, monkeypatch) -> None:
+    monkeypatch.setenv("KX_MAX_K", "3")
+    engine = _engine()
+    app = KxApp(engine, settings=load_settings({}), samples=None)
+    seen = _recording_notify(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await _asked(app, pilot, "fox")
+        await pilot.press("escape")
+        for _ in range(4):
+            await pilot.press("plus")
+        await settle(app, pilot, rounds=3)
+        assert app.k == 3 and any("k is 3 already, the most kx returns (KX_MAX_K is 3)" in m for m, _s in seen)
+        for _ in range(4):
+            await pilot.press("minus")
+        await settle(app, pilot, rounds=3)
+        assert app.k == 1 and any("k is 1 already, the fewest a query asks for" in m for m, _s in seen)
+        assert len(main(app).result.hits) <= 1

@@ -197,3 +197,14 @@ def test_a_watch_whose_inbox_cannot_be_made_says_what_is_in_the_way(kx_home: Pat
     assert answer.stderr.startswith("error: FAILED_PRECONDITION") and "INTERNAL" not in answer.stderr
     assert "cannot be made" in answer.stderr and "kx datasets watch NAME DIR" in answer.stderr
     assert (kx_home / "inbox" / "notes").read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_retire_of_an_empty_name_is_refused_as_invalid_not_as_missing(blank: str) -> None:
+    from engine.errors import Status
+
+    assert run_cli("datasets", "ingest", "notes", "--text", "a note about otters").code == 0
+    answer = run_cli("datasets", "retire", "notes", blank)
+    assert answer.code == Status.INVALID_ARGUMENT.exit_code, answer.stderr
+    assert "given as empty text" in answer.stderr and "kx datasets documents notes" in answer.stderr
+    assert "otters" in run_cli("datasets", "query", "notes", "otters", "--mode", "sparse").stdout

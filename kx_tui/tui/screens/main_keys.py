@@ -58,8 +58,11 @@ class MainKeys:
 
     def set_k(self, k: int) -> None:
         kx = self.screen.kx
-        k = max(1, min(kx.max_k, k))
-        if k != kx.k:
+        wanted, k = k, max(1, min(kx.max_k, k))
+        if k == kx.k and wanted != k:  # at an end: said, so the key does not seem dead
+            most = f"the most kx returns (KX_MAX_K is {kx.max_k})" if wanted > k else "the fewest a query asks for"
+            self.screen.notify(f"k is {k} already, {most}", timeout=3)
+        elif k != kx.k:
             kx.k = k
             self.on_change()
             self.queries.rerun()
