@@ -534,3 +534,34 @@ async def test_k_at_either_end_says_so_instead_of_doing_nothing(kx_home: Path, m
         await settle(app, pilot, rounds=3)
         assert app.k == 1 and any("k is 1 already, the fewest a query asks for" in m for m, _s in seen)
         assert len(main(app).result.hits) <= 1
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
+async def test_o_over_a_gateway_never_opens_a_clients_path_and_says_where_a_missing_file_is(
+        kx_home: Path, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from engine.text.inputs import CLIENT_PREFIX
+
+    gone = tmp_path / "gone.md"
+    engine = Engine(load_settings({}), embedder=HashEmbedder())
+    engine.ingest("alpha", [replace(from_text("the red fox sleeps in the barn", "barn"), source_path=str(gone)),
+                            replace(from_text("the red fox runs to the wood", "wood"),
+                                    source_path=f"{CLIENT_PREFIX}/home/someone/wood.md")])
+    for settings, missing in ((None, "is not on this machine: the dataset lives behind the gateway"),
+                              (load_settings({}), "is no longer there")):
+        app = KxApp(engine, settings=settings, samples=None)
+        seen = _recording_notify(app)
+        async with app.run_test(size=SIZE) as pilot:
+            await _asked(app, pilot, "red fox")
+            await pilot.press("escape")
+            names = [h.document_name for h in main(app).result.hits]
+            results = main(app).query_one(ResultsList)
+            for name in ("barn", "wood"):
+                results.focus()
+                results.highlighted = names.index(name)
+                await pilot.press("o")
+                await pilot.pause()
+            assert any(str(gone) in m and missing in m for m, _s in seen), (names, seen)
+            assert any("was sent through a gateway by a client, from /home/someone/wood.md" in m
+                       and "kx opens no path a client sent" in m for m, _s in seen), seen

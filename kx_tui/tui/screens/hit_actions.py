@@ -18,6 +18,7 @@ from pathlib import Path
 from textual.app import App
 
 from engine.records import Hit
+from engine.text.inputs import CLIENT_PREFIX
 
 from ...render import citation
 
@@ -52,9 +53,20 @@ def open_source(app: App, hit: Hit | None) -> None:
         app.notify(f"{hit.document_name} was given as text, not read from a file: there is no file to open",
                    severity="warning")
         return
+    if hit.source_path.startswith(CLIENT_PREFIX):
+        # a path a gateway's client sent, kept marked as the client's: any client may send any path, so it is
+        # never opened as a file of this machine
+        app.notify(f"{hit.document_name} was sent through a gateway by a client, from "
+                   f"{hit.source_path[len(CLIENT_PREFIX):]} on that client's machine; kx opens no path a client "
+                   "sent", severity="warning", timeout=10)
+        return
     path = Path(hit.source_path)
     if not path.exists():
-        app.notify(f"{path} is no longer there", severity="warning")
+        if getattr(app, "settings", "") is None:  # the app over a gateway: a path is one on the gateway's machine
+            app.notify(f"{path} is not on this machine: the dataset lives behind the gateway, and the file on "
+                       "the gateway's machine", severity="warning")
+        else:
+            app.notify(f"{path} is no longer there", severity="warning")
         return
     opener = system_opener()
     where = f" (the passage is on {hit.provenance.split(' · ')[0]})" if hit.page_start is not None else ""
