@@ -525,10 +525,13 @@ class _Blocks:
         del self.gaps[mark[0]:], self.weights[mark[0]:], self.starts[mark[1]:], self.bases[mark[1]:]
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        numbers = _undelta(np.array(self.gaps, dtype=np.int64), self.starts)
-        if any(self.bases):
-            numbers += np.repeat(np.asarray(self.bases, dtype=np.int64),
-                                 np.diff(np.append(self.starts, len(self.gaps))))
+        """(document numbers, weights): one running sum over every block's gaps, each block then moved by its
+        base less the sum it started on."""
+        numbers = np.cumsum(np.array(self.gaps, dtype=np.int64))
+        if len(self.starts) > 1 or any(self.bases):
+            shift = np.asarray(self.bases, dtype=np.int64)
+            shift[1:] -= numbers[np.asarray(self.starts[1:], dtype=np.int64) - 1]
+            numbers += np.repeat(shift, np.diff(np.append(self.starts, len(self.gaps))))
         return numbers, np.array(self.weights, dtype=np.float64)
 
 
@@ -596,13 +599,3 @@ def _block_weights(stored: Any, count: int) -> Sequence[float]:
         return [float(np.float32(stored))] * count
     return stored
 
-
-def _undelta(gaps: np.ndarray, starts: list[int]) -> np.ndarray:
-    """Document numbers from blocks of gaps, each block's first gap counted from 0: one running sum over all
-    the blocks, each block then less the sum it started on."""
-    total = np.cumsum(gaps)
-    if len(starts) > 1:
-        before = np.zeros(len(starts), dtype=np.int64)
-        before[1:] = total[np.asarray(starts[1:]) - 1]
-        total -= np.repeat(before, np.diff(np.append(starts, len(gaps))))
-    return total
