@@ -213,8 +213,13 @@ def _matcher(terms: set[str]) -> QueryWords | None:
 
 
 def _starts_word(text: str, at: int) -> bool:
-    """`\b` before text[at] (a word character): `re`'s word characters are str.isalnum()'s and '_'."""
-    return at == 0 or not (text[at - 1].isalnum() or text[at - 1] == "_")
+    """`\b` before text[at] (a word character)."""
+    return at == 0 or not _is_word_char(text[at - 1])
+
+
+def _is_word_char(char: str) -> bool:
+    """`re`'s word characters: str.isalnum()'s and '_'."""
+    return char.isalnum() or char == "_"
 
 
 def _overlap(matcher: QueryWords | None, terms: set[str], sentence: str) -> float:
@@ -266,12 +271,12 @@ def _overlaps_found(ordered: tuple[str, ...], count: int, lowered: str,
     for term in ordered:
         at = lowered.find(term)
         while at >= 0:
-            if at not in credited and (at == 0 or not (lowered[at - 1].isalnum() or lowered[at - 1] == "_")):
+            if at not in credited and _starts_word(lowered, at):
                 end = at + len(term)
                 limit = min(size, end + 4)
-                while end < limit and (lowered[end].isalnum() or lowered[end] == "_"):
+                while end < limit and _is_word_char(lowered[end]):
                     end += 1
-                if end < size and (lowered[end].isalnum() or lowered[end] == "_"):
+                if end < size and _is_word_char(lowered[end]):
                     end = -1  # 5 or more word characters after the term: the pattern's \w{0,4}\b fails
                 if end >= 0:
                     credited[at] = (term, end)
@@ -430,9 +435,8 @@ class WordVectors:
 
 
 def _inside_word(text: str, at: int) -> bool:
-    """Whether position `at` falls between two word characters (re's: str.isalnum() or '_')."""
-    return 0 < at < len(text) and (text[at - 1].isalnum() or text[at - 1] == "_") and \
-        (text[at].isalnum() or text[at] == "_")
+    """Whether position `at` falls between two word characters."""
+    return 0 < at < len(text) and not _starts_word(text, at) and _is_word_char(text[at])
 
 
 def _unit_rows(rows: np.ndarray) -> np.ndarray:
