@@ -127,7 +127,7 @@ def run_query(
         raise invalid("the query is empty; type some words to search for")
     if text is not None:
         _check_query_text(text)
-    query_vector = None if vector is None else _given_query_vector(vector)
+    query_vector = None if vector is None else checked_vectors([vector], 1, "the query vector")[0]
     if text is None and query_vector is None:
         raise invalid("give query text (or a pre-computed query vector)")
     if text is None and chosen_mode != RetrievalMode.DENSE:
@@ -461,18 +461,6 @@ def _check_mode(settings: Settings, mode: str | None) -> RetrievalMode:
         return RetrievalMode.parse(chosen)
     except ValueError:
         raise invalid(f"mode must be one of {', '.join(RetrievalMode)}, got {chosen!r}") from None
-
-
-def _given_query_vector(vector: Sequence[float] | np.ndarray) -> np.ndarray:
-    """A caller's query vector, checked and of unit length. One already of unit length (within float32's
-    rounding, as the model's own output is) is searched as given: scaled again it would differ from the
-    model's vector in the last bits, and the words' own embedding, sent with them, would not score the
-    passages exactly as the words alone do."""
-    checked = checked_vectors([vector], 1, "the query vector")[0]
-    given = np.asarray(vector, dtype=np.float32)
-    if given.shape == checked.shape and abs(float(np.linalg.norm(given.astype(np.float64))) - 1.0) <= 1e-6:
-        return given.copy()
-    return checked
 
 
 def _sentence_scorer_card(engine: QueryEngine, stored: Fingerprint) -> ModelCard | None:

@@ -12,6 +12,9 @@ from .errors import invalid
 def checked_vectors(value: Any, count: int, what: str) -> np.ndarray:
     """`count` finite, non-zero vectors of one length as unit-length float32 rows.
 
+    A row already of unit length (within float32's rounding, as a model's own output is) is kept as given:
+    scaled again it would differ in the last bits from the same model's vector made here, and a query or a
+    document sent with its own embedding would not search exactly as the same text sent alone.
     Raises INVALID_ARGUMENT saying what is wrong with `what`.
     """
     try:
@@ -36,4 +39,8 @@ def checked_vectors(value: Any, count: int, what: str) -> np.ndarray:
         array = array.copy()
         array[odd] = (rows / lengths[:, None]).astype(np.float32)
         norms = np.where(odd, np.float32(1), norms)
-    return array / norms[:, None]
+    scaled = array / norms[:, None]
+    unit = np.abs(norms.astype(np.float64) - 1.0) <= 1e-6
+    if unit.any():
+        scaled[unit] = array[unit]
+    return scaled

@@ -66,7 +66,10 @@ def test_a_unit_query_vector_is_searched_as_given_and_any_other_is_scaled_to_uni
     import numpy as np
 
     from engine.errors import KxError
-    from engine.query import _given_query_vector
+    from engine.vectors import checked_vectors
+
+    def _given_query_vector(vector):  # as run_query takes a caller's vector
+        return checked_vectors([vector], 1, "the query vector")[0]
 
     rng = np.random.default_rng(5)
     for _ in range(200):
