@@ -26,6 +26,18 @@ def inbox_folder(settings: Settings, name: str) -> Path:
     return settings.home / "inbox" / validate_name(name)
 
 
+def made_inbox(settings: Settings, name: str, then: str) -> Path:
+    """`inbox_folder`, created if missing; FAILED_PRECONDITION saying what is in the way (a file in its place, a
+    home kx cannot write to) and, after that, `then`: the caller's next step."""
+    folder = inbox_folder(settings, name)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise precondition(f"the inbox {folder} cannot be made ({exc.strerror}); move what is in its way or fix "
+                           f"its permissions, {then}") from None
+    return folder
+
+
 def watchable_folder(folder: Path, settings: Settings, dataset: str) -> Path:
     """`folder` resolved, for watching into `dataset`; raises KxError (with what to do) when it cannot be watched."""
     try:

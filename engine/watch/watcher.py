@@ -37,6 +37,7 @@ from .events import Ingested, Queued, Signature, Unchanged, WatchError, WatchEve
 from .intake import Intake
 from .pending import IngestBackend, check_still_watched, watchable_folder
 from .pending import inbox_folder as inbox_folder  # the watcher's default folder: `kx watch` and the TUI ask here
+from .pending import made_inbox as made_inbox  # the same, created for a watch to start
 from .reconcile import reconcile
 
 DEFAULT_SETTLE_SECONDS = 1.0  # an editor's save or a local copy is quiet well within a second

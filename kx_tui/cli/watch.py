@@ -52,7 +52,7 @@ def watch(ctx: click.Context, name: str, folder: Path | None, settle: float | No
     from engine.embedding.embedders import no_embedder_error
     from engine.errors import KxError, Status
     from engine.names import validate_name
-    from engine.watch.watcher import DEFAULT_SETTLE_SECONDS, FolderWatcher, inbox_folder
+    from engine.watch.watcher import DEFAULT_SETTLE_SECONDS, FolderWatcher, made_inbox
 
     validate_name(name)
     # From here on Ctrl-C and SIGTERM are only counted; the waiting loop acts on them, and the
@@ -68,13 +68,7 @@ def watch(ctx: click.Context, name: str, folder: Path | None, settle: float | No
         if engine.model_card() is None:  # fail now, not at the first file dropped in
             raise no_embedder_error("watching a folder")
         if folder is None:
-            folder = inbox_folder(engine.settings, name)
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:  # a file where the folder goes, a home kx cannot write to
-                raise KxError(Status.FAILED_PRECONDITION,
-                              f"the inbox {folder} cannot be made ({exc.strerror}); move what is in its way or fix "
-                              "its permissions, or name a folder to watch: kx datasets watch NAME DIR") from None
+            folder = made_inbox(engine.settings, name, "or name a folder to watch: kx datasets watch NAME DIR")
         settle = DEFAULT_SETTLE_SECONDS if settle is None else settle
 
         printer = _EventPrinter(as_json)

@@ -38,7 +38,7 @@ from engine.watch.events import (
     WatchError,
     WatchEvent,
 )
-from engine.watch.watcher import FolderWatcher, inbox_folder
+from engine.watch.watcher import FolderWatcher, made_inbox
 
 from ...describe import describe_watch_event
 from ..messages import (
@@ -124,12 +124,10 @@ class WatchPanel(Vertical):
         if self.settings is None:
             self.notify(_NEEDS_LOCAL, severity="warning")
             return
-        folder = inbox_folder(self.settings, dataset)
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:   # a file where the folder goes, a home kx cannot write to: said, not raised
-            self.notify(f"the inbox {folder} cannot be made ({exc.strerror}); move what is in its way or fix its "
-                        "permissions, then press w again", severity="error", timeout=10)
+            folder = made_inbox(self.settings, dataset, "then press w again")
+        except KxError as exc:   # a file where the folder goes, a home kx cannot write to: said, not raised
+            self.notify(exc.message, severity="error", timeout=10)
             return
         try:
             watcher = FolderWatcher(_LocalIngest(self.backend, self.settings), dataset, folder, self._on_event,
