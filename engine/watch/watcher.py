@@ -22,6 +22,7 @@ UI-free: the CLI prints the events, the TUI shows them.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -71,8 +72,11 @@ class FolderWatcher:
         rescan_seconds: float | None = DEFAULT_RESCAN_SECONDS,
         observer_factory: Callable[[], Any] | None = None,
     ) -> None:
-        if settle_seconds < 0 or tick_seconds <= 0 or batch_files < 1 or batch_bytes < 1:
-            raise invalid("settle must be >= 0 seconds, the tick > 0, and batches at least one file and byte")
+        # `not x >= 0` also refuses NaN, which compares false with everything (files would queue forever)
+        if (not 0 <= settle_seconds < math.inf or not 0 < tick_seconds < math.inf
+                or batch_files < 1 or batch_bytes < 1):
+            raise invalid("settle must be a finite number >= 0 seconds, the tick finite and > 0, and batches "
+                          "at least one file and byte")
         self.engine = engine
         self.dataset = validate_name(dataset)
         self.folder = Path(folder).expanduser()

@@ -7,6 +7,7 @@ command module imports root.py or another command module.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Sequence
 
 import click
@@ -21,6 +22,19 @@ if TYPE_CHECKING:  # the engine is imported when a command runs, not when `kx --
     from engine.milvus.backend import MilvusBackend
 
 CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click's FloatRange, refusing NaN and infinities too: click's range check lets NaN through (every
+    comparison with it is false), and `--settle nan` then queued files forever."""
+
+    name = "finite float range"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):  # before the range, whose words ("not in the range") miss the point
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return super().convert(number, param, ctx)
 
 
 def parse_sets(pairs: Sequence[str]) -> dict[str, str]:

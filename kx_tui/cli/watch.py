@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .context import CONTEXT_SETTINGS, local_engine
+from .context import CONTEXT_SETTINGS, FiniteFloatRange, local_engine
 from .stopping import GIVE_UP_SECONDS, StopSignals, leave_now_if_helpers_remain
 
 if TYPE_CHECKING:  # the watcher is imported when the command runs, not when `kx --help` is drawn
@@ -31,7 +31,7 @@ _GIVE_UP_SECONDS = GIVE_UP_SECONDS  # after a stop request, the process leaves w
 @click.command("watch", context_settings=CONTEXT_SETTINGS)
 @click.argument("name")
 @click.argument("folder", required=False, metavar="[DIR]", type=click.Path(path_type=Path))
-@click.option("--settle", type=click.FloatRange(0.0, 3600.0), default=None, metavar="SECONDS",
+@click.option("--settle", type=FiniteFloatRange(0.0, 3600.0), default=None, metavar="SECONDS",
               help="How long a file's size and modification time must stay unchanged before it is ingested "
                    "(default 1.0; raise it for slow copies, e.g. over a network).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per event, one per line, for scripts.")

@@ -373,6 +373,19 @@ def test_watch_refuses_a_gateway_instead_of_ignoring_it(kx_home: Path, tmp_path:
     assert result.stderr.startswith("error: FAILED_PRECONDITION: kx datasets watch runs the engine in this process")
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "NaN", "infinity"])
+def test_settle_refuses_numbers_that_are_not_finite(value: str, kx_home: Path, tmp_path: Path) -> None:
+    """`--settle nan` passed click's range check (every comparison with NaN is false) and files queued forever."""
+    from ..helpers import run_cli
+
+    result = run_cli("datasets", "watch", "hb", str(tmp_path), "--settle", value)
+    assert result.code == 2 and "--settle" in result.stderr and "not a finite number" in result.stderr
+    assert not (kx_home / "datasets" / "hb").exists()
+    with pytest.raises(KxError) as caught:
+        FolderWatcher(_hash_engine(), "hb", tmp_path, settle_seconds=float(value))
+    assert caught.value.status is Status.INVALID_ARGUMENT and "finite" in caught.value.message
+
+
 def _answering(engine: Engine, text: str) -> list[str]:
     return [h.text for h in engine.query("inbox", text, k=10, mode="sparse")]
 
