@@ -20,6 +20,7 @@ Runs in an extraction worker process (engine/extract/pool.py).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ..errors import invalid
@@ -36,6 +37,36 @@ _CONTAINERS = (_MC, f"{W}drawing", "{http://schemas.openxmlformats.org/drawingml
                "{http://schemas.microsoft.com/office/word/2010/wordprocessingShape", "{urn:schemas-microsoft-com:vml}")
 _ENTER = {f"{W}{tag}" for tag in ("r", "ins", "moveTo", "hyperlink", "smartTag", "customXml", "sdt", "sdtContent",
                                    "fldSimple", "txbxContent", "pict", "object")}
+
+
+_REFERENCE = re.compile(r"&([A-Za-z_:][\w.:-]*);")
+_MAX_ENTITY_CHARS = 2**20  # an entity's expanded text, at most: a "billion laughs" part expands to nothing
+
+
+def _entity_text(node) -> str:
+    """What an entity reference left in a run's text reads as: an internal entity's value as plain text
+    (references to other internal entities expanded, bounded; markup in it dropped), nothing for an external
+    or undeclared one (never fetched: the parser does not resolve entities). Not an entity: nothing."""
+    import html
+
+    from lxml import etree
+
+    if not isinstance(node, etree._Entity):
+        return ""
+    dtd = node.getroottree().docinfo.internalDTD
+    values = {e.name: e.content for e in dtd.iterentities() if e.content is not None} if dtd is not None else {}
+    budget = [_MAX_ENTITY_CHARS]
+
+    def expand(name: str, seen: tuple[str, ...]) -> str:
+        value = values.get(name)
+        if value is None or name in seen or len(seen) > 16 or budget[0] < 0:
+            return ""
+        text = _REFERENCE.sub(lambda m: expand(m.group(1), seen + (name,)) if m.group(1) in values else m.group(0),
+                              value)
+        budget[0] -= len(text)
+        return text if budget[0] >= 0 else ""
+
+    return html.unescape(re.sub(r"<[^>]*>", "", expand(node.name, ())))
 
 
 def extractor_id() -> str:
@@ -178,6 +209,8 @@ def _runs(element, doc: _Doc, out: list[str]) -> None:
             continue
         if tag == f"{W}t":
             out.append(child.text or "")
+            for entity in child:  # lxml leaves entity references as nodes; the text after one is its tail
+                out.append(_entity_text(entity) + (entity.tail or ""))
         elif tag == f"{W}tab":
             out.append("\t")
         elif tag in (f"{W}br", f"{W}cr"):

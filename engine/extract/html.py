@@ -22,10 +22,12 @@ Runs in an extraction worker process (engine/extract/pool.py).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from ..errors import invalid
 from .base import Extracted, Section
+from .dtd import expand_internal_subset
 
 EXTRACTOR_VERSION = 1
 # Above this size a page skips trafilatura's main-content detection (its cost grows faster than the page:
@@ -49,6 +51,15 @@ def extractor_id() -> str:
 
 
 def extract_html(data: bytes, label: str, limits=None) -> Extracted:
+    """The page's text; an internal DTD subset's entities are expanded as text first (engine/extract/dtd.py)."""
+    data, subset_notes = expand_internal_subset(data, label)
+    extracted = _extract_page(data, label)
+    if not subset_notes:
+        return extracted
+    return dataclasses.replace(extracted, notes=subset_notes + extracted.notes)
+
+
+def _extract_page(data: bytes, label: str) -> Extracted:
     import trafilatura
 
     if len(data) > FLAT_ABOVE_BYTES:

@@ -145,6 +145,48 @@ def test_html_headings_become_sections_and_a_page_without_an_article_falls_back(
     assert len(bare.notes) == 1 and "no main content was found" in bare.notes[0]
 
 
+_SUBSET = b"""<?xml version="1.0" encoding="utf-8"?>
+<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.1//EN" "http://www.w3.org/TR/xhtml11/DTD/xhtml11.dtd" [
+  <!ENTITY co "Acme Widgets &amp; Sons">
+  <!ENTITY motto "made by &co; <script>steal()</script>">
+  <!ENTITY secret SYSTEM "file:///etc/passwd">
+  <!ATTLIST p class CDATA #IMPLIED>
+]>
+<html xmlns="http://www.w3.org/1999/xhtml"><head><title>About &co;</title></head>
+<body><p>The company &co; was founded in 1990. Its motto: &motto;. Kept: &secret; the end.</p></body></html>
+"""
+
+
+@pytest.mark.parametrize("name", ["about.xhtml", "about.html"])
+def test_an_internal_dtd_subset_is_read_as_text_with_its_entities_expanded_and_none_fetched(name: str) -> None:
+    """lxml's HTML parser ended the doctype at the first `>`: the text began with `]>` and kept `&co;`."""
+    extracted = extract(from_bytes(_SUBSET, name=name))
+    text = _flat(extracted.text)
+    assert "]>" not in text and "&co;" not in text and "ENTITY" not in text and "root:" not in text
+    assert ("The company Acme Widgets & Sons was founded in 1990. Its motto: made by Acme Widgets & Sons "
+            "<script>steal()</script>. Kept: the end.") in text  # an entity's markup is text, never an element
+    assert extracted.title == "About Acme Widgets & Sons"
+    assert any("external entities (secret) were not fetched" in note for note in extracted.notes)
+    bare = extract(from_bytes(b'<!DOCTYPE html [<!ENTITY co "Acme">]><p>Hello &co; world</p>', name="a.html"))
+    assert bare.text == "Hello Acme world"
+    laughs = b"".join(b'<!ENTITY l%d "%s">' % (i + 1, b"&l%d;" % i * 10) for i in range(9))
+    bomb = b'<!DOCTYPE html [<!ENTITY l0 "lol">' + laughs + b"]><p>&l9;</p>"
+    error = _refusal(from_bytes(bomb, name="laughs.html"))
+    assert error.status is Status.INVALID_ARGUMENT and "expand beyond 16 MB" in error.message
+
+
+def test_docx_text_after_an_entity_reference_is_kept() -> None:
+    """Entities are not resolved (nothing is fetched); the text after one (its lxml tail) was dropped."""
+    w = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+    subset = '<!DOCTYPE w:document [<!ENTITY co "Acme &amp; <b>Sons</b>"><!ENTITY ext SYSTEM "file:///etc/passwd">]>'
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("word/document.xml", f"{subset}<w:document {w}><w:body>{_p('Made by &co; in Leeds.')}"
+                                              f"{_p('Read &ext; then the rest.')}</w:body></w:document>")
+    extracted = extract(from_bytes(out.getvalue(), name="entities.docx"))
+    assert extracted.text == "Made by Acme & Sons in Leeds.\nRead  then the rest."
+
+
 def test_an_epub_reads_its_chapters_in_spine_order_with_chapter_sections(tmp_path: Path) -> None:
     from ebooklib import epub
 
