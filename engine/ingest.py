@@ -46,6 +46,7 @@ from .records import IngestEventFn as EventFn
 from .rows import DocumentRow, NewDocument, NewPassage
 from .text.chunking import chunk_text
 from .text.inputs import DocumentInput, with_a_storable_name
+from .text.kx_files import refuse_the_token
 from .vectors import checked_vectors
 
 if TYPE_CHECKING:
@@ -185,7 +186,8 @@ def run_ingest(
     """
     emit = on_event or (lambda _event: None)
     validate_name(name)
-    docs = [with_a_storable_name(doc) for doc in documents]
+    # whatever door they came through, no document may carry the gateway's token (engine/text/kx_files.py)
+    docs = refuse_the_token([with_a_storable_name(doc) for doc in documents], engine.settings.home)
     given = None if vectors is None else checked_vectors(vectors, len(docs), "one vector per document")
     card = _card_for_ingest(engine, given)
     if given is None and card is None:

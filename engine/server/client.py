@@ -34,6 +34,7 @@ from ..records import (
 )
 from ..records import IngestEventFn as EventFn
 from ..text.inputs import DocumentInput, from_bytes, from_text, with_a_storable_name
+from ..text.kx_files import TOKEN_FILE
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
     from ..agent_run import AgentRun, Step
 
 DEFAULT_URL = "http://127.0.0.1:50151"
-TOKEN_FILE = "gateway.token"
 
 
 def token_path(home: Path | str) -> Path:

@@ -243,8 +243,10 @@ class KxTools:
     def ingest_file(self, dataset: str, path: str) -> CallToolResult:
         def run() -> CallToolResult:
             self._require_ingest()
-            resolved = self.policy.confine(path)
-            return self._ingest(dataset, [from_file(resolved, self.policy.max_document_bytes)])
+            resolved = self.policy.confine(path)  # then opened without following a link, and checked again
+            doc = from_file(resolved, self.policy.max_document_bytes, follow_symlinks=False,
+                            vet=self.policy.vet(path))
+            return self._ingest(dataset, [doc])
         return _guarded(run)
 
     # -- helpers ------------------------------------------------------------------------

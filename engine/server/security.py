@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import KxError, Status, invalid, precondition
-from .client import TOKEN_FILE, read_token, token_is_a_folder, token_path
+from ..text.kx_files import TOKEN_FILE
+from .client import read_token, token_is_a_folder, token_path
 
 log = logging.getLogger("kx.gateway")
 

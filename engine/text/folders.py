@@ -162,16 +162,6 @@ def walk_files(root: str, folder: str | None = None,
                 yield path
 
 
-def reads_kx_datasets(folder: Path, datasets: Path) -> bool:
-    """Whether walking `folder` would read kx's own datasets folder (`datasets`, with KX_HOME's gateway token
-    beside it): it lies inside it, or holds it where the walk goes (no dot-folder on the way, which the walk
-    skips: the default home under ~/.local is never read)."""
-    root, datasets = folder.resolve(), datasets.resolve()
-    if root == datasets or datasets in root.parents:
-        return True
-    return root in datasets.parents and not any(part.startswith(".") for part in datasets.relative_to(root).parts)
-
-
 def folder_documents(folder: Path | str, max_bytes: int) -> list[DocumentInput]:
     """The documents of a folder given to an ingest, each named as the watcher names it.
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import KxError, Status, invalid
-from .safe_read import open_regular_binary, read_regular_file
+from .safe_read import Vet, open_regular_binary, read_regular_file
 
 RECORD_MEDIA_TYPE = "application/x-kx-record+json"  # one JSONL line: {"id", "title", "text"}
 ACCEPTED = ("PDF, Word (.docx), HTML/XHTML, EPUB, UTF-8 text files (.txt, .md, .rst, source code, ...), "
@@ -186,7 +186,9 @@ def from_bytes(data: bytes, name: str | None = None, media_type: str = "text/pla
                          media_type=media_type)
 
 
-def from_file(path: Path | str, max_bytes: int) -> DocumentInput:
+def from_file(path: Path | str, max_bytes: int, *, follow_symlinks: bool = True,
+              vet: Vet | None = None) -> DocumentInput:
+    """The file at `path` as a document, or refused with its reason; see `read_regular_file` for the rest."""
     path = Path(path)
     name = path.stem or path.name
     shown = printable(str(path))
@@ -199,7 +201,8 @@ def from_file(path: Path | str, max_bytes: int) -> DocumentInput:
         if path.is_dir():
             return DocumentInput(name, source_path=str(path), error=invalid(
                 f"{path} is a directory; pass the files inside it (kx accepts {ACCEPTED})"))
-        data = read_regular_file(path, max_bytes)  # regular files only, never more than the limit
+        # regular files only, never more than the limit
+        data = read_regular_file(path, max_bytes, follow_symlinks=follow_symlinks, vet=vet)
     except KxError as exc:
         return DocumentInput(name, source_path=str(path), error=exc)
     except FileNotFoundError:

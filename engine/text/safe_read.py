@@ -14,11 +14,15 @@ import errno
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Callable
 
 from ..errors import KxError, invalid
 
 _LIMIT_HINT = "split it or raise the limit"
+
+# Told the opened descriptor and its fstat before a byte is read; raises KxError to refuse the file
+# (`kx mcp` checks where the descriptor really lies and how many names the file has).
+Vet = Callable[[int, os.stat_result], None]
 
 # What a non-regular file is, in words a user recognises.
 _KINDS = (
@@ -48,11 +52,13 @@ def too_large(path: Path | str, size: str, max_bytes: int) -> KxError:
     return invalid(f"{path} is {size}, over the {max_bytes:,}-byte limit (KX_MAX_DOCUMENT_BYTES); {_LIMIT_HINT}")
 
 
-def open_regular_file(path: Path | str, *, follow_symlinks: bool = True) -> tuple[int, os.stat_result]:
+def open_regular_file(path: Path | str, *, follow_symlinks: bool = True,
+                      vet: Vet | None = None) -> tuple[int, os.stat_result]:
     """An open descriptor on the regular file at `path`, and its fstat; the caller closes it.
 
     Raises INVALID_ARGUMENT for a device, FIFO, socket or directory (without
-    reading or blocking) and for a symlink when `follow_symlinks` is False.
+    reading or blocking) and for a symlink when `follow_symlinks` is False; `vet`, when given, hears the
+    descriptor before anything is read and may refuse it.
     OSError (missing, permission) propagates for the caller to word.
     """
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
@@ -80,6 +86,8 @@ def open_regular_file(path: Path | str, *, follow_symlinks: bool = True) -> tupl
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise not_regular(path, st.st_mode)
+        if vet is not None:
+            vet(fd, st)
     except BaseException:
         os.close(fd)
         raise
@@ -92,13 +100,14 @@ def open_regular_binary(path: Path | str) -> BinaryIO:
     return os.fdopen(fd, "rb")
 
 
-def read_regular_file(path: Path | str, max_bytes: int, *, follow_symlinks: bool = True) -> bytes:
+def read_regular_file(path: Path | str, max_bytes: int, *, follow_symlinks: bool = True,
+                      vet: Vet | None = None) -> bytes:
     """The bytes of the regular file at `path`, at most `max_bytes` of them.
 
     Raises as `open_regular_file` does, and INVALID_ARGUMENT for a file over
     `max_bytes`: by its size, or by what the read found when the size lied.
     """
-    fd, st = open_regular_file(path, follow_symlinks=follow_symlinks)
+    fd, st = open_regular_file(path, follow_symlinks=follow_symlinks, vet=vet)
     try:
         if st.st_size > max_bytes:
             raise too_large(path, f"{st.st_size:,} bytes", max_bytes)

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from ..config import Settings
-from ..errors import invalid, not_found, precondition
+from ..errors import not_found, precondition
 from ..names import validate_name
 from ..records import DocumentSummary, EmbedReport, IngestEventFn, IngestReport
 from ..text.inputs import DocumentInput
+from ..text.kx_files import kx_files_refusal, reaches_kx_files
 from .events import Signature
 
 # -- what is watched ---------------------------------------------------------------
@@ -54,11 +55,10 @@ def watchable_folder(folder: Path, settings: Settings, dataset: str) -> Path:
                            f"or add it once with: kx datasets ingest {dataset} --file {folder}")
     if not os.access(root, os.R_OK | os.X_OK):
         raise precondition(f"the folder {root} cannot be read (permission denied); fix its permissions")
-    datasets = settings.datasets_dir.resolve()
-    if root == datasets or root in datasets.parents or datasets in root.parents:
-        # kx's own files would feed back into the watch: every ingest would change what is watched
-        raise invalid(f"the folder {root} holds kx's datasets ({datasets}) or lies inside them; watch a "
-                      f"folder of your own, e.g. the inbox {inbox_folder(settings, dataset)}")
+    place = reaches_kx_files(root, settings.home, settings.datasets_dir)
+    if place is not None:  # and kx's own files would feed back into the watch: every ingest changes them
+        raise kx_files_refusal(root, place, settings.home,
+                               f"watch a folder of your own, e.g. the inbox {inbox_folder(settings, dataset)}")
     return root
 
 

@@ -72,7 +72,8 @@ def mcp(ctx: click.Context, use_http: bool, host: str, port: int, allow_ingest: 
     from engine.server.mcp_policy import Policy
 
     settings = settings_of(ctx)
-    policy = Policy.of(allow_ingest, allow_paths, settings.max_document_bytes)  # before anything starts
+    policy = Policy.of(allow_ingest, allow_paths, settings.max_document_bytes,  # before anything starts
+                       home=settings.home, datasets=settings.datasets_dir)
     sock = bind_socket(host, port) if use_http else None
     backend = backend_of(ctx, settings)
     # the model loads while the MCP SDK imports (seconds each on a small machine), so the first search

@@ -217,8 +217,9 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
     --jsonl are left alone).
     """
     from engine.names import validate_name
-    from engine.text.folders import folder_documents, reads_kx_datasets
+    from engine.text.folders import folder_documents
     from engine.text.inputs import from_file, from_jsonl, from_text, refuse_name_clashes
+    from engine.text.kx_files import kx_files_refusal, reaches_kx_files
 
     from ..render import Console, print_ingest_line, print_ingest_notes, print_ingest_summary
     from .progress import PipelineProgress
@@ -234,12 +235,10 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
     limit = settings.max_document_bytes
     docs = []
     for path in (*paths, *files):
-        if path.is_dir() and reads_kx_datasets(path, settings.datasets_dir):
-            # as a watched folder is refused: kx's own files (the gateway's token too) are no one's documents
-            raise KxError(Status.INVALID_ARGUMENT,
-                          f"the folder {path} holds kx's datasets ({settings.datasets_dir}) or lies inside them, and "
-                          "their files (and the gateway's token beside them) would be read as documents; nothing "
-                          "was ingested. Give a folder of your own, e.g. one inside it that holds your documents")
+        place = reaches_kx_files(path, settings.home, settings.datasets_dir) if path.is_dir() else None
+        if place is not None:  # as a watched folder is refused: kx's own files are no one's documents
+            raise kx_files_refusal(path, place, settings.home, "nothing was ingested. Give a folder of your own, "
+                                                               "e.g. one inside it that holds your documents")
     for path in (*paths, *files):
         # a folder: every file in it, recursively, named by its path in it (the watcher's rules)
         docs.extend(folder_documents(path, limit) if path.is_dir() else [from_file(path, limit)])

@@ -235,7 +235,8 @@ def test_ingest_file_is_confined_to_the_allowed_folders_symlinks_resolved(tmp_pa
     (allowed / "door").symlink_to(outside, target_is_directory=True)   # a folder link pointing out
     (allowed / "inner.md").symlink_to(allowed / "sub" / "memo.md")     # a link inside pointing inside
     eng = Engine(load_settings({"home": str(tmp_path / "h")}, env={}), embedder=HashEmbedder())
-    server = build_server(eng, Policy.of(True, [str(allowed)], 10**6))
+    server = build_server(eng, Policy.of(True, [str(allowed)], 10**6, home=eng.settings.home,
+                                         datasets=eng.settings.datasets_dir))
     assert "ingest_file" in anyio.run(_tool_names, server)
 
     ok = call(server, "ingest_file", {"dataset": "files", "path": str(allowed / "sub" / "memo.md")})
@@ -258,9 +259,9 @@ def test_ingest_file_is_confined_to_the_allowed_folders_symlinks_resolved(tmp_pa
 
 def test_the_policy_is_checked_at_start(tmp_path: Path) -> None:
     with pytest.raises(KxError, match="add --allow-ingest"):
-        Policy.of(False, [str(tmp_path)], 10)
+        Policy.of(False, [str(tmp_path)], 10, home=tmp_path / "h", datasets=tmp_path / "h" / "datasets")
     with pytest.raises(KxError, match="is not a folder"):
-        Policy.of(True, [str(tmp_path / "missing")], 10)
+        Policy.of(True, [str(tmp_path / "missing")], 10, home=tmp_path / "h", datasets=tmp_path / "h" / "datasets")
     from ..helpers import run_cli
 
     result = run_cli("mcp", "--allow-path", str(tmp_path))
@@ -326,7 +327,9 @@ def test_an_argument_a_tool_does_not_take_is_refused_not_dropped(engine: Engine)
 def test_a_lone_surrogate_in_any_argument_is_invalid_argument_not_internal(engine: Engine, tmp_path: Path) -> None:
     # JSON's "\ud800" arrives as a lone surrogate: ingest_text and ingest_file's path failed deep inside (INTERNAL)
     other = Engine(load_settings({"home": str(tmp_path / "h")}, env={}), embedder=HashEmbedder())
-    server = build_server(other, Policy.of(True, [str(tmp_path)], 10**6))
+    (tmp_path / "files").mkdir()  # beside the home: a folder holding it is refused
+    server = build_server(other, Policy.of(True, [str(tmp_path / "files")], 10**6, home=other.settings.home,
+                                           datasets=other.settings.datasets_dir))
     for tool, arguments, field in (("ingest_text", {"dataset": "scratch", "text": "hello \ud800 there"}, "text"),
                                    ("ingest_file", {"dataset": "scratch", "path": "a\ud800.md"}, "path"),
                                    ("search", {"dataset": "scratch", "query": "x", "where": ["name:\ud800"]}, "where"),
