@@ -258,8 +258,12 @@ def _documents(body: IngestIn, max_bytes: int) -> tuple[list[DocumentInput], lis
     if any(with_vector) and not all(with_vector):
         raise invalid("give a vector for every document or for none")
     docs = []
+    named: dict[str, int] = {}  # a name given twice in one request would store two versions at once
     for i, item in enumerate(body.documents):
         label = f"documents[{i}]"
+        if item.name is not None and named.setdefault(item.name, i) != i:
+            raise invalid(f"documents[{named[item.name]}] and {label} are both named {item.name!r}; a name is "
+                          "one document: give each its own name (a new version goes in a later request)")
         if (item.text is None) == (item.data_base64 is None):
             raise invalid(f"{label}: give exactly one of text or data_base64")
         if item.text is not None:

@@ -5,6 +5,7 @@ middleware, `guard`), and the gateway's token file.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import json
@@ -206,7 +207,7 @@ class _Guard:
             return
         server = scope.get("server")
         port = int(server[1]) if server and server[1] else None
-        refusal = _repeated_header(scope, (b"host", b"origin"))
+        refusal = _repeated_header(scope, (b"host", b"origin", b"authorization"))
         refusal = refusal or self.policy.check_host(_header(scope, b"host"), port)
         origin = _header(scope, b"origin")
         refusal = refusal or self.policy.check_origin(origin, _header(scope, b"sec-fetch-site"), port)
@@ -235,20 +236,9 @@ class _Guard:
             if size > self.max_bytes:
                 await _send_error(send, self._too_large(f"{size:,} bytes"), cors)
                 return
-        chunks, total = [], 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return  # the client left mid-upload: nothing reached the engine
-            body = message.get("body", b"")
-            total += len(body)
-            if total > self.max_bytes:
-                await _send_error(send, self._too_large(f"more than {self.max_bytes:,} bytes"), cors)
-                return
-            chunks.append(body)
-            if not message.get("more_body", False):
-                break
-        whole = b"".join(chunks)
+        whole = await self._body(scope, receive, send, cors)
+        if whole is None:
+            return
         replayed = False
 
         async def replay() -> dict:
@@ -279,6 +269,29 @@ class _Guard:
                 await _send_error(send, KxError(Status.INTERNAL, f"unexpected {type(exc).__name__}; see the "
                                                                  "gateway's log and report it"), cors)
 
+    async def _body(self, scope: dict, receive: Any, send: Any, cors: list[tuple[bytes, bytes]]) -> bytes | None:
+        """The whole request body, counted as it streams; None once refused (answered) or the client left."""
+        chunks, total = [], 0
+        started_at = asyncio.get_running_loop().time()
+        while True:
+            try:  # the body keeps arriving, or the connection is given back (a slow body held one ~46 s)
+                message = await asyncio.wait_for(receive(), body_deadline(started_at, total))
+            except TimeoutError:
+                log.warning("closing a request from %s: its body came slower than the gateway reads bodies "
+                            "(%s bytes in)", (scope.get("client") or ("?",))[0], f"{total:,}")
+                await _send_error(send, _too_slow(total), cors)
+                return None
+            if message["type"] == "http.disconnect":
+                return None  # the client left mid-upload: nothing reached the engine
+            body = message.get("body", b"")
+            total += len(body)
+            if total > self.max_bytes:
+                await _send_error(send, self._too_large(f"more than {self.max_bytes:,} bytes"), cors)
+                return None
+            chunks.append(body)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
     def _admitted(self, scope: dict) -> bool:
         if scope.get("path") == HEALTH_PATH and not self.health_needs_token:
             return True
@@ -300,6 +313,29 @@ class _Guard:
                        "(KX_MAX_REQUEST_BYTES); send fewer documents per request or ask the operator to raise it")
 
 
+_WHY_ONE = {b"host": "a second could name another site", b"origin": "a second could name another site",
+            b"authorization": "which one a proxy or a server reads differs, so the one checked may not be the one "
+                              "acted on"}
+
+
+# A request's body must arrive at BODY_GRACE_SECONDS plus one second per BODY_MIN_RATE bytes it has sent so
+# far: a legitimate upload (64 MiB at 256 KiB/s and up) never waits on it, a trickle is cut off in seconds.
+BODY_GRACE_SECONDS = 10.0
+BODY_MIN_RATE = 256 * 1024
+
+
+def body_deadline(started_at: float, received: int) -> float:
+    """Seconds left for the next piece of a body begun at `started_at` (the loop's clock), `received` bytes in."""
+    allowed = BODY_GRACE_SECONDS + received / BODY_MIN_RATE
+    return max(0.0, started_at + allowed - asyncio.get_running_loop().time())
+
+
+def _too_slow(received: int) -> KxError:
+    return invalid(f"the request body arrived too slowly ({received:,} bytes; the gateway waits "
+                   f"{BODY_GRACE_SECONDS:g} s plus a second per {BODY_MIN_RATE // 1024} KiB); send the whole body "
+                   "at once, or fewer documents per request")
+
+
 def _repeated_header(scope: dict, names: Sequence[bytes]) -> KxError | None:
     """PERMISSION_DENIED when one of `names` comes more than once: only one of them could be checked."""
     for name in names:
@@ -307,7 +343,7 @@ def _repeated_header(scope: dict, names: Sequence[bytes]) -> KxError | None:
             shown = name.decode().capitalize()
             return KxError(Status.PERMISSION_DENIED,
                            f"the request carries more than one {shown} header; the gateway checks exactly one "
-                           f"(a second could name another site). Send a single {shown}")
+                           f"({_WHY_ONE[name]}). Send a single {shown}")
     return None
 
 

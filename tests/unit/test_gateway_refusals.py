@@ -260,3 +260,66 @@ def test_a_file_named_longer_than_the_gateway_takes_is_refused_alone_on_every_wa
         results = sorted((r["status"], r["reason"] or "") for r in listed)
         assert [status for status, _reason in results] == ["added", "refused"]
         assert "at most 1,024" in results[1][1] and "shorten" in results[1][1]
+
+
+def _raw_answer(url: str, request: bytes, pause_after: float = 0.0) -> tuple[int, dict, float]:
+    """(status, JSON body, seconds until the gateway answered) for raw request bytes, sent as written."""
+    import socket
+    import time
+
+    port = int(url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        started = time.monotonic()
+        sock.sendall(request)
+        chunks = []
+        while data := sock.recv(65536):
+            chunks.append(data)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body or b"{}"), time.monotonic() - started
+
+
+def test_an_empty_host_and_two_authorization_headers_are_refused(notes: Engine) -> None:
+    """With two Authorization headers the first won: which one a proxy forwards or checks may differ."""
+    with serving(notes) as (url, token):
+        own = url.removeprefix("http://").encode()
+        auth = b"Authorization: Bearer " + token.encode()
+        ask = b"GET /v1/datasets HTTP/1.1\r\n%s\r\nConnection: close\r\n\r\n"
+        assert _raw_answer(url, ask % (b"Host: " + own + b"\r\n" + auth))[0] == 200
+        for host in (b"Host:", b"Host: ", b"Host: :" + own.split(b":")[1]):
+            status, body, _ = _raw_answer(url, ask % (host + b"\r\n" + auth))
+            assert (status, body["code"]) == (403, "PERMISSION_DENIED") and "Host header" in body["message"]
+        for second in (b"Authorization: Bearer wrong", auth):
+            status, body, _ = _raw_answer(url, ask % (b"Host: " + own + b"\r\n" + auth + b"\r\n" + second))
+            assert (status, body["code"]) == (403, "PERMISSION_DENIED")
+            assert "more than one Authorization header" in body["message"]
+
+
+def test_a_body_that_trickles_in_is_cut_off_and_a_whole_one_goes_in(notes: Engine,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """No body-read deadline: a client that declared a body and sent part of it held the request ~46 s."""
+    from engine.server import security
+
+    monkeypatch.setattr(security, "BODY_GRACE_SECONDS", 1.0)
+    with serving(notes) as (url, token):
+        head = (b"POST /v1/datasets/notes/query HTTP/1.1\r\nHost: " + url.removeprefix("http://").encode()
+                + b"\r\nAuthorization: Bearer " + token.encode() + b"\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\nConnection: close\r\n\r\n")
+        whole = b'{"text": "parking", "mode": "sparse"}'
+        status, body, waited = _raw_answer(url, head % len(whole) + whole[:10])
+        assert (status, body["code"]) == (400, "INVALID_ARGUMENT") and "arrived too slowly" in body["message"]
+        assert 0.9 <= waited < 5, waited
+        status, body, _ = _raw_answer(url, head % len(whole) + whole)
+        assert status == 200 and body["hits"][0]["text"] == "The parking garage opens at seven."
+
+
+def test_two_documents_of_one_name_in_one_request_are_refused_and_nothing_is_stored(notes: Engine) -> None:
+    """One request added both as versions 1 and 2 of the name, in an order the client did not choose."""
+    with serving(notes) as (url, token):
+        answer = httpx.post(f"{url}/v1/datasets/notes/documents", timeout=30,
+                            headers={"Authorization": f"Bearer {token}"},
+                            json={"documents": [{"name": "hours", "text": "Open at eight."},
+                                                {"name": "other", "text": "Closed on Sunday."},
+                                                {"name": "hours", "text": "Open at nine."}]})
+    assert answer.status_code == 400 and answer.json()["code"] == "INVALID_ARGUMENT"
+    assert "documents[0] and documents[2] are both named 'hours'" in answer.json()["message"]
+    assert [d.name for d in notes.list_documents("notes")] == ["parking"]
