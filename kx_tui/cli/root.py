@@ -192,11 +192,13 @@ def list_datasets(ctx: click.Context, as_json: bool) -> None:
               help="Make the dataset follow each folder given: documents from it whose files are gone stop "
                    "answering (retired, still stored: --versions all shows them, putting the file back brings "
                    "them back), and a file renamed or moved inside it keeps its document's history.")
+@click.option("--strict", is_flag=True,
+              help="Fail (non-zero exit) when any file is refused, also one found by walking a folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON report for scripts.")
 @click.pass_context
 def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[Path, ...], texts: tuple[str, ...],
            jsonls: tuple[Path, ...], chunk_size: int | None, chunk_overlap: int | None, sync: bool,
-           as_json: bool) -> None:
+           strict: bool, as_json: bool) -> None:
     """Add documents (files, or folders of them) to dataset NAME, creating it on first use.
 
     A folder is walked recursively with the folder watcher's rules (hidden,
@@ -210,7 +212,9 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
     any point, nothing committed is lost: the next ingest or `kx datasets
     embed NAME` finishes the embedding.
     Bytes already in the dataset are reported "unchanged" and cost nothing.
-    A file that cannot be read is refused with the reason; the others still go in.
+    A file that cannot be read is refused with the reason (one line on stderr); the others still go in.
+    A refused file found in a folder does not fail the command (exit 0); one named explicitly does, and
+    with --strict any does; so does an ingest that stored nothing.
     An edited file's new bytes become the current version of its document. With --sync, a
     folder's deleted files retire their documents and renames keep their history, as
     `kx datasets watch` does when it starts (documents from other folders, --text or
@@ -239,13 +243,19 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
         if place is not None:  # as a watched folder is refused: kx's own files are no one's documents
             raise kx_files_refusal(path, place, settings.home, "nothing was ingested. Give a folder of your own, "
                                                                "e.g. one inside it that holds your documents")
+    from_walk: list[bool] = []   # per document: found by walking a folder (its refusal fails nothing)
     for path in (*paths, *files):
         # a folder: every file in it, recursively, named by its path in it (the watcher's rules)
-        docs.extend(folder_documents(path, limit) if path.is_dir() else [from_file(path, limit)])
+        found = folder_documents(path, limit) if path.is_dir() else [from_file(path, limit)]
+        docs.extend(found)
+        from_walk.extend([path.is_dir()] * len(found))
     docs += [from_text(t) for t in texts]
     for path in jsonls:
         docs.extend(from_jsonl(path, limit))
-    docs = refuse_name_clashes(docs)   # two folders' `index.md`: the second would hide the first
+    from_walk += [False] * (len(docs) - len(from_walk))
+    given_docs, docs = docs, refuse_name_clashes(docs)   # two folders' `index.md`: the second would hide the first
+    # a clash is the command's own shape, not a file nobody can read: it fails the command as a named file does
+    from_walk = [walked and doc is given for walked, doc, given in zip(from_walk, docs, given_docs)]
     if not docs:
         raise KxError(Status.INVALID_ARGUMENT,
                       "nothing to ingest; give --file FILE, --text TEXT or --jsonl FILE")
@@ -298,7 +308,9 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
             elif isinstance(event, DocumentResult):
                 added += event.status == DocumentStatus.ADDED
                 seen.append(event)
-                if not as_json and (not quiet_lines or event.status == DocumentStatus.REFUSED):
+                if event.status == DocumentStatus.REFUSED:   # one line on stderr each, --json or not
+                    progress.call(print_ingest_line, err, event)
+                elif not quiet_lines:
                     progress.call(print_ingest_line, out, event)
             if stop.count:
                 raise Interrupted(stop.last or signal.SIGINT,
@@ -328,18 +340,13 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
     else:
         print_ingest_notes(out, report, notes)
         print_ingest_summary(out, report)
-    refused = [r for r in report.results if r.status == DocumentStatus.REFUSED]
-    if refused:
-        first = Status[refused[0].code or "INVALID_ARGUMENT"]
-        rest = ("nothing was ingested" if len(refused) == len(report.results)
-                else "the others were ingested")
+    from .verdict import failing_refusals, failure
+
+    failing = failing_refusals(report, docs, from_walk, strict)
+    if failing:
         from engine.watch.events import Retired
 
-        retired = sum(isinstance(event, Retired) for event in followed)
-        if retired:   # said, as a refusal must not read as "nothing changed"
-            rest += f"; {retired} document(s) whose files are gone were retired"
-        raise KxError(first, f"{len(refused)} of {len(report.results)} document(s) refused; {rest} "
-                             "(see the reasons above)")
+        raise failure(name, report, failing, sum(isinstance(event, Retired) for event in followed))
 
 
 def _stopped_report(name: str, seen: list[DocumentResult], given: int, stopped: Interrupted) -> dict[str, Any]:

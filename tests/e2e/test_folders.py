@@ -24,7 +24,8 @@ def test_cli_ingests_a_folder_and_lists_each_files_outcome(tmp_path: Path, kx_ho
     outcomes = {r["name"]: r["status"] for r in report["results"]}
     assert outcomes == {"api/deep/errors": "added", "api/index": "added", "broken": "refused",
                         "guide/index": "added", "notes": "added"}
-    assert result.code != 0  # one refused file: the command says so, the others are in
+    assert result.code == 0, result.stderr  # a refused file found in a folder is reported, not failed
+    assert report["refused"] == 1 and "refused   broken:" in result.stderr
     hits = json.loads(run_cli("datasets", "query", "tree", "bearer token endpoint", "--json", "-k", "1").stdout)
     assert hits["hits"][0]["document_name"] == "api/index"
 
