@@ -100,16 +100,26 @@ class Settings:
     home: Path = setting("engine", "KX_HOME", values.path, _default_home,
         "where datasets, config.toml and the gateway token live", in_config_file=False,
         shown_default="the platform's user data dir")
-    embed_model: str = setting("engine", "KX_SERVE_EMBED_MODEL", values.plain_text, lambda: "default",
+    embed_model: str = setting("engine", "KX_SERVE_EMBED_MODEL", values.embed_model, lambda: "default",
         "embedding model: 'default' (bundled all-MiniLM-L6-v2), 'default-int8' (the same model quantised "
         "to int8: faster ingest), a local model folder, a model id in the local Hugging Face cache, or 'none'; "
-        "any of these with ':int8' appended for its int8 variant")
+        "any of these with ':int8' appended for its int8 variant; or a served model, "
+        "'openai:MODEL@BASE_URL' (BASE_URL/embeddings is called; several base URLs comma-separated share the "
+        "work; a bearer key is read from the environment variable KX_EMBED_API_KEY only)")
     embed_runtime: Runtime = setting("engine", "KX_EMBED_RUNTIME", _runtime, lambda: Runtime.ONNX,
         "how the model runs: 'onnx' (ONNX Runtime, exported once from the model and checked against "
         "torch; torch is used when it does not validate) or 'torch' (sentence-transformers)")
     embed_device: Device = setting("engine", "KX_EMBED_DEVICE", _device, lambda: Device.AUTO,
         "where ONNX Runtime embeds: 'cpu', 'cuda' (a GPU through onnxruntime-gpu's CUDA provider) or "
         "'auto' (CUDA when that provider and a GPU are present, else CPU; `kx info` says which and why)")
+    embed_endpoint_requests: int = setting("engine", "KX_EMBED_ENDPOINT_REQUESTS", values.int_in(1, 64), lambda: 2,
+        "served model: embedding requests in flight per base URL")
+    embed_endpoint_timeout: float = setting("engine", "KX_EMBED_ENDPOINT_TIMEOUT", values.float_in(0.5, 3600.0),
+                                            lambda: 60.0,
+        "served model: seconds one embedding request may take before it is retried")
+    embed_endpoint_retries: int = setting("engine", "KX_EMBED_ENDPOINT_RETRIES", values.int_in(0, 20), lambda: 4,
+        "served model: retries of a request that timed out or was answered 429 or 5xx (backing off "
+        "0.5 s, 1 s, 2 s ... up to 8 s, or as Retry-After says) before the server is UNAVAILABLE")
     embed_threads: int = setting("engine", "KX_EMBED_THREADS", values.int_in(0, 1024), lambda: 0,
         "threads one ONNX Runtime encode uses; 0: one per CPU core")
     model_cache: Path | None = setting("engine", "KX_MODEL_CACHE", values.path_or_empty, lambda: None,

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from .config import BackendKind, Settings
 from .embedding.cards import ModelCard
+from .embedding.probe import same_served_model
 from .errors import KxError, Status, precondition
 from .text.analysis import MILVUS_ANALYZER_VERSION, TOKENIZER_VERSION
 from .text.chunking import CHUNKER_VERSION
@@ -68,6 +69,8 @@ class Fingerprint:
         out = []
         for f in fields(self):
             a, b = getattr(self, f.name), getattr(other, f.name)
+            if f.name == "embed_model" and same_served_model(a, b):
+                continue  # one served model: its probe sketches differ by float noise only (embedding/probe.py)
             if a != b:
                 out.append(f"{f.name}: {_show(a)} -> {_show(b)}")
         return out

@@ -158,11 +158,15 @@ def run_query(
         if text is not None:
             card = _sentence_scorer_card(engine, fingerprint)
     elif use_dense:
-        card = engine.model_card()
-        if card is None:
-            raise no_embedder_error(f"{chosen_mode} search")
-        _check_query_fingerprint(engine.settings, name, fingerprint, card)
-        embedder = engine.embedder()
+        try:
+            card = engine.model_card()
+            if card is None:
+                raise no_embedder_error(f"{chosen_mode} search")
+            _check_query_fingerprint(engine.settings, name, fingerprint, card)
+            embedder = engine.embedder()
+        except KxError as exc:
+            card, use_dense = None, _keep_dense_after(exc, use_sparse, notes)
+            _check_query_fingerprint(engine.settings, name, fingerprint, None)
     else:
         try:
             card = engine.model_card()
@@ -176,7 +180,10 @@ def run_query(
         # concurrent queries may embed side by side
         assert embedder is not None and text is not None  # dense without a vector: the model was loaded above
         t = time.perf_counter()
-        query_vector = embedder.encode([text])[0]
+        try:
+            query_vector = embedder.encode([text])[0]
+        except KxError as exc:  # a served model that stopped answering since its card was made
+            use_dense = _keep_dense_after(exc, use_sparse, notes)
         timings["embed"] = _ms(t)
     sentences: SentenceMemo = {}   # this query's sentence scores (the sentence list's, then the answer spans')
     with engine.reading(name, searcher) as searcher:
@@ -200,6 +207,18 @@ def run_query(
     timings["total"] = _ms(started)
     return QueryResult(name, text, chosen_mode, rerank, k_used, requested, hits, notes, timings, coverage,
                        expanded_terms)
+
+
+def _keep_dense_after(error: KxError, use_sparse: bool, notes: list[str]) -> bool:
+    """A hybrid query whose model is UNAVAILABLE (a served model's server is down) answers from keyword
+    search alone, saying so in a note; any other failure, or a dense-only query, is raised (with what to do)."""
+    if error.status is not Status.UNAVAILABLE:
+        raise error
+    if not use_sparse:
+        hint = "" if "--mode sparse" in error.message else "; keyword search still answers: --mode sparse"
+        raise KxError(Status.UNAVAILABLE, error.message + hint) from None
+    notes.append(f"dense search skipped, this answer is keyword (sparse) search alone: {error.message}")
+    return False
 
 
 def _load_model_meanwhile(engine: QueryEngine, name: str, mode: RetrievalMode, text: str | None,

@@ -54,6 +54,40 @@ def plain_text(text: str) -> str:
     return value
 
 
+SERVED_PREFIX = "openai:"
+_SERVED = re.compile(r"^openai:(?P<model>[^\s]+?)@(?P<urls>https?://\S+)$", re.I)
+
+
+def served_model(text: str) -> tuple[str, tuple[str, ...]] | None:
+    """(model name, base URLs) for 'openai:MODEL@URL[,URL...]', None for any other embed_model value.
+
+    ValueError for a value that starts 'openai:' but is not that shape, or names a URL with a password in it
+    (the key comes from KX_EMBED_API_KEY, never from a setting that `kx info` or a shell history shows).
+    """
+    value = text.strip()
+    if not value.lower().startswith(SERVED_PREFIX):
+        return None
+    found = _SERVED.match(value)
+    expected = ("expected openai:MODEL@BASE_URL (e.g. openai:nomic-embed-text@http://127.0.0.1:11434/v1), "
+                "several base URLs comma-separated")
+    if found is None:
+        raise ValueError(expected)
+    urls = tuple(u.strip().rstrip("/") for u in found["urls"].split(","))
+    for url in urls:
+        if not re.match(r"^https?://[^/\s@,]+(/\S*)?$", url, re.I):
+            raise ValueError(f"{expected}; {url!r} is not an http(s) base URL without a user or password "
+                             "(the key goes in the environment variable KX_EMBED_API_KEY)")
+    if len(set(urls)) != len(urls):
+        raise ValueError(f"{expected}; a URL is named twice")
+    return found["model"], urls
+
+
+def embed_model(text: str) -> str:
+    value = plain_text(text)
+    served_model(value)  # a malformed served spelling is refused when the setting is read
+    return value
+
+
 def path(text: str) -> Path:
     return Path(plain_text(text)).expanduser()
 

@@ -275,7 +275,12 @@ def print_info(console: _RichConsole, data: dict[str, Any]) -> None:
         kind = "[yellow]chat / causal LM[/]" if model["causal_lm"] else "sentence embedder"
         console.print(f"embed model  {escape(model['model_id'])}  ({kind}, {model['pooling']} pooling, "
                       f"{model['dimension']} dims, {'normalised' if model['normalized'] else 'not normalised'})")
-        console.print(f"             {escape(model['path'])}")
+        if model.get("endpoint"):  # a served model: where, and how fast its probe came back
+            down = f"  (not answering: {', '.join(model['endpoint_down'])})" if model.get("endpoint_down") else ""
+            console.print(f"             served at {escape(', '.join(model['endpoint']))}, probe "
+                          f"{model.get('latency_ms')} ms{escape(down)}")
+        else:
+            console.print(f"             {escape(model['path'])}")
         runtime = model.get("runtime")
         if runtime:  # which runtime embeds, and why (an older gateway does not say)
             state = "in use" if runtime.get("loaded") else "when first used"

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Callable, Protocol
 from ..config import Settings
 from ..embedding.embedders import no_embedder_error
 from ..embedding.host import prepare_embedder
-from ..errors import KxError
+from ..errors import KxError, Status
 from ..records import IngestEvent, Progress
 from ..records import IngestEventFn as EventFn
 
@@ -98,6 +98,15 @@ class _Chunks:
         except _Interrupted:
             self.done = before  # the chunk in hand was not committed
             return False
+        except KxError as exc:
+            if exc.status is not Status.UNAVAILABLE:
+                raise
+            # a served model's server went away: what is committed stays, and says how to finish
+            raise KxError(exc.status, f"{exc.message}. Dataset '{self.dataset.name}' keeps every passage "
+                                      f"committed ({self.catalogue.backlog():,} still wait for vectors; keyword "
+                                      "search covers them all); when the model answers again, "
+                                      f"`kx datasets embed {self.dataset.name}` (or the next ingest) "
+                                      "embeds the rest") from None
         self.catalogue.store_vectors([seq for seq, _text in rows], vectors)
         self.batch = paced_batch(self.engine.settings.embed_batch_size, len(rows), time.monotonic() - started)
         if time.monotonic() - self.last_save >= DENSE_SAVE_SECONDS:

@@ -47,9 +47,16 @@ class ModelCard:
     causal_lm: bool        # a chat / text-generation model rather than a sentence embedder
     architecture: str
     variant: str = "fp32"  # "int8": quantised by ONNX Runtime, a model of its own in the fingerprint
+    # a served model (engine/embedding/served.py): the base URLs that answered its probe, those that did not,
+    # and the probe's round trip; () for a model on this machine
+    endpoint: tuple[str, ...] = ()
+    endpoint_down: tuple[str, ...] = ()
+    latency_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        served = {"endpoint": list(self.endpoint), "endpoint_down": list(self.endpoint_down),
+                  "latency_ms": self.latency_ms} if self.endpoint else {}
+        return {**served,
             "model_id": self.model_id,
             "name": self.name,
             "path": str(self.path),
@@ -257,6 +264,13 @@ def how_to_set_model() -> str:
 
 def chat_model_advisory(card: ModelCard) -> str:
     """What `kx info` and an ingest say about a chat (causal-LM) model chosen as the embedder."""
+    if card.endpoint:
+        return (
+            f"embed model {card.name} at {card.endpoint[0]} looks like a chat / text-generation model, not a "
+            f"sentence embedder ({card.architecture}); its vectors rank poorly for retrieval. Prefer a dedicated "
+            "embedder served there (e.g. nomic-embed-text, bge-*, all-MiniLM-L6-v2) or the bundled one "
+            "(KX_SERVE_EMBED_MODEL=default)"
+        )
     return (
         f"embed model {card.name} ({card.architecture}) is a chat / text-generation model, not a sentence "
         "embedder; its vectors rank poorly for retrieval. Prefer a dedicated embedder such as the default "

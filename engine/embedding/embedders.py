@@ -99,7 +99,7 @@ class RuntimeEmbedder:
 
 
 def load_embedder(card: ModelCard | None, settings: Settings | None = None,
-                  notify: NotifyFn | None = None) -> RuntimeEmbedder | None:
+                  notify: NotifyFn | None = None) -> Embedder | None:
     """The real embedder for a model card (nothing loaded yet), or None when no model is configured."""
     if card is None:
         return None
@@ -107,6 +107,10 @@ def load_embedder(card: ModelCard | None, settings: Settings | None = None,
         from ..config import load_settings
 
         settings = load_settings()
+    if card.endpoint:  # a served model: its server embeds
+        from .served import ServedEmbedder
+
+        return ServedEmbedder(card, settings)
     return RuntimeEmbedder(card, settings, notify)
 
 

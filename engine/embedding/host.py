@@ -17,6 +17,7 @@ from ..config import Settings
 from ..errors import KxError
 from ..records import IngestEventFn as EventFn
 from ..records import Notice, NotifyFn
+from ..setting_values import served_model
 from .cards import ModelCard, chat_model_advisory, model_card_for
 
 if TYPE_CHECKING:
@@ -40,7 +41,12 @@ class ModelHost:
     def card(self) -> ModelCard | None:
         """The configured model, described from its files (no torch). None for 'none'."""
         if self._card is UNSET:
-            self._card = model_card_for(self.settings.embed_model)
+            if served_model(self.settings.embed_model):  # asks the server (the probe): no torch either
+                from .served import served_card
+
+                self._card = served_card(self.settings)
+            else:
+                self._card = model_card_for(self.settings.embed_model)
         return self._card
 
     @property

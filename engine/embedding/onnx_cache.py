@@ -200,6 +200,10 @@ def runtime_status(embedder: Any, settings: Settings, card: ModelCard | None) ->
     """What `kx info` shows about the runtime: a loaded embedder's own word, else the plan's."""
     if card is None:
         return None
+    if card.endpoint and embedder is None:
+        from .served import served_status
+
+        return served_status(card)
     status = getattr(embedder, "status", None)
     if callable(status):
         return status()

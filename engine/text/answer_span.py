@@ -449,7 +449,7 @@ _CACHE_LOCK = threading.Lock()
 
 def word_vectors(card: ModelCard | None) -> WordVectors | None:
     """The card's word vectors, loaded once per model folder (None without a card or readable weights)."""
-    if card is None:
+    if card is None or card.endpoint:  # a served model's weights are on its server: word overlap alone
         return None
     key = str(card.path)
     with _CACHE_LOCK:
