@@ -301,8 +301,8 @@ class DatasetSearcher:
         if not counts or not self.sparse.folder.exists():
             return Candidates.empty()
         scorer = self._scorer()
-        known = [(scorer.document_frequency(t), t) for t in counts]
-        known = [(df, t) for df, t in known if df > 0]
+        # a term only superseded versions hold counts 0 in the statistics, yet an all-versions query finds it
+        known = [(scorer.document_frequency(t), t) for t in counts if scorer.indexed(t)]
         dropped = 0
         if len(known) > MAX_QUERY_TERMS:
             # the rarest terms carry the most BM25 weight; keep those
@@ -338,7 +338,10 @@ class DatasetSearcher:
 
     def _scorer(self) -> Bm25Scorer:
         if self._bm25_scorer is None:
-            self._bm25_scorer = self.sparse.open_scorer(*self._bm25)
+            # statistics from the current passages only: superseded and retired documents' never count
+            hidden = self._lineages().hidden()
+            self._bm25_scorer = self.sparse.open_scorer(
+                *self._bm25, self.catalogue.seqs_of_documents(sorted(hidden)) if hidden else None)
         return self._bm25_scorer
 
     def passages(self, seqs: list[int]) -> dict[int, PassageRow]:

@@ -163,7 +163,8 @@ class SparseIndex:
             return []
         return [(t.startchar, t.endchar) for t in self._analyzer(text, chars=True) if t.text in wanted]
 
-    def open_scorer(self, k1: float, b: float) -> Bm25Scorer:
+    def open_scorer(self, k1: float, b: float, hidden: np.ndarray | None = None) -> Bm25Scorer:
+        """A scorer over the index as it is now; `hidden` passages are left out of its statistics."""
         from whoosh import index
 
         if self.folder.exists() and not self.folder.is_dir():
@@ -175,7 +176,7 @@ class SparseIndex:
         # finds a file gone. The next attempt sees the new generation.
         for attempt in range(5):
             try:
-                return Bm25Scorer(index.open_dir(str(self.folder)).reader(), k1, b)
+                return Bm25Scorer(index.open_dir(str(self.folder)).reader(), k1, b, hidden)
             except FileNotFoundError:
                 if attempt == 4:
                     raise
@@ -222,57 +223,84 @@ def _count_postings(writer: Any, on_share: Callable[[float], None]) -> None:
 class Bm25Scorer:
     """BM25 over whoosh's postings, scored with numpy instead of whoosh's matcher tree.
 
-    whoosh stores the index and its statistics; walking its pure-Python
+    whoosh stores the index and its postings; walking its pure-Python
     matchers cost 25-85 ms a query on 12k passages, while reading the few
     postings lists a query needs and scoring them as arrays costs a few ms.
     Scores are BM25 with the Robertson/Lucene IDF, ln(1 + (N - n + 0.5) / (n + 0.5)),
     over whoosh's own (quantised) field lengths; tests check parity against
-    whoosh's own search with the same formula.
+    whoosh's own search with the same statistics.
+
+    The statistics come from the passages that count, never from whoosh's merge state: N is how many
+    passages the index holds that are neither deleted (a re-index's leftovers) nor `hidden` (superseded
+    or retired documents' passages); a term's document frequency counts its postings among those; the
+    average length is the mean of their quantised lengths (whole numbers, so their sum is exact in any
+    order). whoosh's own N counts deleted documents until a merge drops them, and its total length is
+    the exact lengths' sum for documents added in a segment but the quantised ones' for documents a
+    merge copied: the same passages committed in other groups scored differently (issue 38). Counted
+    this way, the same current passages give the same scores whatever the commits, kills, resumes or
+    file order that put them there.
     """
 
     _CACHE_TERMS = 4096
 
-    def __init__(self, reader, k1: float, b: float) -> None:
+    def __init__(self, reader, k1: float, b: float, hidden: np.ndarray | None = None) -> None:
+        """`hidden`: sorted passage seqs left out of the statistics (superseded and retired documents')."""
         self._reader = reader
         self.k1, self.b = k1, b
-        self.total = reader.doc_count_all()
-        # as whoosh computes it: total field length over all documents, deleted ones included
-        self.avgfl = (reader.field_length("body") / (self.total or 1)) or 1.0
+        self.total = reader.doc_count_all()   # document numbers, deleted ones included
         lengths = field_lengths(reader, "body", self.total)
         if lengths is None:  # a reader shape field_lengths does not know: whoosh's own per-document walk
             lengths = np.fromiter((reader.doc_field_length(i, "body", 0) or 0 for i in range(self.total)),
                                   dtype=np.float64, count=self.total)
-        self._norm = k1 * ((1.0 - b) + b * lengths / self.avgfl)
         self._live = None
         if reader.has_deletions():
             self._live = np.fromiter((not reader.is_deleted(i) for i in range(self.total)), dtype=bool,
                                      count=self.total)
-        # term -> (doc numbers, term frequencies, document frequency); None when no document has it.
-        # The reader is a snapshot, so entries stay true until the searcher reopens on a newer index.
-        self._postings: dict[str, tuple[np.ndarray, np.ndarray, int] | None] = {}
-        self._terms = SegmentTerms.of(reader, "body")
         self._seq: dict[int, int] = {}
         # every document number's seq when the index keeps the seq column (every index this version
         # writes); an older index's are read from stored fields as passages are first met
         self._all_seqs: np.ndarray | None = stored_seqs(reader, self.total)
         self._seq_array: np.ndarray | None = self._all_seqs
+        # the passages the statistics count: live, and not hidden; None when that is every one
+        counted = self._live
+        if hidden is not None and hidden.size:
+            shown = ~np.isin(self.docnum_seqs(), hidden, assume_unique=False)
+            counted = shown if counted is None else counted & shown
+        self._counted = counted
+        self.counted = self.total if counted is None else int(counted.sum())
+        held = float(lengths.sum() if counted is None else lengths[counted].sum())
+        self.avgfl = (held / self.counted if self.counted else 0.0) or 1.0
+        self._norm = k1 * ((1.0 - b) + b * lengths / self.avgfl)
+        # term -> (doc numbers, term frequencies, document frequency); None when no document has it.
+        # The reader is a snapshot, so entries stay true until the searcher reopens on a newer index.
+        self._postings: dict[str, tuple[np.ndarray, np.ndarray, int] | None] = {}
+        self._terms = SegmentTerms.of(reader, "body")
 
     def close(self) -> None:
         self._reader.close()
 
     def document_frequency(self, term: str) -> int:
+        """How many counted passages (see the class) hold `term`."""
         postings = self._postings_of(term)
         return 0 if postings is None else postings[2]
+
+    def indexed(self, term: str) -> bool:
+        """Whether any passage in the index holds `term` (a superseded version's too)."""
+        return self._postings_of(term) is not None
 
     def _postings_of(self, term: str) -> tuple[np.ndarray, np.ndarray, int] | None:
         if term not in self._postings:
             if len(self._postings) >= self._CACHE_TERMS:
                 self._postings.pop(next(iter(self._postings)))
             if self._terms is not None:
-                self._postings[term] = self._terms.postings(term)
+                found = self._terms.postings(term)
             else:  # a reader shape SegmentTerms does not know: whoosh's own look-ups and iteration
                 having = self._reader.doc_frequency("body", term)
-                self._postings[term] = (*_iterated(self._reader.postings("body", term)), having) if having else None
+                found = (*_iterated(self._reader.postings("body", term)), having) if having else None
+            if found is not None:
+                ids, tfs, _whooshs = found   # whoosh's frequency counts deleted documents: recounted
+                found = (ids, tfs, len(ids) if self._counted is None else int(self._counted[ids].sum()))
+            self._postings[term] = found
         return self._postings[term]
 
     def top_arrays(self, terms: list[str], k: int, counts: Sequence[float] | None = None,
@@ -291,7 +319,7 @@ class Bm25Scorer:
             if postings is None:
                 continue
             ids, tfs, having = postings
-            idf = math.log(1.0 + (self.total - having + 0.5) / (having + 0.5))
+            idf = math.log(1.0 + (self.counted - having + 0.5) / (having + 0.5))
             weight = idf * (counts[i] if counts is not None else 1)
             scores[ids] += weight * tfs * (self.k1 + 1.0) / (tfs + self._norm[ids])
             matched[ids] = True
