@@ -25,6 +25,7 @@ from .fusion import fuse, mmr, round_like_python
 from .names import validate_name
 from .records import Hit, QueryResult, RetrievalMode, VersionView
 from .retrieval import MAX_QUERY_TERMS, Candidates, Searcher
+from .setting_values import served_model
 from .text.answer_span import SentenceMemo, best_sentence_scores, with_answer_spans, word_vectors
 from .vectors import checked_vectors
 
@@ -168,8 +169,8 @@ def run_query(
             card, use_dense = None, _keep_dense_after(exc, use_sparse, notes)
             _check_query_fingerprint(engine.settings, name, fingerprint, None)
     else:
-        try:
-            card = engine.model_card()
+        try:  # a served model is not asked (its probe): sparse search sends nothing off the machine
+            card = None if served_model(engine.settings.embed_model) else engine.model_card()
         except KxError:
             card = None  # sparse search does not need the model
         _check_query_fingerprint(engine.settings, name, fingerprint, card)

@@ -69,6 +69,8 @@ def test_two_servers_share_an_ingest_and_queries_embed_through_them(kx_home: Pat
         assert dense["hits"][0]["document_name"] == "refunds-and-returns"
         # the command's probe asks each URL once, and the query is embedded there once
         assert first.requests() + second.requests() == before + 2 + 1
+        sparse = run_cli("datasets", "query", "hb", "refund window", "--mode", "sparse", "--json")
+        assert sparse.code == 0 and first.requests() + second.requests() == before + 3  # nothing sent for it
     finally:
         first.kill(), second.kill()
 
@@ -76,42 +78,47 @@ def test_two_servers_share_an_ingest_and_queries_embed_through_them(kx_home: Pat
 def test_a_crash_mid_backlog_resumes_and_a_swapped_model_is_refused(kx_home: Path, tmp_path: Path,
                                                                      model_cache: Path, monkeypatch,
                                                                      real_embedder) -> None:
-    server = kx_server(tmp_path, model_cache).start().wait_ready()
-    spec = _spec(server)
-    env = {"KX_SERVE_EMBED_MODEL": spec, "KX_EMBED_BATCH_SIZE": "2", "KX_EMBED_ENDPOINT_REQUESTS": "1",
-           "KX_CHUNK_SIZE": "300", "KX_CHUNK_OVERLAP": "50"}
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    ingest = kx_process("datasets", "ingest", "hb", str(HANDBOOK), env=env)
-    while ingest.poll() is None and not _some_embedded(kx_home):
-        time.sleep(0.05)  # until the first chunk of vectors is committed
-    server.kill()  # mid-backlog: some passages have vectors, the rest wait
-    _out, err = ingest.communicate(timeout=120)
-    assert ingest.returncode == Status.UNAVAILABLE.exit_code, err
-    assert f"{server.url}/embeddings" in err and "kx datasets embed hb" in err
-    texts, vectors, waiting = stored_vectors(kx_home, "hb")
-    assert texts and waiting > 0  # a part embedded, the rest in the backlog
+    server = kx_server(tmp_path, model_cache).start()
+    swapped = None
+    try:
+        server.wait_ready()
+        spec = _spec(server)
+        env = {"KX_SERVE_EMBED_MODEL": spec, "KX_EMBED_BATCH_SIZE": "2", "KX_EMBED_ENDPOINT_REQUESTS": "1",
+               "KX_CHUNK_SIZE": "300", "KX_CHUNK_OVERLAP": "50"}
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        ingest = kx_process("datasets", "ingest", "hb", str(HANDBOOK), env=env)
+        while ingest.poll() is None and not _some_embedded(kx_home):
+            time.sleep(0.05)  # until the first chunk of vectors is committed
+        server.kill()  # mid-backlog: some passages have vectors, the rest wait
+        _out, err = ingest.communicate(timeout=120)
+        assert ingest.returncode == Status.UNAVAILABLE.exit_code, err
+        assert f"{server.url}/embeddings" in err and "kx datasets embed hb" in err
+        texts, vectors, waiting = stored_vectors(kx_home, "hb")
+        assert texts and waiting > 0  # a part embedded, the rest in the backlog
 
-    sparse = run_cli("datasets", "query", "hb", "refund window", "--mode", "sparse", "--json")
-    assert sparse.code == 0 and json.loads(sparse.stdout)["hits"]
-    hybrid = json.loads(run_cli("datasets", "query", "hb", "refund window", "--json").stdout)
-    assert hybrid["hits"] and any("dense search skipped" in n and server.url in n for n in hybrid["notes"])
-    dense = run_cli("datasets", "query", "hb", "refund window", "--mode", "dense")
-    assert dense.code == Status.UNAVAILABLE.exit_code and server.url in dense.stderr
-    assert "--mode sparse" in dense.stderr
+        sparse = run_cli("datasets", "query", "hb", "refund window", "--mode", "sparse", "--json")
+        assert sparse.code == 0 and json.loads(sparse.stdout)["hits"]
+        hybrid = json.loads(run_cli("datasets", "query", "hb", "refund window", "--json").stdout)
+        assert hybrid["hits"] and any("dense search skipped" in n and server.url in n for n in hybrid["notes"])
+        dense = run_cli("datasets", "query", "hb", "refund window", "--mode", "dense")
+        assert dense.code == Status.UNAVAILABLE.exit_code and server.url in dense.stderr
+        assert "--mode sparse" in dense.stderr
 
-    server.start().wait_ready()  # the same model, back on the same port
-    resumed = run_cli("datasets", "embed", "hb")
-    assert resumed.code == 0, resumed.stderr
-    embedded = _assert_own_vectors(kx_home, "hb", real_embedder)
-    assert embedded == len(texts) + waiting  # nothing lost, nothing twice
-    server.kill()
+        server.start().wait_ready()  # the same model, back on the same port
+        resumed = run_cli("datasets", "embed", "hb")
+        assert resumed.code == 0, resumed.stderr
+        embedded = _assert_own_vectors(kx_home, "hb", real_embedder)
+        assert embedded == len(texts) + waiting  # nothing lost, nothing twice
+        server.kill()
 
-    swapped = kx_server(tmp_path, model_cache, port=server.port, model="default-int8").start().wait_ready()
-    try:  # the int8 variant, under the same name at the same URL
+        # the int8 variant, under the same name at the same URL
+        swapped = kx_server(tmp_path, model_cache, port=server.port, model="default-int8").start().wait_ready()
         query = run_cli("datasets", "query", "hb", "refund window", "--mode", "dense")
         assert query.code == Status.FAILED_PRECONDITION.exit_code and "embed_model" in query.stderr
         more = run_cli("datasets", "ingest", "hb", str(REPO / "README.md"))
         assert more.code == Status.FAILED_PRECONDITION.exit_code and "kx datasets rebuild" in more.stderr
     finally:
-        swapped.kill()
+        server.kill()
+        if swapped is not None:
+            swapped.kill()
