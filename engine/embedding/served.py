@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -33,6 +34,7 @@ from .served_http import API_KEY_ENV, EmbeddingsClient
 if TYPE_CHECKING:
     from ..config import Settings
 
+RECHECK_SECONDS = 60.0
 _EMBEDDER_NAME = re.compile(r"embed|minilm|mpnet|bge|gte|e5|nomic|arctic|jina|sentence|retriev|rerank", re.I)
 _CHAT_NAME = re.compile(r"chat|instruct|llama|mistral|mixtral|qwen|gemma|phi|gpt|deepseek|falcon|vicuna|hermes|"
                         r"command|claude|olmo|granite", re.I)
@@ -131,6 +133,8 @@ class ServedEmbedder:
         self._client = client_for(card.name, card.endpoint, settings)
         self._pool = ThreadPoolExecutor(max_workers=max(len(card.endpoint) * settings.embed_endpoint_requests, 1),
                                         thread_name_prefix="kx-served")
+        self._checked = time.monotonic()  # the card's probe just now
+        self._check_lock = threading.Lock()
 
     @property
     def card(self) -> ModelCard:
@@ -142,6 +146,7 @@ class ServedEmbedder:
         `progress` raising (a stop request) abandons the rest: batches not yet sent are cancelled, those in
         flight finish on their threads and are dropped.
         """
+        self._recheck()
         out = np.empty((len(texts), self._card.dimension), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         step = max(batch_size, 1)
@@ -166,6 +171,28 @@ class ServedEmbedder:
             for future in pending:
                 future.cancel()
         return out
+
+    def _recheck(self) -> None:
+        """A long-lived process (`kx serve`, the TUI, a watcher, a long backlog) probes its URLs again every
+        RECHECK_SECONDS, so a model swapped behind them is refused before its vectors mix with the old ones."""
+        with self._check_lock:
+            if time.monotonic() - self._checked < RECHECK_SECONDS:
+                return
+            for url in self._card.endpoint:
+                try:
+                    rows = unit_rows(self._client.embed(PROBES, only=url), f"{url}/embeddings", self._card.dimension)
+                except KxError as exc:
+                    if exc.status is Status.UNAVAILABLE:
+                        continue  # down: the batches' own requests say so, or go elsewhere
+                    raise
+                then = self._card.model_id.rpartition("#")[2]
+                if not same_sketch(then, sketch(rows)):
+                    raise precondition(
+                        f"{url} now answers with other vectors for model {self._card.name!r} than when this "
+                        f"process began (probe sketch distance {sketch_distance(then, sketch(rows)):.2f}): "
+                        "another model is served there. Nothing of this batch was stored; serve the model "
+                        "again, or restart kx to use the new one (a dataset of the old model refuses it)")
+            self._checked = time.monotonic()
 
     def _batch(self, texts: list[str]) -> np.ndarray:
         return unit_rows(self._client.embed(texts), f"the served model {self._card.name!r}", self._card.dimension)

@@ -238,3 +238,20 @@ def test_chat_models_are_told_from_metadata_and_names() -> None:
     assert chat_signals("some-model", [{"id": "some-model", "type": "llm"}])[0] is True
     chat, why = chat_signals("m", [{"id": "m", "capabilities": ["completion", "chat"]}])
     assert chat and "chat" in why
+
+
+def test_a_long_lived_embedder_refuses_a_model_swapped_behind_its_url(scripted: Scripted,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import engine.embedding.served as served
+
+    settings = load_settings({"embed_model": f"openai:hash-embed@{scripted.url}"})
+    embedder = ServedEmbedder(served_card(settings), settings)
+    monkeypatch.setattr(served, "RECHECK_SECONDS", 0.0)  # as if a minute had passed since the last probe
+    before = len(scripted.requests)
+    embedder.encode(["alpha beta"])
+    assert [r["input"] for r in scripted.requests[before:]] == [list(PROBES), ["alpha beta"]]
+    scripted.embedder.encode = lambda texts, **_: HashEmbedder().encode([t[::-1] for t in texts])  # type: ignore
+    with pytest.raises(KxError) as caught:
+        embedder.encode(["alpha beta"])
+    assert caught.value.status is Status.FAILED_PRECONDITION and "another model is served there" in caught.value.message
+    embedder.close()
