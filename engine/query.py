@@ -191,6 +191,7 @@ def run_query(
         if use_dense and not use_sparse and searcher.dense_problem:
             raise KxError(Status.FAILED_PRECONDITION, searcher.dense_problem)
         coverage = _dense_coverage(name, searcher, use_dense, notes)
+        _sparse_coverage(name, searcher, use_sparse, notes)
         if use_dense and not use_sparse and searcher.total_passages and not searcher.dense_passages:
             raise KxError(Status.FAILED_PRECONDITION,
                           f"dense search covers none of dataset '{name}''s {searcher.total_passages:,} passages yet "
@@ -240,9 +241,21 @@ def _dense_coverage(name: str, searcher: Searcher, use_dense: bool, notes: list[
     if not total or held >= total:
         return 1.0
     if use_dense and not searcher.dense_problem:   # a damaged graph says so in the searcher's own note
-        notes.append(f"dense covers {held:,} of {total:,} passages; embedding continues (sparse covers all; "
+        sparse = "all" if searcher.sparse_passages >= total else f"{searcher.sparse_passages:,}"
+        notes.append(f"dense covers {held:,} of {total:,} passages; embedding continues (sparse covers {sparse}; "
                      f"`kx datasets embed {name}` finishes it if no ingest is running)")
     return round(held / total, 6)
+
+
+def _sparse_coverage(name: str, searcher: Searcher, use_sparse: bool, notes: list[str]) -> None:
+    """A note when the keyword index holds fewer passages than the catalogue: its commit failed after the
+    catalogue's (a full disk) and no writer could catch it up since. The gap is a backlog: the next writer,
+    or a query that can write, indexes it from the catalogue."""
+    total, held = searcher.total_passages, searcher.sparse_passages
+    if use_sparse and total and held < total:
+        notes.append(f"sparse covers {held:,} of {total:,} passages: the rest are committed but not yet in the "
+                     "keyword index (its last update failed); a later query or `kx datasets embed "
+                     f"{name}` indexes them once the dataset's folder can be written")
 
 
 def _search(settings: Settings, searcher: Searcher, text: str | None, query_vector: np.ndarray | None,
@@ -279,7 +292,8 @@ def _search(settings: Settings, searcher: Searcher, text: str | None, query_vect
             # with a filter the words may well be indexed, in passages the filter leaves out (older or retired
             # versions, other documents): saying they are unknown would send the user the wrong way
             no_words = ("no query word is in the sparse index (only stopwords, punctuation or unknown words)"
-                        if only is None else
+                        if only is None and searcher.sparse_passages >= searcher.total_passages else
+                        "no query word is in the passages the keyword index holds so far" if only is None else
                         "no passage searched holds a query word (passages outside the --where filter and "
                         "superseded or retired versions are left out; --versions all searches every version)")
             notes.append(no_words)

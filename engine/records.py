@@ -170,7 +170,10 @@ class DatasetSummary:
     created_at: float
     fingerprint: dict[str, Any] | None
     path: str
-    backlog: int = 0               # passages committed (keyword-searchable) but not yet embedded
+    backlog: int = 0               # passages committed but not yet embedded
+    # passages committed but not yet in the keyword index: its commit failed after the catalogue's (a full
+    # disk); the next writer (or a query that can write) indexes them
+    unindexed: int = 0
     versions: int | None = None    # documents stored, every version counted (`documents`: the current ones)
     retired: int = 0               # lineages retired (their files left a watched folder)
     # why this dataset cannot be read ("DATA_LOSS: ..."), set by a listing instead of failing it for every

@@ -58,7 +58,8 @@ class Searcher(Protocol):
     fingerprint: Fingerprint
     notes: list[str]
     dense_passages: int   # passages the dense index holds (embedded so far)
-    total_passages: int   # passages committed (all of them keyword-searchable)
+    total_passages: int   # passages committed
+    sparse_passages: int  # passages the keyword index holds: all committed ones, unless its commit failed
     dense_problem: str | None   # why dense search cannot answer at all (a damaged graph that cannot be rebuilt)
 
     def dense_candidates(self, vector: np.ndarray, pool: int, only: PassageFilter | None = None) -> Candidates: ...

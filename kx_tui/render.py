@@ -137,19 +137,26 @@ def print_datasets(console: _RichConsole, summaries: list[DatasetSummary]) -> No
         console.print("No datasets yet. Add one with: kx datasets ingest NAME --file FILE")
         return
     waiting = any(s.backlog for s in summaries)  # the column only while some ingest's embedding is unfinished
+    unindexed = any(s.unindexed for s in summaries)  # only after a keyword index's commit failed (a full disk)
+    extra = [*(("to embed",) if waiting else ()), *(("to index",) if unindexed else ())]
     print_table(console, [("name", "left"), ("documents", "right"), ("passages", "right"),
-                          *((("to embed", "right"),) if waiting else ()),
-                          ("embedding model", "left"), ("created", "left")],
+                          *((h, "right") for h in extra), ("embedding model", "left"), ("created", "left")],
                 [[s.name + (" (unreadable)" if s.error else ""),
                   f"{s.documents:,}" + (f" ({s.versions:,} stored)" if s.versions not in (None, s.documents) else ""),
                   f"{s.passages:,}",
                   *((f"{s.backlog:,}" if s.backlog else "-",) if waiting else ()),
+                  *((f"{s.unindexed:,}" if s.unindexed else "-",) if unindexed else ()),
                   s.embed_model or "-", _when(s.created_at)]
                  for s in summaries],
-                ["name", "documents", "passages", *(("to embed",) if waiting else ()), "created", "embedding model"])
+                ["name", "documents", "passages", *extra, "created", "embedding model"])
     if waiting:
-        console.print("[dim]to embed: passages keyword-searchable but not yet in dense search; "
+        searchable = "committed" if unindexed else "keyword-searchable"
+        console.print(f"[dim]to embed: passages {searchable} but not yet in dense search; "
                       "`kx datasets embed NAME` finishes them[/]")
+    if unindexed:
+        console.print("[dim]to index: passages committed but not yet keyword-searchable (the keyword index's "
+                      "last update failed: a full disk?); `kx datasets embed NAME` indexes them once the "
+                      "disk has room[/]")
     for s in summaries:
         if s.error:  # listed so the others still are; its row's zeros are nothing read, not an empty dataset
             console.print(f"[red]{escape(s.name)}: cannot be read: {escape(s.error)}[/]")

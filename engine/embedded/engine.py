@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from ..backend import backend_info, check_page, no_document
@@ -34,6 +35,10 @@ from ..records import IngestEventFn as EventFn
 from ..text.inputs import DocumentInput
 from .dataset import Dataset, list_dataset_names
 from .storage_errors import check_catalogue_kept, check_home_writable, reads_still_work, storage_errors
+
+# Readers opened while the indexes could not catch up (a full disk, a read-only home) try again after this
+# long: a long-lived gateway, TUI or `kx mcp` heals once the disk has room, without a write per query.
+HEAL_RETRY_SECONDS = 5.0
 
 if TYPE_CHECKING:
     import numpy as np
@@ -99,6 +104,12 @@ class Engine(InProcessBackend):
             folder = catalogue.path.parent
             backlog = catalogue.backlog()
             state = catalogue.lineage_view()
+            unindexed = 0
+            if fingerprint is not None:
+                sparse = Dataset(self.settings, name).sparse(fingerprint.stopwords, catalogue.dataset_id)
+                indexed = sparse.claimed_watermark
+                if indexed < catalogue.max_passage_seq():   # counted only when there is a gap: rare
+                    unindexed = passages - catalogue.passages_upto(indexed)
         return DatasetSummary(
             name=name,
             documents=state.live_count(),
@@ -110,6 +121,7 @@ class Engine(InProcessBackend):
             fingerprint=fingerprint.to_dict() if fingerprint else None,
             path=str(folder),
             backlog=backlog,
+            unindexed=unindexed,
         )
 
     def info(self) -> dict[str, Any]:
@@ -278,6 +290,7 @@ class Engine(InProcessBackend):
                     from None
             if stale:
                 searcher.notes.append(stale)
+                searcher.retry_at = time.monotonic() + HEAL_RETRY_SECONDS  # then a query tries again
             self._searchers[name] = searcher
             return searcher
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+import time
 
 import numpy as np
 
@@ -100,6 +101,9 @@ class DatasetSearcher:
         self.top = min(self._state)
         self.dense.load(self.catalogue)
         self.total_passages = self.catalogue.passages_upto(self._state[0])
+        # what the keyword index holds: all of them, unless its commit failed after the catalogue's (a full
+        # disk) and no writer could catch it up since; that gap is a backlog the next writer fills
+        self.sparse_passages = min(self.catalogue.passages_upto(self._state[2]), self.total_passages)
         self.dense_passages = min(self.catalogue.passages_upto(min(self._state[1], self.dense.held)),
                                   self.total_passages)
         self._dense_trusted = self.dense.consistent_with(self.catalogue)
@@ -118,6 +122,7 @@ class DatasetSearcher:
         self._bm25_scorer: Bm25Scorer | None = None
         self._ref_of: dict[int, str] = {}
         self.notes: list[str] = []  # said with every answer from these readers (e.g. indexes behind)
+        self.retry_at: float | None = None  # opened with indexes that could not catch up: when to try again
         if not self._dense_trusted:
             self.notes.append("the dense index does not match this dataset's catalogue (edited or copied files); "
                               "it is left out until the next writer rebuilds it from the catalogue")
@@ -174,6 +179,8 @@ class DatasetSearcher:
         with self.lock:
             if self.closed:
                 return False
+            if self.retry_at is not None and time.monotonic() >= self.retry_at:
+                return False   # reopened: the indexes try to catch up again (engine/embedded/engine.py)
             if (self.catalogue.data_version(), tuple(_identity(p) for p in self._signature_files)) == self._signature:
                 return True
             signature = self._read_signature()  # before the state: a change in between is seen next time

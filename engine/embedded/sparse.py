@@ -49,6 +49,19 @@ class SparseIndex:
         self._analyzer: Any = None  # whoosh's, built on first use (whoosh loads only when needed)
 
     @property
+    def claimed_watermark(self) -> int:
+        """The watermark the sidecar claims, its files unchecked (a listing's cheap look: no CRC read)."""
+        meta = read_json(self.sidecar)
+        if not isinstance(meta, dict) or meta.get("stopwords") != self.stopwords:
+            return 0
+        if meta.get("tokenizer") != TOKENIZER_VERSION or not self.folder.exists():
+            return 0
+        if self.dataset_id and meta.get("dataset_id", self.dataset_id) != self.dataset_id:
+            return 0
+        watermark = meta.get("watermark", 0)
+        return watermark if isinstance(watermark, int) else 0
+
+    @property
     def watermark(self) -> int:
         meta = read_json(self.sidecar)
         if not isinstance(meta, dict) or meta.get("stopwords") != self.stopwords:

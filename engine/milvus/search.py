@@ -57,7 +57,7 @@ class MilvusSearcher:
         self.fingerprint = fingerprint
         self.notes: list[str] = []
         # Milvus embeds before it commits: dense covers every passage (0 of 0 reads as full coverage)
-        self.dense_passages = self.total_passages = 0
+        self.dense_passages = self.total_passages = self.sparse_passages = 0
         self.dense_problem: str | None = None   # Milvus indexes its rows itself
         self._conn = catalogue.store.conn
         self._rows: dict[str, dict[str, Any]] = {}     # this query's candidates, by ref

@@ -64,8 +64,10 @@ export interface DatasetSummary {
   created_at: number;
   fingerprint: Record<string, unknown> | null;
   path: string;
-  /** Passages committed (keyword-searchable) but not yet embedded: an ingest's second stage still to do. */
+  /** Passages committed but not yet embedded: an ingest's second stage still to do. */
   backlog?: number;
+  /** Passages committed but not yet in the keyword index (its update failed: a full disk); the next writer indexes them. */
+  unindexed?: number;
   [field: string]: unknown;
 }
 
