@@ -429,19 +429,36 @@ class _Committer:
                 self.embedded += size
             self.catalogue.commit_documents([p.document for p in group], vectors, self.fingerprint)
             self.stored += len(group)
-            if self.defers:  # keyword-searchable now, group by group: a document is in both or in neither
-                self.dataset.sync_sparse(self.catalogue,
-                                         on_progress=self.part(f"indexing {size:,} passages for keyword search"))
-            if self.beside is not None:
-                self.beside.raise_if_stopped()  # a stop asked through an event in the embedding thread
-                self.beside.start()            # embed this group (and load the model the first time)
-            self.committed += size
-            for p in group:
-                doc = p.document
-                added = DocumentResult(doc.name, DocumentStatus.ADDED, doc.ref, len(doc.passages), doc.source_path)
-                self.results[p.position] = added
-                self.emit(added)
+            try:
+                if self.defers:  # keyword-searchable now, group by group (a failure here leaves a backlog)
+                    self.dataset.sync_sparse(self.catalogue, on_progress=self.part(
+                        f"indexing {size:,} passages for keyword search"))
+                if self.beside is not None:
+                    self.beside.raise_if_stopped()  # a stop asked through an event in the embedding thread
+                    self.beside.start()            # embed this group (and load the model the first time)
+            except BaseException:
+                # committed all the same: a stop or a full disk here must not leave the group unreported (a
+                # stopped `ingest --json` counted fewer documents than the catalogue held)
+                self._report(group, size)
+                raise
+            self._report(group, size)
         self._reading(self.read)
+
+    def _report(self, group: list[_Prepared], size: int) -> None:
+        """Every document of a committed group reported added, even when the caller's handler raises on one of
+        them (a stop): the rest still reach it, and the first error is raised after the last."""
+        self.committed += size
+        failed: BaseException | None = None
+        for p in group:
+            doc = p.document
+            added = DocumentResult(doc.name, DocumentStatus.ADDED, doc.ref, len(doc.passages), doc.source_path)
+            self.results[p.position] = added
+            try:
+                self.emit(added)
+            except BaseException as exc:  # noqa: BLE001 - re-raised below, once every result is out
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
 
 def _vectors_for(engine: IngestEngine, group: list[_Prepared], done: int, total: int, emit: EventFn) -> np.ndarray:

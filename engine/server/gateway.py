@@ -295,7 +295,7 @@ def _check_record(label: str, data: bytes) -> None:
     """A JSONL record (as `kx datasets ingest --jsonl` sends it) must be the object the reader expects."""
     try:
         record = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested thousands deep
         record = None
     if not (isinstance(record, dict) and isinstance(record.get("id"), str) and isinstance(record.get("text"), str)
             and isinstance(record.get("title"), str)):

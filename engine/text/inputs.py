@@ -13,7 +13,7 @@ import mimetypes
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 from ..errors import KxError, Status, invalid
 from .safe_read import Vet, open_regular_binary, read_regular_file
@@ -248,9 +248,15 @@ def from_jsonl(path: Path | str, max_bytes: int) -> Iterator[DocumentInput]:
         return
     source = str(path.resolve())
     first_line: dict[str, int] = {}  # id -> the line that first used it
+    longest = JSONL_LINE_FACTOR * max_bytes + 65536
     with handle:
-        for number, raw in enumerate(handle, start=1):
+        for number, raw in _lines(handle, longest):
             where = f"{path.name}:{number}"
+            if raw is None:  # refused unread, so one huge line costs no memory and the next lines still go in
+                yield DocumentInput(where, source_path=source, error=invalid(
+                    f"{where} is over {longest:,} bytes, more than any record within the {max_bytes:,}-byte "
+                    "limit (KX_MAX_DOCUMENT_BYTES) needs; split that record"))
+                continue
             if not raw.strip():
                 continue
             try:
@@ -259,12 +265,22 @@ def from_jsonl(path: Path | str, max_bytes: int) -> Iterator[DocumentInput]:
                 yield DocumentInput(where, source_path=source, error=invalid(
                     f"{where} is not a JSON object; each line needs {{\"_id\", \"title\", \"text\"}}"))
                 continue
+            except RecursionError:  # nested deeper than Python's parser goes (thousands of brackets)
+                yield DocumentInput(where, source_path=source, error=invalid(
+                    f"{where} nests its JSON too deep to read; each line needs a flat object "
+                    "{\"_id\", \"title\", \"text\"}"))
+                continue
             if not isinstance(record, dict):
                 yield DocumentInput(where, source_path=source, error=invalid(
                     f"{where} is not a JSON object; each line needs {{\"_id\", \"title\", \"text\"}}"))
                 continue
             doc_id = record.get("_id", record.get("id"))
             text, title = record.get("text"), record.get("title") or ""
+            if doc_id is not None and (isinstance(doc_id, bool) or not isinstance(doc_id, (str, int))):
+                yield DocumentInput(where, source_path=source, error=invalid(
+                    f"{where} needs an \"_id\" (or \"id\") that is a string or a whole number, not "
+                    f"{_json_kind(doc_id)}"))
+                continue
             if doc_id is None or not isinstance(text, str) or not isinstance(title, str):
                 yield DocumentInput(where, source_path=source, error=invalid(
                     f"{where} needs an \"_id\" (or \"id\") and a string \"text\" (\"title\" optional)"))
@@ -295,6 +311,36 @@ def from_jsonl(path: Path | str, max_bytes: int) -> Iterator[DocumentInput]:
                     f"record {doc_id} ({where}) is over the {max_bytes:,}-byte limit (KX_MAX_DOCUMENT_BYTES)"))
                 continue
             yield DocumentInput(str(doc_id), data=data, source_path=source, media_type=RECORD_MEDIA_TYPE)
+
+
+# A JSONL line longer than this many times KX_MAX_DOCUMENT_BYTES (plus 64 KiB) is refused unread: a record's
+# stored form is rarely a sixth of its line (a \\u escape is six bytes for one character)
+JSONL_LINE_FACTOR = 6
+
+
+def _lines(handle: BinaryIO, longest: int) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, the line's bytes) for each line of `handle`; None for a line over `longest` bytes, which is
+    skipped unread, a megabyte at a time."""
+    number = 0
+    while True:
+        raw = handle.readline(longest + 1)
+        if not raw:
+            return
+        number += 1
+        if len(raw) > longest and not raw.endswith(b"\n"):
+            while (rest := handle.readline(1 << 20)) and not rest.endswith(b"\n"):
+                pass
+            yield number, None
+            continue
+        yield number, raw
+
+
+def _json_kind(value: object) -> str:
+    """What a JSON value is, in JSON's words (an id of the wrong kind is named by its kind, not shown)."""
+    for kind, words in ((bool, "true/false"), (float, "a fraction"), (dict, "an object"), (list, "an array")):
+        if isinstance(value, kind):
+            return words
+    return type(value).__name__
 
 
 def _utf16(data: bytes) -> bool:
