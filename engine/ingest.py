@@ -19,7 +19,6 @@ A document that cannot be read is refused on its own; the rest go in.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Protocol, Sequence
@@ -43,7 +42,7 @@ from .records import (
     Progress,
 )
 from .records import IngestEventFn as EventFn
-from .rows import DocumentRow, NewDocument, NewPassage
+from .rows import DocumentRow, NewDocument, NewPassage, passage_ref
 from .text.chunking import chunk_text
 from .text.inputs import DocumentInput, with_a_storable_name
 from .text.kx_files import refuse_the_token
@@ -145,11 +144,6 @@ class StageTwo(Protocol):
 # A target that commits passages before their vectors comes with its stage two: (engine, target, emit,
 # should_stop) -> StageTwo. One that needs each row's vector (Milvus) has none: each group is embedded first.
 StageTwoFactory = Callable[[IngestEngine, Any, EventFn, StopFn | None], StageTwo]
-
-
-def passage_ref(doc_ref: str, start: int, end: int) -> str:
-    """A passage's content reference: its parent's bytes and where in them it lies."""
-    return hashlib.sha256(f"kx-passage:{doc_ref}:{start}:{end}".encode()).hexdigest()
 
 
 @dataclass

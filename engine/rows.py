@@ -7,11 +7,20 @@ The embedded catalogue (engine/embedded/store.py) keeps them in SQLite, the Milv
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
 from .records import DocumentSummary, PassageSpan, chunk_label
+
+REF_RE = re.compile(r"[0-9a-f]{64}")  # every stored ref: a sha256 in lowercase hex
+
+
+def passage_ref(doc_ref: str, start: int, end: int) -> str:
+    """A passage's content reference: its parent's bytes and where in them it lies."""
+    return hashlib.sha256(f"kx-passage:{doc_ref}:{start}:{end}".encode()).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,8 @@ class DenseIndex:
         held = self.watermark
         if held == 0 or not isinstance(meta, dict):
             return True  # nothing is trusted: a catch-up rebuilds anyway
+        if "content" in meta and meta["content"] != catalogue.content_digest(held):
+            return False  # another catalogue's graph: a fork's, with the same dataset id and passage count
         return meta.get("count") == catalogue.passages_upto(held)
 
     def forget(self) -> None:
@@ -188,7 +190,7 @@ class DenseIndex:
             if vectors is not None:  # searched exactly until the tail is full: only the sidecar is written
                 self._tail_seqs = np.concatenate([self._tail_seqs, seqs])
                 self._tail = np.concatenate([self._tail, _unit(vectors)])
-                self._write_sidecar(upto)
+                self._write_sidecar(upto, catalogue.content_digest(upto))
                 self._held = upto
                 return len(seqs)
         if len(self._tail_seqs):  # folded in: the graph takes the tail, then the new passages
@@ -210,7 +212,7 @@ class DenseIndex:
                 tmp.unlink(missing_ok=True)  # a full disk must not also keep half a graph's worth of space
                 raise
             self._graph_held, self._graph_file = upto, None
-            self._write_sidecar(upto)
+            self._write_sidecar(upto, catalogue.content_digest(upto))
             self._held = upto
         return added
 
@@ -243,15 +245,17 @@ class DenseIndex:
         if vectors is None:
             return None
         write_json_atomic(self.sidecar, {**meta, "watermark": upto, "count": count + len(seqs),
-                                         "graph_watermark": graph_held, "graph_count": graph_count})
+                                         "graph_watermark": graph_held, "graph_count": graph_count,
+                                         "content": catalogue.content_digest(upto)})
         return len(seqs)
 
-    def _write_sidecar(self, upto: int) -> None:
+    def _write_sidecar(self, upto: int, content: str) -> None:
         """Record what is held: up to `upto` in all (`count` passages), of which the graph holds up to
-        `graph_watermark` (`graph_count`); the graph file's size and checksum."""
+        `graph_watermark` (`graph_count`); the graph file's size and checksum; `content`, the catalogue's
+        digest over the passages held (PassageReads.content_digest)."""
         graph = len(self.load())
         meta = {"watermark": upto, "dimension": self.dimension, "count": graph + len(self._tail_seqs),
-                "file": list(file_crc32(self.path)), "dataset_id": self.dataset_id}
+                "file": list(file_crc32(self.path)), "dataset_id": self.dataset_id, "content": content}
         if len(self._tail_seqs):
             meta.update(graph_watermark=self._graph_held, graph_count=graph)
         write_json_atomic(self.sidecar, meta)

@@ -24,6 +24,7 @@ from ..retrieval import MAX_QUERY_TERMS, Candidates, Searcher  # noqa: F401 - Se
 from ..rows import DocumentRow, PassageRow
 from .dataset import Dataset
 from .sparse import Bm25Scorer
+from .storage_errors import damaged_catalogue
 from .store import Catalogue
 
 # seq -> passage ref entries kept in memory per open dataset (~100 bytes each)
@@ -206,6 +207,10 @@ class DatasetSearcher:
             if len(ref_of) > _REF_CACHE_LIMIT:
                 ref_of.clear()
             ref_of.update(self.catalogue.refs_by_seq(missing))
+            lost = next((seq for seq in missing if seq not in ref_of), None)
+            if lost is not None:  # passages are never deleted here: an index's seq without a row is a row lost
+                raise damaged_catalogue(self.catalogue.path, f"passage {lost} is in the dataset's indexes but its "
+                                                             "row is gone from the catalogue")
         return [ref_of.get(seq) for seq in keys]
 
     def dense_candidates(self, vector: np.ndarray, pool: int, only: PassageFilter | None = None) -> Candidates:
@@ -360,4 +365,8 @@ class DatasetSearcher:
     def documents(self, refs: list[str]) -> dict[str, DocumentRow]:
         """The hits' documents (name, title, source path), one catalogue read for all of them; a renamed
         file's under the name and path it has now."""
-        return shown_documents(self.catalogue.documents_by_ref(refs), self._lineages())
+        found = self.catalogue.documents_by_ref(refs)
+        lost = next((ref for ref in refs if ref not in found), None)
+        if lost is not None:  # a hit named by 12 hex digits, its title and path gone: the row was lost
+            raise damaged_catalogue(self.catalogue.path, f"document {lost[:12]}... has passages but no row")
+        return shown_documents(found, self._lineages())

@@ -40,10 +40,13 @@ def disk_full(path: Path | str) -> KxError:
 
 
 def damaged_catalogue(path: Path | str, detail: str) -> KxError:
+    name = Path(path).parent.name  # $KX_HOME/datasets/NAME/catalog.sqlite
     return KxError(Status.DATA_LOSS,
-                   f"the catalogue {path} is damaged ({detail}); kx will not answer from it rather than answer "
-                   "wrongly. Restore that file from a backup, or salvage it with `sqlite3 catalog.sqlite "
-                   "\".recover\"` into a new file, or ingest the original files into a new dataset")
+                   f"the catalogue {path} of dataset '{name}' is damaged ({detail}); kx will not answer from it "
+                   f"rather than answer wrongly. Run `kx datasets check {name}` to see what is damaged and "
+                   f"`kx datasets check {name} --repair` to set the damaged rows aside and rebuild the indexes; "
+                   "or restore that file from a backup, or salvage it with `sqlite3 catalog.sqlite \".recover\"` "
+                   "into a new file, or ingest the original files into a new dataset")
 
 
 def missing_tables(path: Path | str, tables: list[str]) -> KxError:
@@ -96,7 +99,8 @@ def classify_sqlite(exc: sqlite3.Error, path: Path | str) -> KxError | None:
     text = str(exc).lower()
     if primary == _SQLITE_FULL or "database or disk is full" in text:
         return disk_full(path)
-    if primary in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or "malformed" in text or "not a database" in text:
+    if primary in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or "malformed" in text or "not a database" in text \
+            or "could not decode to utf-8" in text:  # a stored text whose bytes are no longer UTF-8
         return damaged_catalogue(path, str(exc))
     if "no such table" in text:  # an emptied (0-byte) or foreign file where a kx catalogue was, or a table dropped
         table = str(exc).split("no such table:", 1)[-1].strip()
@@ -198,6 +202,8 @@ def storage_errors(folder: Path) -> Iterator[None]:
         yield
     except KxError:
         raise
+    except UnicodeDecodeError as exc:  # SQLite handing back a stored text (or its schema's) that is not UTF-8
+        raise damaged_catalogue(folder / "catalog.sqlite", f"a stored text is not valid UTF-8: {exc}") from None
     except sqlite3.Error as exc:
         translated = classify_sqlite(exc, folder / "catalog.sqlite")
         if translated is None:

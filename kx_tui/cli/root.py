@@ -89,6 +89,8 @@ _TOP_LEVEL = {
     "completion": ("kx_tui.cli.completion:completion", "Print the completion script for SHELL (bash, zsh or fish)."),
 }
 _DATASETS = {
+    "check": ("kx_tui.cli.check:check",
+              "Check every row of dataset NAME's catalogue, and its index files, for damage."),
     "documents": ("kx_tui.cli.documents:documents",
                   "List dataset NAME's documents: name, pages, passages, media type, size, when ingested, ref, "
                   "source."),

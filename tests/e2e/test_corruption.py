@@ -164,7 +164,7 @@ def test_a_damaged_catalogue_is_data_loss_naming_the_file(damaged, real_embedder
         engine.query("handbook", QUERIES[0])
     engine.close()
     assert caught.value.status is Status.DATA_LOSS
-    assert str(path) in caught.value.message and "Restore that file from a backup" in caught.value.message
+    assert str(path) in caught.value.message and "restore that file from a backup" in caught.value.message
     result = run_cli("--home", str(damaged), "datasets", "query", "handbook", "-t", QUERIES[0])
     assert result.code == Status.DATA_LOSS.exit_code
     assert result.stderr.startswith("error: DATA_LOSS: the catalogue") and "Traceback" not in result.stderr

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from ...errors import KxError, Status
 from ...rows import DocumentRow, PassageRow
 from ...text.inputs import RECORD_MEDIA_TYPE
+from ..storage_errors import damaged_catalogue
 from .schema import DOCUMENT_COLUMNS, PASSAGE_COLUMNS, CatalogueFile
 
 
@@ -85,8 +85,7 @@ class DocumentReads(CatalogueFile):
             return None
         text = text_of_bytes(bytes(found[1]), found[0])
         if text is None:
-            raise KxError(Status.INTERNAL, f"document {ref[:12]} has neither a stored text nor UTF-8 bytes; "
-                                           "the catalogue is damaged: restore it from a backup or re-ingest")
+            raise damaged_catalogue(self.path, f"document {ref[:12]} has neither a stored text nor UTF-8 bytes")
         return text
 
     def passages_of(self, doc_ref: str) -> list[PassageRow]:

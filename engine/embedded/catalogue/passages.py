@@ -9,11 +9,13 @@ vectors, and turns a `--where` filter into the seqs it lets through.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ...errors import KxError
 from ...lineage import shown_as
-from ...rows import PassageRow
+from ...rows import REF_RE, PassageRow, passage_ref
+from ...text.inputs import RECORD_MEDIA_TYPE
 from ..storage_errors import damaged_catalogue
 from .schema import PASSAGE_COLUMNS, CatalogueFile
 
@@ -25,6 +27,25 @@ if TYPE_CHECKING:  # numpy is imported where vectors are touched: `kx datasets l
 # (catalogue path, dataset id) -> (a committed seq, how many passages have a seq at or below it)
 _COUNTED: dict[tuple[str, str], tuple[int, int]] = {}
 _RANGE_COUNT = 50_000   # rows counted by their seq range at most; further apart, the index count is cheaper
+# (catalogue path, dataset id) -> (a committed seq, the content digest up to it): extended, never recomputed
+_DIGESTS: dict[tuple[str, str], tuple[int, int]] = {}
+# How far from 1 a stored vector's length may be: float32 rounding of a normalised vector stays under 1e-6;
+# a flipped bit in a float32 changes its value by at least 2^-23 of it, most far more (an exponent bit: x2)
+UNIT_TOLERANCE = 1e-3
+
+
+def passage_problem(seq: int, ref: object, doc_ref: object, start: object, end: object, text: object) -> str | None:
+    """What is wrong with a passage row read back, or None: refs are sha256 hex and the passage's ref is
+    the one its document and span give (engine/rows.py passage_ref), its text a string."""
+    if not isinstance(doc_ref, str) or not REF_RE.fullmatch(doc_ref):
+        return f"passage {seq}'s document ref {str(doc_ref)[:80]!r} is not 64 hex digits"
+    if not isinstance(ref, str) or not REF_RE.fullmatch(ref):
+        return f"passage {seq}'s ref {str(ref)[:80]!r} is not 64 hex digits"
+    if not isinstance(start, int) or not isinstance(end, int) or ref != passage_ref(doc_ref, start, end):
+        return f"passage {seq}'s ref {ref[:12]}... is not the one its document and span ({start}-{end}) give"
+    if not isinstance(text, str):
+        return f"passage {seq}'s text is not text"
+    return None
 
 
 class PassageReads(CatalogueFile):
@@ -63,30 +84,101 @@ class PassageReads(CatalogueFile):
             _COUNTED[key] = (seq, count)
         return count
 
+    def content_digest(self, upto: int) -> str:
+        """A digest over every passage's (seq, ref) up to `upto`: what an index sidecar binds to, so that an
+        index made for another catalogue with the same dataset id (a `cp -r` fork that went its own way, a
+        swapped file) is rebuilt instead of answering with the other's passages. Order-free (a sum), so the
+        last one computed per catalogue is extended by the new rows only."""
+        import hashlib
+
+        key = (str(self.path), self.dataset_id)
+        known = _DIGESTS.get(key) if key[1] and not self._db.in_transaction else None
+        start, total = known if known is not None and known[0] <= upto else (0, 0)
+        for seq, ref in self._db.execute("SELECT seq, ref FROM passages WHERE seq > ? AND seq <= ?", (start, upto)):
+            part = hashlib.blake2b(f"{seq}:{ref}".encode("utf-8", "surrogatepass"), digest_size=8).digest()
+            total = (total + int.from_bytes(part, "big")) & 0xFFFF_FFFF_FFFF_FFFF
+        if key[1] and not self._db.in_transaction and upto <= self.max_passage_seq():
+            if len(_DIGESTS) > 256:
+                _DIGESTS.clear()
+            _DIGESTS[key] = (upto, total)
+        return f"{total:016x}"
+
     def passages_by_seq(self, seqs: Sequence[int]) -> dict[int, PassageRow]:
-        rows = self._where_in(self._select("passages", PASSAGE_COLUMNS), "seq", [int(s) for s in seqs])
-        return {row[0]: PassageRow(*row) for row in rows}
+        """The passages `seqs` (an index's answer), each checked: a seq no row holds, a ref that is not the
+        one its document and span give, or a text that is not a string is DATA_LOSS, never a wrong hit."""
+        wanted = [int(s) for s in seqs]
+        rows = {row[0]: PassageRow(*row) for row in
+                self._where_in(self._select("passages", PASSAGE_COLUMNS), "seq", wanted)}
+        for seq in wanted:
+            row = rows.get(seq)
+            if row is None:  # passages are never deleted: an index's seq without its row is a row lost
+                raise damaged_catalogue(self.path, f"passage {seq} is in the dataset's indexes but its row is "
+                                                   "gone from the catalogue")
+            problem = passage_problem(row.seq, row.ref, row.doc_ref, row.char_start, row.char_end, row.text)
+            if problem:
+                raise damaged_catalogue(self.path, problem)
+        if self._columns.get("texts") and wanted:
+            # a passage's text is its document's text over its span, so a changed character in either shows:
+            # the stored text, else the bytes as UTF-8 (BOM dropped, documents.py text_of_bytes); records excepted
+            differs = self._db.execute(
+                "SELECT p.seq FROM passages p JOIN documents d ON d.ref = p.doc_ref JOIN blobs b ON b.ref = p.doc_ref "
+                "LEFT JOIN texts t ON t.doc_ref = p.doc_ref WHERE p.seq IN (SELECT value FROM json_each(?)) "
+                "AND (t.text IS NOT NULL OR d.media_type IS NOT ?) AND substr(COALESCE(t.text, CAST(CASE WHEN "
+                "substr(b.data, 1, 3) = x'efbbbf' THEN substr(b.data, 4) ELSE b.data END AS TEXT)), "
+                "p.char_start + 1, p.char_end - p.char_start) IS NOT p.text LIMIT 1",
+                (json.dumps(wanted), RECORD_MEDIA_TYPE)).fetchone()
+            if differs is not None:
+                raise damaged_catalogue(self.path, f"passage {differs[0]}'s text is not its document's text over "
+                                                   "its span (a changed character in one of them)")
+        return rows
 
     def refs_by_seq(self, seqs: Sequence[int]) -> dict[int, str]:
-        return dict(self._where_in("SELECT seq, ref FROM passages", "seq", [int(s) for s in seqs]))
+        """Each seq's passage ref (the ties' tie-breaker); one that is not a sha256's hex is DATA_LOSS."""
+        found = dict(self._where_in("SELECT seq, ref FROM passages", "seq", [int(s) for s in seqs]))
+        bad = next((seq for seq, ref in found.items() if not isinstance(ref, str) or not REF_RE.fullmatch(ref)),
+                   None)
+        if bad is not None:
+            raise damaged_catalogue(self.path, f"passage {bad}'s ref {str(found[bad])[:80]!r} is not 64 hex digits")
+        return found
 
     def vectors_by_seq(self, seqs: Sequence[int], dimension: int) -> np.ndarray:
-        """Stored unit vectors for `seqs`, in that order."""
+        """Stored unit vectors for `seqs`, in that order; a missing, non-finite or not unit-length one is
+        DATA_LOSS (a flipped bit scored a passage -1.26e35 and it still ranked)."""
         import numpy as np
 
         found = dict(self._where_in("SELECT seq, vector FROM passages", "seq", [int(s) for s in seqs]))
+        missing = next((int(seq) for seq in seqs if int(seq) not in found), None)
+        if missing is not None:
+            raise damaged_catalogue(self.path, f"passage {missing} is in the dataset's indexes but its row is gone "
+                                               "from the catalogue")
         blobs = [found[int(seq)] for seq in seqs]
-        if all(len(blob) == 4 * dimension for blob in blobs):
+        if all(isinstance(blob, bytes) and len(blob) == 4 * dimension for blob in blobs):
             # one buffer for all of them: one frombuffer and one copy, not one of each per passage (MMR reads
             # its 30 vectors on every query)
-            return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(seqs), dimension).copy()
-        out = np.zeros((len(seqs), dimension), dtype=np.float32)
-        for i, blob in enumerate(blobs):
-            if len(blob) not in (0, 4 * dimension):
-                raise self._bad_vector(int(seqs[i]), len(blob), dimension)
-            if blob:  # a passage still in the backlog stays a zero vector: like nothing, a duplicate of nothing
-                out[i] = np.frombuffer(blob, dtype=np.float32)
+            out = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(seqs), dimension).copy()
+        else:
+            out = np.zeros((len(seqs), dimension), dtype=np.float32)
+            for i, blob in enumerate(blobs):
+                if not isinstance(blob, bytes) or len(blob) not in (0, 4 * dimension):
+                    raise self._bad_vector(int(seqs[i]), len(blob) if isinstance(blob, bytes) else -1, dimension)
+                if blob:  # a passage still in the backlog stays a zero vector: like nothing, a duplicate of nothing
+                    out[i] = np.frombuffer(blob, dtype=np.float32)
+        self._check_unit(out, [int(s) for s in seqs], [len(b) > 0 for b in blobs])
         return out
+
+    def _check_unit(self, vectors: np.ndarray, seqs: Sequence[int], stored: Sequence[bool]) -> None:
+        """DATA_LOSS naming the first stored vector that is not finite or not of unit length (kx stores unit
+        vectors: engine/vectors.py); backlog rows (not `stored`) are zero and pass."""
+        import numpy as np
+
+        with np.errstate(all="ignore"):
+            norms = np.sqrt(np.einsum("ij,ij->i", vectors.astype(np.float64), vectors.astype(np.float64)))
+        bad = ~np.isfinite(norms) | (np.abs(norms - 1.0) > UNIT_TOLERANCE)
+        bad &= np.asarray(stored, dtype=bool)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise damaged_catalogue(self.path, f"passage {seqs[i]}'s stored vector is not a unit vector (length "
+                                               f"{norms[i]:.6g}; a flipped bit?)")
 
     def _bad_vector(self, seq: int, size: int, dimension: int) -> KxError:
         # Only an empty blob is a legitimate state besides a whole vector (the backlog). Any other size was
@@ -109,11 +201,27 @@ class PassageReads(CatalogueFile):
             if not rows:
                 return
             if sizes is not None:
-                bad = next((row for row in rows if len(row[2]) not in sizes), None)
+                bad = next((row for row in rows if not isinstance(row[2], bytes) or len(row[2]) not in sizes), None)
                 if bad is not None:
-                    raise self._bad_vector(bad[0], len(bad[2]), sizes[1] // 4)
+                    raise self._bad_vector(bad[0], len(bad[2]) if isinstance(bad[2], bytes) else -1, sizes[1] // 4)
+                self._check_batch(rows, sizes[1] // 4)
             yield rows
             last = rows[-1][0]
+
+    def _check_batch(self, rows: list[tuple[int, str, bytes]], dimension: int) -> None:
+        """The indexes build from these rows: their texts are strings and their vectors unit (or empty)."""
+        import numpy as np
+
+        bad_text = next((row[0] for row in rows if not isinstance(row[1], str)), None)
+        if bad_text is not None:
+            raise damaged_catalogue(self.path, f"passage {bad_text}'s text is not text")
+        stored = [len(row[2]) > 0 for row in rows]
+        if any(stored):
+            vectors = np.zeros((len(rows), dimension), dtype=np.float32)
+            for i, row in enumerate(rows):
+                if row[2]:
+                    vectors[i] = np.frombuffer(row[2], dtype=np.float32)
+            self._check_unit(vectors, [row[0] for row in rows], stored)
 
     def seqs_of_documents(self, refs: Sequence[str]) -> np.ndarray:
         """The passage seqs of documents `refs`, sorted."""

@@ -179,6 +179,10 @@ class CatalogueFile:
         except KxError:
             self._db.close()
             raise
+        except UnicodeDecodeError as exc:  # its schema or meta text damaged
+            if hasattr(self, "_db"):
+                self._db.close()
+            raise damaged_catalogue(path, f"a stored text is not valid UTF-8: {exc}") from None
         except sqlite3.DatabaseError as exc:
             translated = classify_sqlite(exc, path)  # damaged (DATA_LOSS) or the disk is full
             if translated is not None:
