@@ -117,19 +117,61 @@ def current_fingerprint(settings: Settings, card: ModelCard | None, dimension: i
     )
 
 
-def check_compatible(dataset: str, stored: Fingerprint, current: Fingerprint, *, ignore_model: bool = False) -> None:
+def explicit(settings: Settings, name: str) -> bool:
+    """Whether the user set `name` for this command (flag, --set, environment or config file)."""
+    return settings.sources.get(name, "default") != "default"
+
+
+def as_set_flags(values: Mapping[str, Any]) -> str:
+    """`--set a=1 --set b=on` for the given settings (booleans as on/off)."""
+    return " ".join(f"--set {name}={_show(value)}" for name, value in values.items())
+
+
+_MODEL_FIELDS = ("embed_model", "pooling", "dimension")
+_SETTING_FIELDS = ("chunk_size", "chunk_overlap", "stopwords")
+
+
+def check_compatible(dataset: str, stored: Fingerprint, current: Fingerprint, *, ignore_model: bool = False,
+                     settings: Settings | None = None, model_setting: str | None = None) -> None:
     """Refuse with FAILED_PRECONDITION when `current` cannot be mixed into `stored`.
 
     `ignore_model` serves callers that bring their own vectors: then only the
     dimension has to agree, alongside the chunk and tokenizer settings.
+    `settings` (the command's) and `model_setting` (the embed_model setting
+    that built the dataset, engine/dataset_settings.py) let the refusal say
+    which setting the user set and the command that works.
     """
     diffs = stored.differences(current)
     if ignore_model:
         diffs = [d for d in diffs if not d.startswith(("embed_model:", "pooling:"))]
     if diffs:
-        raise precondition(
-            f"dataset '{dataset}' was indexed under a different embed model or chunk config "
-            f"({'; '.join(diffs)}); rebuild it from its stored originals under the new settings with: "
-            f"kx datasets rebuild {dataset} --as NEW_NAME (with the --set / --chunk-size you want), "
-            "or go back to the settings it was built with"
-        )
+        raise precondition(_refusal(dataset, stored, current, diffs, settings, model_setting))
+
+
+def _refusal(dataset: str, stored: Fingerprint, current: Fingerprint, diffs: list[str], settings: Settings | None,
+             model_setting: str | None) -> str:
+    """The refusal's words: what differs, who set it, and the commands that work, ready to paste."""
+    differ = {d.partition(":")[0] for d in diffs}
+    own: dict[str, Any] = {n: getattr(stored, n) for n in _SETTING_FIELDS if n in differ}
+    new: dict[str, Any] = {n: getattr(current, n) for n in _SETTING_FIELDS if n in differ}
+    if differ & set(_MODEL_FIELDS):
+        if model_setting:
+            own["embed_model"] = model_setting
+        new["embed_model"] = settings.embed_model if settings is not None else current.embed_model
+    text = f"dataset '{dataset}' was built under other index settings ({'; '.join(diffs)})"
+    if settings is not None:
+        set_by = [f"{n} ({settings.sources[n]})" for n in new if explicit(settings, n)]
+        if set_by:
+            text += f"; this command set {', '.join(set_by)}"
+    code = differ & {"chunker_version", "tokenizer_version"}
+    if code:
+        text += f". Its {' and '.join(sorted(code))} came from another kx, which only a rebuild changes"
+    elif own and ("embed_model" in own or not differ & set(_MODEL_FIELDS)):
+        text += (f". To use the dataset's own, drop those settings, or override them for one command: "
+                 f"kx {as_set_flags(own)} datasets query {dataset} \"your question\" (the same --set works "
+                 "before any kx command)")
+    elif differ & set(_MODEL_FIELDS):
+        text += (f". To use the dataset's own model, set embed_model to it ({stored.embed_model}: its folder or "
+                 "Hugging Face id)")
+    return text + (f". To build a copy under the new settings: kx datasets rebuild {dataset} --as NEW_NAME "
+                   f"{as_set_flags(new)}").rstrip()

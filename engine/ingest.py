@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Proto
 import numpy as np
 
 from .config import Settings
+from .dataset_settings import MODEL_SETTING_KEY
 from .embedding.cards import ModelCard, chat_model_advisory
 from .embedding.embedders import no_embedder_error
 from .embedding.host import prepare_embedder
@@ -215,7 +216,10 @@ def run_ingest(
                 dataset.writing(on_wait=lambda message: emit(Notice("waiting", message))) as catalogue:
             stored = catalogue.fingerprint()
             if stored is not None:
-                _check_stored(name, stored, current, given is not None)
+                _check_stored(name, stored, current, given is not None, engine)
+            elif given is None and hasattr(catalogue, "set_meta") and _named_by_setting(engine.settings, card):
+                # the model as the setting that named it: later commands use it unless told otherwise
+                catalogue.set_meta(MODEL_SETTING_KEY, engine.settings.embed_model)
             fingerprint = stored or current
             committer = _Committer(engine, dataset, catalogue, fingerprint, results, emit,
                                    stage_two is not None, len(docs), beside)
@@ -262,6 +266,20 @@ def run_ingest(
                         totals[0], totals[1], advisories)
 
 
+def _named_by_setting(settings: Settings, card: ModelCard | None) -> bool:
+    """Whether `card` is the model settings.embed_model names (not an embedder a caller handed in)."""
+    from .embedding.cards import model_card_for
+    from .setting_values import served_model
+
+    if served_model(settings.embed_model):   # its card came from the server the setting names
+        return card is not None
+    try:
+        named = model_card_for(settings.embed_model)
+    except KxError:
+        return False
+    return card is not None and named is not None and named.model_id == card.model_id
+
+
 def _card_for_ingest(engine: IngestEngine, given: np.ndarray | None) -> ModelCard | None:
     if given is None:
         return engine.model_card()
@@ -270,7 +288,8 @@ def _card_for_ingest(engine: IngestEngine, given: np.ndarray | None) -> ModelCar
     except KxError:
         return None
 
-def _check_stored(name: str, stored: Fingerprint, current: Fingerprint, own_vectors: bool) -> None:
+def _check_stored(name: str, stored: Fingerprint, current: Fingerprint, own_vectors: bool,
+                  engine: IngestEngine) -> None:
     if own_vectors:
         if stored.dimension != current.dimension:
             raise invalid(
@@ -278,7 +297,9 @@ def _check_stored(name: str, stored: Fingerprint, current: Fingerprint, own_vect
                 f"{current.dimension}; pass vectors from the dataset's model ({stored.embed_model})"
             )
         return
-    check_compatible(name, stored, current)
+    recorded = getattr(engine, "recorded_model_setting", None)   # the embedded engine's (dataset_settings.py)
+    check_compatible(name, stored, current, settings=engine.settings,
+                     model_setting=recorded(name) if recorded is not None else None)
 
 def _prepare(settings: Settings, docs, given, catalogue, results, emit, committer: _Committer) -> None:
     """Read, extract and cut each new document, handing each to `committer` as soon as it is cut."""

@@ -155,7 +155,7 @@ def run_query(
                 f"the query vector has {query_vector.shape[0]} dimensions but dataset '{name}' holds "
                 f"{fingerprint.dimension}-dimensional vectors ({fingerprint.embed_model})"
             )
-        _check_query_fingerprint(engine.settings, name, fingerprint, None)
+        _check_query_fingerprint(engine, name, fingerprint, None)
         if text is not None:
             card = _sentence_scorer_card(engine, fingerprint)
     elif use_dense:
@@ -163,17 +163,17 @@ def run_query(
             card = engine.model_card()
             if card is None:
                 raise no_embedder_error(f"{chosen_mode} search")
-            _check_query_fingerprint(engine.settings, name, fingerprint, card)
+            _check_query_fingerprint(engine, name, fingerprint, card)
             embedder = engine.embedder()
         except KxError as exc:
             card, use_dense = None, _keep_dense_after(exc, use_sparse, notes)
-            _check_query_fingerprint(engine.settings, name, fingerprint, None)
+            _check_query_fingerprint(engine, name, fingerprint, None)
     else:
         try:  # a served model is not asked (its probe): sparse search sends nothing off the machine
             card = None if served_model(engine.settings.embed_model) else engine.model_card()
         except KxError:
             card = None  # sparse search does not need the model
-        _check_query_fingerprint(engine.settings, name, fingerprint, card)
+        _check_query_fingerprint(engine, name, fingerprint, card)
 
     pool = max(engine.settings.candidate_pool, k_used)
     if use_dense and query_vector is None:
@@ -510,9 +510,11 @@ def _sentence_scorer_card(engine: QueryEngine, stored: Fingerprint) -> ModelCard
     return card
 
 
-def _check_query_fingerprint(settings: Settings, name: str, stored: Fingerprint, card: ModelCard | None) -> None:
-    current = current_fingerprint(settings, card, stored.dimension)
-    check_compatible(name, stored, current, ignore_model=card is None)
+def _check_query_fingerprint(engine: QueryEngine, name: str, stored: Fingerprint, card: ModelCard | None) -> None:
+    current = current_fingerprint(engine.settings, card, stored.dimension)
+    recorded = getattr(engine, "recorded_model_setting", None)   # the embedded engine's (dataset_settings.py)
+    check_compatible(name, stored, current, ignore_model=card is None, settings=engine.settings,
+                     model_setting=recorded(name) if recorded is not None else None)
 
 
 def _ms(start: float) -> float:

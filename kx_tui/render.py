@@ -140,15 +140,16 @@ def print_datasets(console: _RichConsole, summaries: list[DatasetSummary]) -> No
     unindexed = any(s.unindexed for s in summaries)  # only after a keyword index's commit failed (a full disk)
     extra = [*(("to embed",) if waiting else ()), *(("to index",) if unindexed else ())]
     print_table(console, [("name", "left"), ("documents", "right"), ("passages", "right"),
-                          *((h, "right") for h in extra), ("embedding model", "left"), ("created", "left")],
+                          *((h, "right") for h in extra), ("embedding model", "left"), ("chunking", "left"),
+                          ("created", "left")],
                 [[s.name + (" (unreadable)" if s.error else ""),
                   f"{s.documents:,}" + (f" ({s.versions:,} stored)" if s.versions not in (None, s.documents) else ""),
                   f"{s.passages:,}",
                   *((f"{s.backlog:,}" if s.backlog else "-",) if waiting else ()),
                   *((f"{s.unindexed:,}" if s.unindexed else "-",) if unindexed else ()),
-                  s.embed_model or "-", _when(s.created_at)]
+                  s.embed_model or "-", _chunking(s), _when(s.created_at)]
                  for s in summaries],
-                ["name", "documents", "passages", *extra, "created", "embedding model"])
+                ["name", "documents", "passages", *extra, "created", "embedding model", "chunking"])
     if waiting:
         searchable = "committed" if unindexed else "keyword-searchable"
         console.print(f"[dim]to embed: passages {searchable} but not yet in dense search; "
@@ -160,6 +161,15 @@ def print_datasets(console: _RichConsole, summaries: list[DatasetSummary]) -> No
     for s in summaries:
         if s.error:  # listed so the others still are; its row's zeros are nothing read, not an empty dataset
             console.print(f"[red]{escape(s.name)}: cannot be read: {escape(s.error)}[/]")
+
+
+def _chunking(summary: DatasetSummary) -> str:
+    """'1000/200': the passage length and overlap (characters) the dataset was cut with; later commands on it
+    use them unless told otherwise (engine/dataset_settings.py)."""
+    fingerprint = summary.fingerprint or {}
+    if "chunk_size" not in fingerprint:
+        return "-"
+    return f"{fingerprint['chunk_size']}/{fingerprint.get('chunk_overlap', 0)}"
 
 
 def size_text(size: int) -> str:
@@ -290,7 +300,8 @@ def print_info(console: _RichConsole, data: dict[str, Any]) -> None:
             console.print(f"             {escape(model['path'])}")
         runtime = model.get("runtime")
         if runtime:  # which runtime embeds, and why (an older gateway does not say)
-            state = "in use" if runtime.get("loaded") else "when first used"
+            state = ("in use" if runtime.get("loaded") else "prepared; loads on first use" if runtime.get("prepared")
+                     else "prepared on first use")
             console.print(f"runtime      {escape(str(runtime['runtime']))} ({state}): {escape(str(runtime['reason']))}")
             if runtime.get("device_reason"):
                 device, why = escape(str(runtime.get("device"))), escape(str(runtime["device_reason"]))
@@ -391,6 +402,13 @@ def chunk_and_place(hit: Hit) -> str:
     return f"{hit.label} {hit.provenance}" if hit.provenance else hit.label
 
 
+def _quoted(text: str) -> str:
+    """`text` as one shell word (the question in a command to paste)."""
+    import shlex
+
+    return shlex.quote(text)
+
+
 def _no_hits_hint(mode: str) -> str:
     """What to try after an empty answer, true for the mode that was asked."""
     if mode == RetrievalMode.SPARSE:
@@ -414,7 +432,10 @@ def citation(hit: Hit, dataset: str) -> str:
     return ", ".join(parts) + f" ({where})"
 
 
-def print_query(console: _RichConsole, result: QueryResult, spans_of: Callable[[str], list[tuple[int, int]]]) -> None:
+def print_query(console: _RichConsole, result: QueryResult, spans_of: Callable[[str], list[tuple[int, int]]],
+                where: Sequence[str] = (), raw: bool = False) -> None:
+    """A query's answer for a person; `where`: the filters it was asked with (an empty answer names them);
+    `raw`: each passage's stored text as it is (Markdown marks kept) instead of as read."""
     mmr = "MMR on" if result.rerank else "MMR off"
     console.print(f"[bold]{escape(result.dataset)}[/] · {result.mode} · {mmr} · k={result.k} · "
                   f"{len(result.hits)} hit(s) · {result.timings_ms.get('total', 0):.0f} ms")
@@ -424,7 +445,12 @@ def print_query(console: _RichConsole, result: QueryResult, spans_of: Callable[[
         added = ", ".join(result.expanded_terms) if result.expanded_terms else "no new terms"
         console.print(f"[dim]expanded with: {escape(added)}[/]")
     if not result.hits:
-        console.print(f"No passage matches. {_no_hits_hint(result.mode)}")
+        if where:
+            shown = " ".join(f"--where {w}" for w in where)
+            console.print(f"No passage matches the filter {escape(shown)}. Try it without: kx datasets query "
+                          f"{escape(result.dataset)} {escape(_quoted(result.query or ''))}")
+        else:
+            console.print(f"No passage matches. {_no_hits_hint(result.mode)}")
         return
     for hit in result.hits:
         ranks = " · ".join(_where(r, s, n) for r, s, n in ((hit.dense_rank, hit.dense_score, "dense"),

@@ -35,8 +35,9 @@ DATASETS = ("fuzz", "vecs")
 DOCS = ("The parking garage opens at seven.", "Refunds are paid within 30 days.", "The VPN needs a token.")
 
 # Rejections the schema cannot express: they depend on what the named dataset holds or on the model.
-_STATE_MARKERS = ("dimensions but dataset", "dimensional vectors but", "different embed model", "no embedding model",
-                  "holds no documents", "has no model", "was made with", "chat model")
+_STATE_MARKERS = ("dimensions but dataset", "dimensional vectors but", "different embed model",
+                  "under other index settings", "no embedding model", "holds no documents", "has no model",
+                  "was made with", "chat model")
 # Rules between fields of different items that JSON Schema cannot state (said in the field's description), and
 # what a document's bytes hold (empty, not UTF-8, not the PDF they claim): each such document is refused alone,
 # and an ingest that stores nothing because every one was answers that refusal (engine/server/gateway.py).

@@ -60,6 +60,50 @@ class Engine(InProcessBackend):
         self.models = ModelHost(self.settings, embedder, on_notice)  # the model: card, load, prepare
         self._searchers: dict[str, DatasetSearcher] = {}
         self._searchers_lock = threading.Lock()
+        # engines under a dataset's own index settings (for_dataset), one per set of them; None in such an engine
+        self._views: dict[tuple[Any, ...], Engine] | None = {}
+        self._recorded: dict[str, str | None] = {}   # dataset -> the embed_model setting that built it
+
+    # -- a dataset's own settings (engine/dataset_settings.py) -----------------------
+
+    def for_dataset(self, name: str) -> Engine:
+        """The engine that serves dataset `name`: this one, or one under the dataset's recorded index settings
+        (model, chunking, stopwords) wherever this command set none explicitly; each is made once and kept."""
+        if self._views is None:
+            return self   # already a dataset's engine
+        from ..dataset_settings import MODEL_SETTING_KEY, adopted, model_setting_for
+        from ..setting_values import served_model
+
+        try:
+            if not Dataset(self.settings, validate_name(name)).exists():
+                return self
+            with self._catalogue(name) as catalogue:
+                stored, recorded = catalogue.fingerprint(), catalogue.meta(MODEL_SETTING_KEY)
+            if stored is None:
+                return self
+            # the configured model told apart from the dataset's without a record; a served one is not asked
+            card = None if recorded or served_model(self.settings.embed_model) else self.model_card()
+        except KxError:   # the command itself meets the same error, and says it where it always did
+            return self
+        self._recorded[name] = model_setting_for(stored, recorded, self.settings, card)
+        wanted = adopted(self.settings, stored, self._recorded[name], name)
+        if wanted == self.settings:
+            return self
+        key = (wanted.embed_model, wanted.chunk_size, wanted.chunk_overlap, wanted.stopwords)
+        with self._searchers_lock:
+            view = self._views.get(key)
+            if view is None:
+                view = Engine(wanted, on_notice=self.models.on_notice)
+                view._views = None
+                if wanted.embed_model == self.settings.embed_model:
+                    view.models = self.models   # the same model: one load, one embedder (a test's too)
+                self._views[key] = view
+        view._recorded[name] = self._recorded[name]
+        return view
+
+    def recorded_model_setting(self, name: str) -> str | None:
+        """The embed_model setting that built dataset `name`, when for_dataset could tell it (for refusals)."""
+        return self._recorded.get(name)
 
     # -- the model (the rest is InProcessBackend's, engine/in_process.py) -------------------------
 
@@ -212,6 +256,9 @@ class Engine(InProcessBackend):
         from ..ingest import run_ingest
         from .backlog import BesideStage1
 
+        view = self.for_dataset(name)
+        if view is not self:   # the dataset's own settings; this engine's stop request still stops it
+            return view.ingest(name, documents, vectors, self.unless_stopping(on_event), should_stop)
         folder = self.settings.datasets_dir / validate_name(name)  # a bad name touches no file
         check_home_writable(self.settings.home, self.settings.datasets_dir)
         check_catalogue_kept(folder)
@@ -229,6 +276,9 @@ class Engine(InProcessBackend):
         from ..records import Notice
         from .backlog import embed_backlog
 
+        view = self.for_dataset(name)
+        if view is not self:   # the dataset's own settings; this engine's stop request still stops it
+            return view.embed(name, self.unless_stopping(on_event), should_stop)
         emit = self.unless_stopping(on_event)
         dataset = Dataset(self.settings, name)
         dataset.require(self.settings)
@@ -248,7 +298,8 @@ class Engine(InProcessBackend):
 
         stored = catalogue.fingerprint()
         if stored is not None:
-            check_compatible(name, stored, current_fingerprint(self.settings, self.model_card(), stored.dimension))
+            check_compatible(name, stored, current_fingerprint(self.settings, self.model_card(), stored.dimension),
+                             settings=self.settings, model_setting=self.recorded_model_setting(name))
 
     # -- query --------------------------------------------------------------------
 
@@ -257,12 +308,15 @@ class Engine(InProcessBackend):
         from ..query import run_query
 
         with storage_errors(self.settings.datasets_dir / name):
-            return run_query(self, name, text, **options)
+            return run_query(self.for_dataset(name), name, text, **options)
 
     def searcher(self, name: str) -> DatasetSearcher:
         """The dataset's cached readers, reopened when the catalogue has grown since."""
         from .readers import DatasetSearcher
 
+        view = self.for_dataset(name)
+        if view is not self:   # the readers a query of it uses: the warm-up opens those
+            return view.searcher(name)
         dataset = Dataset(self.settings, name)
         with self._searchers_lock:
             searcher = self._searchers.get(name)
@@ -320,6 +374,9 @@ class Engine(InProcessBackend):
             for searcher in self._searchers.values():
                 searcher.close()
             self._searchers.clear()
+            views = list((self._views or {}).values())
+        for view in views:
+            view.close()
 
 
 

@@ -218,7 +218,9 @@ def planned_status(settings: Settings, card: ModelCard) -> dict[str, Any]:
     from .devices import device_plan
 
     plan = plan_runtime(settings, card)
-    planned: dict[str, Any] = {"runtime": plan.runtime, "reason": plan.reason, "loaded": False}
+    # prepared: nothing is left to do before the first use (the graph is exported, or torch needs none)
+    planned: dict[str, Any] = {"runtime": plan.runtime, "reason": plan.reason, "loaded": False,
+                               "prepared": plan.graph is not None or plan.runtime == Runtime.TORCH}
     if plan.runtime == Runtime.ONNX:
         planned.update(device_plan(settings.embed_device))
     return planned

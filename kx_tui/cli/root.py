@@ -440,7 +440,7 @@ def query(ctx: click.Context, name: str, question: tuple[str, ...], text: str | 
     from ..render import Console, print_query
 
     # the dataset's own analyzer, named by its fingerprint: kx's stemming one, or Milvus's (also over a gateway)
-    print_query(Console(), result, highlighter(engine.dataset_summary(name).fingerprint, text))
+    print_query(Console(), result, highlighter(engine.dataset_summary(name).fingerprint, text), where=where)
 
 
 # kx eval's columns: each mode, and hybrid with MMR (engine/evaluation.py VARIANTS, not imported for --help)

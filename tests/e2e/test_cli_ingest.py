@@ -65,10 +65,11 @@ def test_a_changed_chunk_size_is_refused_and_nothing_changes(tmp_path: Path, kx_
     result = run_cli("datasets", "ingest", "hb", "--chunk-size", "800", "--text", "Something new.")
     assert result.code == Status.FAILED_PRECONDITION.exit_code == 5
     assert result.stderr.strip() == (
-        "error: FAILED_PRECONDITION: dataset 'hb' was indexed under a different embed model or chunk config "
-        "(chunk_size: 1000 -> 800); rebuild it from its stored originals under the new settings with: "
-        "kx datasets rebuild hb --as NEW_NAME (with the --set / --chunk-size you want), or go back to the "
-        "settings it was built with"
+        "error: FAILED_PRECONDITION: dataset 'hb' was built under other index settings (chunk_size: 1000 -> 800); "
+        "this command set chunk_size (flag). To use the dataset's own, drop those settings, or override them for "
+        "one command: kx --set chunk_size=1000 datasets query hb \"your question\" (the same --set works before "
+        "any kx command). To build a copy under the new settings: kx datasets rebuild hb --as NEW_NAME "
+        "--set chunk_size=800"
     )
     os.environ["KX_STOPWORDS"] = "off"
     try:

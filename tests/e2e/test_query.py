@@ -354,10 +354,11 @@ def test_a_changed_chunk_size_refuses_the_query_like_ingest_does(
     monkeypatch.setenv("KX_CHUNK_SIZE", "800")
     result = kx(corpus, "datasets", "query", "corpus", "--text", "vacation", "--mode", mode)
     assert assert_one_line_error(result, Status.FAILED_PRECONDITION) == (
-        "error: FAILED_PRECONDITION: dataset 'corpus' was indexed under a different embed model or chunk config "
-        "(chunk_size: 1000 -> 800); rebuild it from its stored originals under the new settings with: "
-        "kx datasets rebuild corpus --as NEW_NAME (with the --set / --chunk-size you want), or go back to the "
-        "settings it was built with"
+        "error: FAILED_PRECONDITION: dataset 'corpus' was built under other index settings (chunk_size: 1000 -> "
+        "800); this command set chunk_size (env KX_CHUNK_SIZE). To use the dataset's own, drop those settings, or "
+        "override them for one command: kx --set chunk_size=1000 datasets query corpus \"your question\" (the same "
+        "--set works before any kx command). To build a copy under the new settings: kx datasets rebuild corpus "
+        "--as NEW_NAME --set chunk_size=800"
     )
 
 

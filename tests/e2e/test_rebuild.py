@@ -13,7 +13,8 @@ from ..helpers import run_cli
 
 
 @pytest.mark.slow
-def test_cli_rebuild_to_int8_answers_with_the_same_documents(tmp_path: Path, kx_home: Path) -> None:
+def test_cli_rebuild_to_int8_answers_with_the_same_documents(tmp_path: Path, kx_home: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     docs = tmp_path / "docs"
     (docs / "guide").mkdir(parents=True)
     (docs / "guide" / "index.md").write_text("# Guide\n\nRefunds are granted within thirty days of purchase.")
@@ -30,3 +31,27 @@ def test_cli_rebuild_to_int8_answers_with_the_same_documents(tmp_path: Path, kx_
     hits = json.loads(run_cli("--set", "embed_model=default-int8", "datasets", "query", "hb8",
                               "how long is the refund window", "--json", "-k", "1").stdout)["hits"]
     assert hits[0]["document_name"] == "guide/index"
+    # the dataset remembers its model: a plain query (and ingest) needs no --set (engine/dataset_settings.py)
+    plain = run_cli("datasets", "query", "hb8", "how long is the refund window", "--json", "-k", "1")
+    assert plain.code == 0, plain.stderr
+    assert json.loads(plain.stdout)["hits"][0]["document_name"] == "guide/index"
+    added = run_cli("datasets", "ingest", "hb8", "--text", "Parking is free after six.", "--json")
+    assert added.code == 0 and json.loads(added.stdout)["added"] == 1, added.stderr
+    # an operator's explicit model still refuses (the seed's scenario), naming the command that works
+    monkeypatch.setenv("KX_SERVE_EMBED_MODEL", "default")
+    refused = run_cli("datasets", "query", "hb8", "refund window")
+    assert refused.code == 5, refused.stderr
+    assert "this command set embed_model (env KX_SERVE_EMBED_MODEL)" in refused.stderr
+    assert "kx --set embed_model=default-int8 datasets query hb8" in refused.stderr
+    monkeypatch.delenv("KX_SERVE_EMBED_MODEL")
+
+    # chunking too: rebuilt at 600, then plain ingests and queries of it take 600, and list/info say so
+    assert run_cli("datasets", "rebuild", "hb", "--as", "hb600", "--chunk-size", "600").code == 0
+    assert run_cli("datasets", "ingest", "hb600", "--text", "Lockers are emptied on Fridays.").code == 0
+    assert json.loads(run_cli("datasets", "query", "hb600", "refund", "--json").stdout)["hits"]
+    listed = {d["name"]: d for d in json.loads(run_cli("datasets", "list", "--json").stdout)}
+    assert listed["hb600"]["fingerprint"]["chunk_size"] == 600
+    shown = run_cli("datasets", "list").stdout
+    assert "600/200" in shown and "int8" in shown
+    again = run_cli("datasets", "ingest", "hb600", "--chunk-size", "800", "--text", "x")
+    assert again.code == 5 and "kx --set chunk_size=600" in again.stderr, again.stderr

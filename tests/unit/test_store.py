@@ -131,9 +131,10 @@ def test_changed_chunk_size_is_refused_naming_the_field(hash_engine: Engine, kx_
         other.ingest("hb", [from_text(HANDBOOK[1])])
     assert caught.value.status is Status.FAILED_PRECONDITION
     assert caught.value.message == (
-        "dataset 'hb' was indexed under a different embed model or chunk config (chunk_size: 200 -> 150); "
-        "rebuild it from its stored originals under the new settings with: kx datasets rebuild hb --as NEW_NAME "
-        "(with the --set / --chunk-size you want), or go back to the settings it was built with"
+        "dataset 'hb' was built under other index settings (chunk_size: 200 -> 150); this command set chunk_size "
+        "(flag). To use the dataset's own, drop those settings, or override them for one command: kx --set "
+        "chunk_size=200 datasets query hb \"your question\" (the same --set works before any kx command). To build "
+        "a copy under the new settings: kx datasets rebuild hb --as NEW_NAME --set chunk_size=150"
     )
     assert other.dataset_summary("hb").documents == 1  # nothing lost, nothing added
 
