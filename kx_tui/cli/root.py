@@ -225,7 +225,7 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
     from engine.names import validate_name
     from engine.text.folders import folder_documents
     from engine.text.inputs import from_file, from_jsonl, from_text, refuse_name_clashes
-    from engine.text.kx_files import kx_files_refusal, reaches_kx_files
+    from engine.text.kx_files import kx_files_refusal, reaches_kx_files, refuse_the_token
 
     from ..render import Console, print_ingest_line, print_ingest_notes, print_ingest_summary
     from .progress import PipelineProgress
@@ -255,6 +255,8 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
     for path in jsonls:
         docs.extend(from_jsonl(path, limit))
     from_walk += [False] * (len(docs) - len(from_walk))
+    # here too, not only in the engine: with --gateway the bytes would leave for a gateway whose token differs
+    docs = refuse_the_token(docs, settings.home)
     given_docs, docs = docs, refuse_name_clashes(docs)   # two folders' `index.md`: the second would hide the first
     # a clash is the command's own shape, not a file nobody can read: it fails the command as a named file does
     from_walk = [walked and doc is given for walked, doc, given in zip(from_walk, docs, given_docs)]
