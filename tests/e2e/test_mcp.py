@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -26,6 +27,8 @@ def test_kx_mcp_over_stdio_answers_every_tool(served_home: Path, tmp_path: Path)
     folder = tmp_path / "drop"
     folder.mkdir()
     (folder / "parking.md").write_text("# Parking\nVisitors park in bay C behind the warehouse.\n")
+    (tmp_path / "vault.md").write_text("The vault code is 1234.")
+    os.link(tmp_path / "vault.md", folder / "vault.md")   # a second name inside for a file outside: refused
     params = StdioServerParameters(command=sys.executable, cwd=str(REPO), env=_env(served_home),
                                    args=["-m", "kx_tui", "mcp", "--allow-ingest", "--allow-path", str(folder)])
 
@@ -50,6 +53,7 @@ def test_kx_mcp_over_stdio_answers_every_tool(served_home: Path, tmp_path: Path)
             seen["bad"] = await client.call_tool("search", {"dataset": "handbook", "query": "x", "k": 0})
             seen["missing"] = await client.call_tool("search", {"dataset": "nope", "query": "x"})
             seen["escape"] = await client.call_tool("ingest_file", {"dataset": "scratch", "path": "/etc/passwd"})
+            seen["hardlink"] = await client.call_tool("ingest_file", {"dataset": "scratch", "path": "vault.md"})
             seen["after"] = await client.call_tool("list_datasets", {})
         return seen
 
@@ -68,6 +72,8 @@ def test_kx_mcp_over_stdio_answers_every_tool(served_home: Path, tmp_path: Path)
     assert seen["bad"].is_error and text_of(seen["bad"]).startswith("INVALID_ARGUMENT: search: k")
     assert seen["missing"].is_error and seen["missing"].structured_content["code"] == "NOT_FOUND"
     assert seen["escape"].is_error and seen["escape"].structured_content["code"] == "PERMISSION_DENIED"
+    assert seen["hardlink"].is_error and seen["hardlink"].structured_content["code"] == "PERMISSION_DENIED"
+    assert "has 2 names (hard links)" in text_of(seen["hardlink"])
     assert sorted(d["name"] for d in seen["after"].structured_content["datasets"]) == ["handbook", "scratch"]
 
 
