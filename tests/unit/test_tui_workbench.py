@@ -124,6 +124,19 @@ def test_passage_blocks_cover_the_text_once_and_mark_the_overlap() -> None:
     assert dim == "st"                                        # 18..20 is in no passage
 
 
+def test_a_markdown_documents_blocks_show_its_text_and_still_start_at_their_passages() -> None:
+    from engine.records import PassageSpan
+
+    text = "# Refunds\n\nAsk within **30 days**.\n\n## RMA-7\n\nSee [the form](http://x/f) first."
+    second = text.index("## RMA-7")
+    spans = [PassageSpan("p0", 0, 2, 0, second), PassageSpan("p1", 1, 2, second, len(text))]
+    out = blocks(text, spans, markdown=True)
+    assert [t.plain for _s, t in out] == ["Refunds\n\nAsk within 30 days.\n\n", "RMA-7\n\nSee the form first."]
+    bold = "".join(out[0][1].plain[span.start:span.end] for span in out[0][1].spans if "bold" in str(span.style))
+    assert "30 days" in bold                                  # the emphasis kept as a style, its marks gone
+    assert [t.plain for _s, t in blocks(text, spans)][1].startswith("## RMA-7")   # raw unless asked
+
+
 def test_a_newer_queued_message_replaces_an_older_one_and_nothing_else_does() -> None:
     from engine.watch.events import Ingested
     from kx_tui.tui.messages import WatchFileDone, WatchQueued

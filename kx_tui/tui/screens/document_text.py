@@ -21,6 +21,7 @@ from engine.backend import Backend
 from engine.errors import KxError
 from engine.records import DocumentSummary, PassageSpan
 
+from ...markdown_text import looks_like_markdown, styled_text
 from ...render import size_text, terminal_safe
 from ..messages import DocumentLoaded
 from ..widgets.footer import KeysFooter
@@ -71,26 +72,30 @@ def shared_starts(passages: list[PassageSpan]) -> dict[int, int]:
     return out
 
 
-def blocks(text: str, passages: list[PassageSpan]) -> list[tuple[PassageSpan | None, Text]]:
-    """The text as (passage, marked text) blocks in order; None for text no passage covers (before the first)."""
+def blocks(text: str, passages: list[PassageSpan], markdown: bool = False) -> list[tuple[PassageSpan | None, Text]]:
+    """The text as (passage, marked text) blocks in order; None for text no passage covers (before the first).
+    With `markdown`, the markup is left out (headings, emphasis and links shown as their text), as the hit list
+    and the passage view show it; each block still starts where its passage does."""
     text = terminal_safe(text, keep_layout=True)   # stored: shown, not obeyed; one for one, so spans still fit
     spans = sorted(passages, key=lambda p: (p.char_start, p.chunk_index))
-    out: list[tuple[PassageSpan | None, Text]] = []
+    pieces: list[tuple[PassageSpan | None, int, int]] = []   # each block's span and its characters in `text`
+    marks: list[tuple[int, int, str]] = []
     if not spans or spans[0].char_start > 0:
-        out.append((None, Text(text[:spans[0].char_start] if spans else text, style="dim")))
+        first = spans[0].char_start if spans else len(text)
+        pieces.append((None, 0, first))
+        marks.append((0, first, "dim"))
     covered = 0  # how far the passages so far reach
     for i, span in enumerate(spans):
         end = spans[i + 1].char_start if i + 1 < len(spans) else len(text)
         shade = _SHADES[i % 2]
-        block = Text()
         shared = min(max(covered, span.char_start), end)   # [start, shared) also belongs to earlier passages
         inside = min(max(span.char_end, shared), end)       # [shared, inside) is this passage's own
-        block.append(text[span.char_start:shared], style=f"underline {shade}")
-        block.append(text[shared:inside], style=shade)
-        block.append(text[inside:end], style="dim")          # past its end, before the next: in no passage
+        marks += [(span.char_start, shared, f"underline {shade}"), (shared, inside, shade),
+                  (inside, end, "dim")]                       # past its end, before the next: in no passage
         covered = max(covered, span.char_end)
-        out.append((span, block))
-    return out
+        pieces.append((span, span.char_start, end))
+    full, where = styled_text(text, [m for m in marks if m[1] > m[0]], markdown)
+    return [(span, full[where(a):where(b)]) for span, a, b in pieces]
 
 
 class DocumentScreen(KeysScreen):
@@ -149,7 +154,9 @@ class DocumentScreen(KeysScreen):
         await body.remove_children()
         widgets = []
         shared = shared_starts(message.passages)
-        for span, block in blocks(message.text, message.passages):
+        markdown = self.document.media_type == "text/markdown" or looks_like_markdown(self.document.source_path,
+                                                                                      message.text)
+        for span, block in blocks(message.text, message.passages, markdown):
             if span is not None:
                 widgets.append(Static(passage_heading(span, shared[span.chunk_index]), classes="passage-heading",
                                       id=f"passage-{span.chunk_index}"))
