@@ -313,7 +313,7 @@ def print_info(console: _RichConsole, data: dict[str, Any]) -> None:
                 [[row["name"], str(row["value"]), row["source"], row["env"]] for row in data["settings"]])
 
 
-_PREVIEW_CHARS = 320
+PREVIEW_CHARS = 320
 
 
 def _where(rank: int | None, score: float | None, name: str) -> str:
@@ -354,7 +354,7 @@ def answer_range(hit: Hit) -> tuple[int, int] | None:
     return (a, b) if b > a else None
 
 
-def passage_preview(hit: Hit, spans: list[tuple[int, int]], limit: int = _PREVIEW_CHARS,
+def passage_preview(hit: Hit, spans: list[tuple[int, int]], limit: int = PREVIEW_CHARS,
                     markdown: bool = False) -> Text:
     """The passage with the query's words highlighted (and its best answer, when the hit has one), whitespace
     folded, cut to about `limit` characters; with `markdown`, the markup is left out.

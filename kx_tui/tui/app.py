@@ -41,6 +41,15 @@ class KxApp(App):
     """Datasets, a query box and its explained answer; `get_default_screen()` is the MainScreen."""
 
     TITLE = "kx"
+    # Every screen is "-short" below 30 rows (an 80x24 terminal): panes that can shrink do, so what matters
+    # (the agent's answer, the hits) keeps the room
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
+    # A toast takes its rows from the screen's layout instead of being drawn over it: in the screen's own layer,
+    # docked at the bottom, it shrinks the tables and lists above it for as long as it shows, so it never
+    # hides the row a person is on (Textual's own layer put it over the documents table at 80x24)
+    CSS = """
+    ToastRack { layer: default; }
+    """
 
     def __init__(self, backend: Backend, *, settings: Settings | None = None, samples: Path | None = SAMPLES,
                  watch_settle_seconds: float = 1.0) -> None:

@@ -193,9 +193,10 @@ async def test_hits_and_the_passage_view_show_pages_section_and_title(kx_home: P
         shown = _results_text(app)
         paper = next(i for i, h in enumerate(hits) if h.section == "3 Model › 3.2 Validation")
         header, where = shown[paper].splitlines()[:2]
-        assert f"cold-chains  {hits[paper].label}  dense" in header
-        # title and place on a line of their own: neither pushes the ranks off the first
-        assert where.strip() == "Cold chains, watched · p. 3 · 3 Model › 3.2 Validation"
+        # the pages beside the chunk label, as a citation says them; the title and section on a line of their
+        # own: neither pushes the ranks off the first
+        assert f"cold-chains  {hits[paper].label} p. 3  dense" in header
+        assert where.strip() == "Cold chains, watched · 3 Model › 3.2 Validation"
         plain = next(i for i, h in enumerate(hits) if h.document_name == "insurance")
         assert "insurance  [chunk 1/1]  dense" in shown[plain]  # nothing to say: nothing shown
         await pilot.press("escape", *["down"] * paper, "enter")

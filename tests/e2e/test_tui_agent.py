@@ -138,3 +138,34 @@ async def test_the_agent_screen_shows_stored_escapes_and_obeys_none(hostile: Eng
             assert not OBEYED.search(text), (where, text)
         assert "␛]0;pwned␇" in shown["answer"] and "RMA-7" in shown["answer"]   # shown, visibly: not dropped
         assert shown["citations"].count("[") == len(screen.run_result.citations)   # labels as they are, no markup
+
+
+async def test_at_80x24_the_agents_whole_answer_is_reachable(engine: Engine) -> None:
+    """The real handbook's refund answer is ten cited sentences, longer than an 80x24 screen: Tab reaches the
+    answer, and its first and last lines are each on screen at one end of its scroll."""
+    from textual.containers import VerticalScroll
+
+    app = KxApp(engine, settings=engine.settings, samples=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_agent(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, AgentScreen)
+        await pilot.press(*"how long do customers have to ask for a refund", "enter")
+        await settle(app, pilot, rounds=3)
+        assert screen.run_result is not None
+        lines = [" ".join(line.split()) for line in screen.run_result.answer.splitlines() if line.strip()]
+        box = screen.query_one("#agent-answer-box", VerticalScroll)
+        assert box.max_scroll_y > 0 and box.size.height >= 6, "the answer is longer than its pane, which has room"
+        for _ in range(4):                      # the citations have focus after a run: Tab goes round to the answer
+            if app.focused is box:
+                break
+            await pilot.press("tab")
+        assert app.focused is box
+        for key, line in (("home", lines[0]), ("end", lines[-1])):
+            await pilot.press(key)
+            await pilot.pause()
+            pane = box.scrollable_content_region   # on screen, less the scrollbar
+            screen_rows = app.screen._compositor.render_strips()
+            rows = [strip.text[pane.x:pane.right] for strip in screen_rows[pane.y:pane.bottom]]
+            shown = " ".join(" ".join(rows).split())   # the pane's rows as one run of words: wrapping undone
+            assert line in shown, (key, line, shown)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from textual.containers import VerticalScroll
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Input, OptionList, Static
 
 from kx_tui.tui.app import KxApp
@@ -38,11 +39,13 @@ async def test_at_80x24_nothing_the_user_needs_is_cut(kx_home: Path) -> None:
         for i, hit in enumerate(app.screen.result.hits):
             header = results.get_option_at_index(i).prompt.renderables[0]
             first = header.plain.splitlines()[0]
-            assert len(first) <= width and hit.label in first, first
-            if hit.document_name == LONG_NAME:
-                assert "dense #" in header.plain.splitlines()[1]   # moved whole to the next line, not cut
-            else:
-                assert re.search(r"dense (#\d+|—) · sparse (#\d+|—)", first), first
+            assert len(first) <= width and hit.label in first and f"{hit.score:.4f}" in first, first
+            assert first.strip().split()[0] == str(hit.rank)
+            # the name whole, or its end when the line is too short for it
+            assert hit.document_name in first or ("…" in first and hit.document_name.endswith(
+                first.split("…")[1].split("  ")[0])), first
+            ranks = r"dense (#\d+|—) · sparse (#\d+|—)"   # on the first line, or moved whole to the second
+            assert re.search(ranks, first) or re.match(r"\s+" + ranks, header.plain.splitlines()[1]), header.plain
         sidebar = [line.split("│")[0] for line in _screen_text(app)[8:20]]
         assert any(line.strip().startswith("documents 3") for line in sidebar), sidebar   # labels whole
 
@@ -51,10 +54,16 @@ async def test_at_80x24_nothing_the_user_needs_is_cut(kx_home: Path) -> None:
         assert isinstance(app.screen, CompareScreen)
         _footer_fits(app, "? Help", "q Back")
         for table in app.screen.query(DataTable):
-            chunks = [str(table.get_row_at(i)[3]) for i in range(table.row_count)]
+            chunks = [str(table.get_cell_at(Coordinate(i, table.get_column_index("chunk"))))
+                      for i in range(table.row_count)]
             assert chunks and all(re.fullmatch(r"\[chunk \d+/\d+\]", c) for c in chunks), chunks
             text = "\n".join(_screen_text(app))
             assert all(c in text for c in chunks)
+            # the names whole where they fit, else their ends (the file name says more), "other" gone before them
+            names = [str(table.get_cell_at(Coordinate(i, table.get_column_index("document"))))
+                     for i in range(table.row_count)]
+            cut = [name for name in names if name not in TEXTS]
+            assert all(name.startswith("…") and LONG_NAME.endswith(name[1:]) for name in cut), names
         await pilot.press("q", "d")
         await settle(app, pilot)
         assert isinstance(app.screen, DocumentsScreen)
@@ -102,4 +111,40 @@ async def test_agent_steps_wrap_and_focus_stays_where_the_user_left_it(kx_home: 
         await pilot.press("enter")         # a run from the goal box ends in the citations, as before
         await settle(app, pilot)
         assert app.focused is screen.query_one("#agent-citations", OptionList)
+    engine.close()
+
+
+@pytest.mark.slow  # drives the whole Textual app: seconds
+async def test_at_80x24_a_toast_never_covers_the_focused_table(kx_home: Path) -> None:
+    """A toast takes its rows from the layout: the documents table shrinks above it, and the row the cursor is
+    on scrolls back into view."""
+    from textual.widgets._toast import Toast
+
+    from engine import Engine, load_settings
+    from engine.text.inputs import from_text
+
+    from ..helpers import HashEmbedder
+
+    engine = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
+    engine.ingest("notes", [from_text(f"note {i} about refunds", f"n{i:02}") for i in range(30)])
+    app = KxApp(engine, settings=engine.settings, samples=None)
+    async with app.run_test(size=SMALL, notifications=True) as pilot:
+        await settle(app, pilot)
+        await pilot.press("escape", "d")
+        await settle(app, pilot)
+        table = app.screen.query_one(DataTable)
+        table.focus()
+        await pilot.press(*["down"] * 14)
+        await pilot.pause()
+        tall = table.region
+        app.notify("a warning long enough to wrap onto three lines of a toast at eighty columns",
+                   severity="warning", timeout=30)
+        for _ in range(10):
+            await pilot.pause(0.05)
+        toast = app.screen.query_one(Toast)
+        assert toast.region.height >= 3 and not table.region.overlaps(toast.region), (table.region, toast.region)
+        assert table.region.height < tall.height and app.focused is table
+        row = table.cursor_row - int(table.scroll_y) + 1   # under the header row
+        assert 1 <= row < table.scrollable_content_region.height, (table.cursor_row, table.scroll_y)
+        assert f"n{table.cursor_row:02}" in _screen_text(app)[table.region.y + row]
     engine.close()

@@ -1,7 +1,7 @@
 """SVG snapshots of the TUI's main screens (pytest-textual-snapshot's `snap_compare`).
 
 Every screen (main, compare, documents, document, detail, agent, help) at
-three terminal sizes: 80x24, 120x36 and 200x50.
+three terminal sizes: 80x24, 120x36 and 200x50; the watch panel at 80x24.
 
 Regenerate after an intended UI change with
     python -m pytest tests/e2e/test_tui_snapshots.py --snapshot-update
@@ -184,3 +184,34 @@ def test_screen(snap_compare, small_engine: Engine, screen: str, size: str) -> N
             await _settle(pilot)
 
     assert snap_compare(_app(small_engine), terminal_size=SIZES[size], run_before=run_before)
+
+
+@pytest.mark.slow  # drives the whole Textual app and a folder watcher: seconds
+def test_watch_panel_at_80x24(snap_compare, small_engine: Engine, kx_home: Path,
+                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The watch panel under an answer, after a batch (a file waiting in the inbox when w is pressed): its counts
+    and time whole."""
+    from engine.watch.events import BatchDone
+    from kx_tui.tui.widgets import watch as watch_module
+    from kx_tui.tui.widgets.activity import ActivityLog
+
+    describe = watch_module.describe_watch_event
+    monkeypatch.setattr(watch_module, "describe_watch_event", lambda event, where: describe(
+        dataclasses.replace(event, seconds=0.25) if isinstance(event, BatchDone) else event, where))
+    monkeypatch.setattr(watch_module, "_shown_folder", lambda folder: f"$KX_HOME/inbox/{folder.name}")
+    inbox = kx_home / "inbox" / "policies"
+    inbox.mkdir(parents=True)
+    (inbox / "expenses.md").write_text("Expenses are paid back within 14 days of the claim, with receipts.")
+
+    async def run_before(pilot) -> None:
+        await _ask(pilot)
+        await pilot.press("escape", "w")
+        log = pilot.app.screen.query_one(ActivityLog)
+        for _ in range(200):   # the watcher's own threads: up to 20 s on a loaded machine
+            if any(line.startswith("[bold]batch") for line in log.lines_written):
+                break
+            await pilot.pause(0.1)
+        await _settle(pilot)
+
+    app = _app(small_engine, watch_settle_seconds=0.1)
+    assert snap_compare(app, terminal_size=SIZES["80x24"], run_before=run_before)

@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Input, Static
 
 from engine import Engine, load_settings
 from engine.text.inputs import from_text
+from kx_tui.markdown_text import styled_text
 from kx_tui.tui.app import SAMPLES, KxApp
 from kx_tui.tui.screens.compare import CompareScreen
 from kx_tui.tui.screens.document_table import DocumentsScreen
@@ -278,7 +279,10 @@ async def test_compare_shows_the_highlighted_rows_passage_with_both_ranks(kx_hom
         shown = pane()
         there = dense_rank.get(third.passage_ref)
         assert f"hybrid #{third.rank}" in shown and (f"dense #{there}" if there else "dense —") in shown
-        assert " ".join(third.text.split())[:80] in shown and third.document_name in shown
+        # Markdown as its text, as the hit list shows it: "**10 weeks**" is "10 weeks"
+        as_text = styled_text(third.text, markdown=True)[0].plain
+        assert " ".join(as_text.split())[:80] in shown and third.document_name in shown
+        assert "**" in third.text and "**" not in shown
         await pilot.press("tab")                          # the dense column: its highlighted row's passage
         await pilot.pause()
         assert screen.shown_ref == dense[0].passage_ref
@@ -336,7 +340,7 @@ async def test_slash_types_into_the_query_box_and_focuses_it_from_the_results(ha
 
 
 @pytest.mark.slow  # drives the whole Textual app: seconds
-async def test_a_long_model_id_is_cut_with_an_ellipsis_and_the_status_line_is_never_cut(kx_home) -> None:
+async def test_a_long_model_id_loses_its_middle_and_the_status_line_is_never_cut(kx_home) -> None:
     import dataclasses
 
     from kx_tui.tui.widgets.datasets import DatasetList
@@ -355,7 +359,11 @@ async def test_a_long_model_id_is_cut_with_an_ellipsis_and_the_status_line_is_ne
             console = Console(width=sidebar.content_region.width - 1, record=True, color_system=None)
             console.print(sidebar.get_option_at_index(0).prompt)
             lines = console.export_text().rstrip("\n").split("\n")
-            assert len(lines) == 3 and lines[2].rstrip().endswith("…"), lines   # one line, cut, never wrapped
+            assert len(lines) == 3, lines   # one line each, never wrapped
+            start, end = lines[2].rstrip().split("…")   # the model id: its name's start and its revision's end
+            assert start and "sentence-transformers/".startswith(start) and end and "@4a3e3ef67f6b".endswith(end)
+            assert lines[1].startswith("6 docs")
+            assert "@4a3e3ef67f6b" in str(sidebar.tooltip)   # whole on hover
             status = app.query_one("#query-status", Static)
             shown = str(status.content)
             assert all(len(line) <= status.content_region.width for line in shown.split("\n")), (size, shown)

@@ -56,8 +56,11 @@ def test_a_hit_header_never_cuts_a_field(width: int) -> None:
     lines = hit_header(hit, [hit], width=width - 30).plain.splitlines()
     assert all(len(line) <= width - 30 for line in lines)
     text = " ".join(lines)
-    assert "[chunk 1/12]" in lines[0] and "dense #3 · sparse —" in text and "MMR ▲1" in text
-    assert ("0.0317" in lines[0]) == (width == 200)   # the score is what a narrow line drops
+    # what says which passage it is and how well it matched is on the first line at any width: rank, score,
+    # document, chunk label and pages; the retrievers' ranks and the markers move to the second when they must
+    assert lines[0].startswith(" 3 0.0317  reports/payments  [chunk 1/12] p. 1–2"), lines[0]
+    assert "dense #3 · sparse —" in text and "MMR ▲1" in text
+    assert ("dense #3" in lines[0]) == (width == 200)
 
 
 @pytest.mark.parametrize("name", ["报告/数据集文件名称很长的文档报告第一季度总结", "party/" + "🎉" * 25, "tab\there"])
@@ -72,3 +75,29 @@ def test_a_hit_header_cuts_a_wide_name_by_its_cells_never_the_chunk_label(name: 
               sparse_rank=None, sparse_score=None, fused_score=0.03, fused_rank=4, mmr_moved=1)
     first = hit_header(hit, [hit], width=40).plain.splitlines()[0]
     assert cell_len(first) <= 40 and first.endswith("  [chunk 1/12]"), first   # CJK and emoji take two cells
+
+
+async def test_the_watch_log_wraps_at_its_own_width_and_again_when_it_changes() -> None:
+    """RichLog wraps at 78 columns unless told otherwise, and a line once written keeps its wrapping: at 80
+    columns a batch's line lost its middle to a sideways scroll."""
+    from textual.app import App, ComposeResult
+
+    from kx_tui.tui.widgets.activity import ActivityLog
+
+    class Probe(App):
+        def compose(self) -> ComposeResult:
+            yield ActivityLog()
+
+    line = ("[bold]batch 1[/]: 1 added (3 passages), 0 unchanged, 1 refused in 0.25 s; the dataset holds 6 documents, "
+            "35 passages")
+    app = Probe()
+    async with app.run_test(size=(120, 24)) as pilot:
+        log = app.query_one(ActivityLog)
+        log.add(line)
+        await pilot.pause()
+        for width in (50, 90):
+            await pilot.resize_terminal(width, 24)
+            await pilot.pause()
+            assert log.virtual_size.width <= log.scrollable_content_region.width, width   # nothing off to the side
+            shown = " ".join(strip.text.strip() for strip in log.lines)
+            assert "in 0.25 s; the dataset holds 6 documents, 35 passages" in shown, shown

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Input, OptionList, Static
@@ -36,7 +37,10 @@ if TYPE_CHECKING:
 class AgentScreen(KeysScreen):
     """A bounded research run over `dataset`; Escape goes back."""
 
-    BINDINGS = [*back_keys(q_shown=False), HELP]
+    BINDINGS = [*back_keys(q_shown=False),
+                Binding("tab", "app.focus_next", "Next pane", tooltip="the next pane: goal, steps, answer, citations "
+                        "(↑↓ PgUp PgDn scroll it)"),
+                HELP]
     HELP_TITLE = "agent"
     DEFAULT_CSS = """
     AgentScreen #agent-title { padding: 0 1; background: $primary-darken-2; text-style: bold; }
@@ -45,6 +49,11 @@ class AgentScreen(KeysScreen):
     AgentScreen #agent-answer { padding: 0 1; }
     AgentScreen #agent-status { height: auto; padding: 0 1; color: $text-muted; }
     AgentScreen #agent-citations { height: auto; max-height: 10; }
+    /* below 30 rows (80x24) the answer is what the screen is for: the steps and the citations shrink to a few
+       lines each (both still scroll), and the answer takes the rest, scrolled by Tab to it then ↑↓ PgUp PgDn */
+    AgentScreen.-short #agent-steps { height: 4; }
+    AgentScreen.-short #agent-citations { max-height: 5; }
+    AgentScreen #agent-answer-box:focus { background: $boost; }
     """
 
     def __init__(self, backend: Backend, dataset: str, goal: str = "") -> None:

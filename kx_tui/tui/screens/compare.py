@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len, set_cell_size
 from rich.console import Group
 from rich.text import Text
 from textual import events, on, work
@@ -14,6 +15,7 @@ from engine.backend import Backend
 from engine.errors import KxError
 from engine.records import Hit, QueryResult, RetrievalMode
 
+from ...markdown_text import looks_like_markdown, styled_text
 from ...render import terminal_safe
 from ..warmup import ModelWarmup
 from ..widgets.footer import KeysFooter
@@ -45,6 +47,21 @@ def compare_rows(this: QueryResult, other: QueryResult, absent: str) -> list[tup
     return rows
 
 
+def _name_in(name: str, cells: int) -> str:
+    """`name` in `cells` cells: whole, or cut where it says least: a path loses its start (the file name at its
+    end says more, as the hit list cuts a name), a plain name its end ("travel-and-ex…")."""
+    if cell_len(name) <= cells:
+        return name
+    if "/" not in name:
+        return set_cell_size(name, cells - 1).rstrip() + "…"
+    end = ""
+    for ch in reversed(name):
+        if cell_len(ch + end) > cells - 1:
+            break
+        end = ch + end
+    return "…" + end
+
+
 def passage_card(ref: str, results: dict[str, QueryResult]) -> Group:
     """The passage `ref` with its rank in each result ("—" where it is missing) and its document."""
     hits: dict[str, Hit] = {mode: hit for mode, result in results.items() for hit in result
@@ -59,7 +76,10 @@ def passage_card(ref: str, results: dict[str, QueryResult]) -> Group:
     head.append(terminal_safe(hit.document_name), style="bold cyan")
     head.append(f"  {hit.label}  ")
     head.append(f"chars {hit.char_start}–{hit.char_end}", style="dim")
-    return Group(head, Text(""), Text(terminal_safe(hit.text, keep_layout=True)))
+    # Markdown as its text, as the hit list and the passage view show it (no "**RMA-7**")
+    text, _where = styled_text(terminal_safe(hit.text, keep_layout=True),
+                               markdown=looks_like_markdown(hit.source_path, hit.text))
+    return Group(head, Text(""), text)
 
 
 class CompareScreen(KeysScreen):
@@ -99,10 +119,10 @@ class CompareScreen(KeysScreen):
                      id="compare-title")
         with Horizontal(id="compare-columns"):
             with Vertical(classes="compare-column"):
-                yield Static("hybrid (rank · dense rank · vs dense)", classes="compare-head")
+                yield Static("hybrid (rank · dense rank · vs dense)", classes="compare-head", id="hybrid-head")
                 yield DataTable(id="compare-hybrid", cursor_type="row")
             with Vertical(classes="compare-column"):
-                yield Static("dense (rank · hybrid rank · vs hybrid)", classes="compare-head")
+                yield Static("dense (rank · hybrid rank · vs hybrid)", classes="compare-head", id="dense-head")
                 yield DataTable(id="compare-dense", cursor_type="row")
         with VerticalScroll(id="compare-passage"):
             yield Static("loading…", id="compare-passage-text")
@@ -139,31 +159,38 @@ class CompareScreen(KeysScreen):
 
     def _fill(self) -> None:
         """Both tables, laid out for their width: the chunk label whole, the document name cut to what is left
-        (and left out when less than 6 cells are), never the other way round."""
+        (_name_in), never the other way round. When the names do not fit whole (80 columns), the "other" column
+        goes first: the marker beside it says the same (▲3 at #2 is #5 there)."""
         hybrid, dense = self.results[RetrievalMode.HYBRID], self.results[RetrievalMode.DENSE]
-        for table_id, rows in (("#compare-hybrid", compare_rows(hybrid, dense, "new")),
-                               ("#compare-dense", compare_rows(dense, hybrid, "missing"))):
+        for table_id, rows, mode, other in (("#compare-hybrid", compare_rows(hybrid, dense, "new"), "hybrid", "dense"),
+                                            ("#compare-dense", compare_rows(dense, hybrid, "missing"), "dense",
+                                             "hybrid")):
             table = self.query_one(table_id, DataTable)
             row = table.cursor_row if table.row_count else 0
             table.clear(columns=True)
-            widths = [max([len(heading), *(len(str(cells[i])) for _r, cells in rows)])
+            headings = ("#", "other", "", "chunk")
+            widths = [max([len(heading), *(cell_len(str(cells[i])) for _r, cells in rows)])
                       for i, heading in ((0, "#"), (1, "other"), (2, ""), (4, "chunk"))]
             spare = (table.size.width or self.app.size.width // 2) - 2 - sum(w + 2 for w in widths) - 2
-            names = max([len("document"), *(len(str(cells[3])) for _r, cells in rows)])
+            names = max([len("document"), *(cell_len(str(cells[3])) for _r, cells in rows)])
+            keep_other = spare >= names
+            if not keep_other:
+                spare += widths[1] + 2
             shown_name = min(names, spare) if spare >= 6 else 0
-            for heading, width in zip(("#", "other", "", "chunk"), widths):
-                table.add_column(heading, width=width)
+            for key, heading, width in zip(("rank", "other", "marker", "chunk"), headings, widths):
+                if key != "other" or keep_other:
+                    table.add_column(heading, width=width, key=key)
             if shown_name:
-                table.add_column("document", width=shown_name)
+                table.add_column("document", width=shown_name, key="document")
             for ref, (rank, there, marker, name, label) in rows:
-                cells: list[str | Text] = [rank, there, marker, label]
+                cells: list[str | Text] = [rank, *([there] if keep_other else []), marker, label]
                 if shown_name:
-                    cut = Text(str(name), no_wrap=True, overflow="ellipsis")
-                    cut.truncate(shown_name, overflow="ellipsis")
-                    cells.append(cut)
+                    cells.append(Text(_name_in(str(name), shown_name), no_wrap=True))
                 table.add_row(*cells, key=ref)
             if table.row_count:
                 table.move_cursor(row=min(row, table.row_count - 1), animate=False)
+            self.query_one(f"#{mode}-head", Static).update(
+                f"{mode} (rank · {other} rank · vs {other})" if keep_other else f"{mode} (rank · vs {other})")
         self._filled_for = self.size.width
 
     def on_resize(self) -> None:

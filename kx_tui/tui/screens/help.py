@@ -20,7 +20,9 @@ class HelpScreen(ModalScreen):
     HelpScreen > #help-box {
         width: 84; max-width: 100%; height: auto; max-height: 100%;
         padding: 1 2; border: round $primary; background: $surface;
+        border-subtitle-color: $text-muted;
     }
+    HelpScreen.-short > #help-box { padding: 0 2; }
     """
     BINDINGS = [Binding("escape,q,question_mark", "app.pop_screen", "Close")]
 
@@ -55,3 +57,14 @@ class HelpScreen(ModalScreen):
                 yield Static(Text(section, style="dim italic"))
                 yield Static(table)
             yield Static("Esc, q or ? closes", classes="dim")
+
+    def on_mount(self) -> None:
+        self.query_one("#help-box").focus()   # ↑↓ scroll it from the start
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._say_how)
+
+    def _say_how(self) -> None:
+        """On its border, whether there is more below (a small terminal): the keys that scroll, and how to close."""
+        box = self.query_one("#help-box", VerticalScroll)
+        box.border_subtitle = "↑↓ PgUp PgDn scroll · Esc closes" if box.max_scroll_y > 0 else ""

@@ -11,7 +11,10 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from textual.binding import Binding, BindingType
+from textual.geometry import Size
 from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import DataTable, OptionList
 
 from ..workbench import Workbench
 from .help import HelpScreen
@@ -35,6 +38,26 @@ def key_bindings(bindings: Iterable[BindingType]) -> list[Binding]:
 class KeysScreen(Screen):
     BINDINGS = [HELP_F1]   # every screen's; Textual merges it with the subclass's own
     HELP_TITLE = "this screen"
+
+    def on_mount(self) -> None:
+        # Textual calls this as well as a subclass's own on_mount (its handlers run for each class of the MRO)
+        self._focused_size: tuple[Widget | None, Size] = (None, Size(0, 0))
+        self.screen_layout_refresh_signal.subscribe(self, self._focused_row_in_view)
+
+    def _focused_row_in_view(self, _screen: Screen) -> None:
+        """When the focused table or list changes height (a toast takes rows below it, the terminal shrinks), its
+        cursor row scrolls back into view: the row a person is on is never left below the fold."""
+        focused = self.focused
+        size = focused.size if focused is not None else Size(0, 0)
+        if (focused, size) == self._focused_size:
+            return
+        was, self._focused_size = self._focused_size, (focused, size)
+        if was[0] is not focused or size.height >= was[1].height:
+            return
+        if isinstance(focused, DataTable) and focused.row_count:
+            focused.move_cursor(row=focused.cursor_row, scroll=True, animate=False)
+        elif isinstance(focused, OptionList):
+            focused.scroll_to_highlight()
 
     @property
     def kx(self) -> Workbench:

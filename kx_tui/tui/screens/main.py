@@ -96,6 +96,11 @@ class MainScreen(KeysScreen):
     #main {
         width: 1fr;
     }
+
+    /* below 30 rows the watch log gives its room to the hits (App.VERTICAL_BREAKPOINTS) */
+    MainScreen.-short WatchPanel > ActivityLog {
+        height: 4;
+    }
     """
     BINDINGS = [
         Binding("slash", "focus_query", "Query", key_display="/", tooltip="focus the query box"),

@@ -14,6 +14,7 @@ from textual.widgets.option_list import Option
 from engine.records import DatasetSummary
 
 from ...render import terminal_safe
+from .fitted import Fitted
 
 
 def _when(stamp: float) -> str:
@@ -35,14 +36,28 @@ class DatasetList(OptionList):
         self.summaries = {s.name: s for s in summaries}
         self.clear_options()
         for s in summaries:
-            # one line each, cut with an ellipsis: a long model id never wraps onto a line of its own
-            lines = [Text(s.name, style="bold"), Text(f"{s.documents} docs · {s.passages} passages", style="dim"),
-                     Text(s.embed_model or "no model", style="dim italic")]
+            # one line each: a long model id never wraps onto a line of its own; it loses its middle, so its
+            # name and its revision both show (the tooltip and the details below have it whole)
+            name = Text(s.name, style="bold", no_wrap=True, overflow="ellipsis")
+            lines: list[Text | Fitted] = [
+                name, Fitted(f"{s.documents:,} docs · {s.passages:,} passages", f"{s.documents:,} docs, "
+                             f"{s.passages:,} passages", style="dim", middle=False),
+                Fitted(s.embed_model or "no model", style="dim italic")]
             if s.error:   # listed so the others still are: its zeros are nothing read, not an empty dataset
-                lines[1:] = [Text("unreadable", style="bold red"), Text(terminal_safe(s.error), style="red")]
-            for line in lines:
-                line.no_wrap, line.overflow = True, "ellipsis"
+                lines[1:] = [Text("unreadable", style="bold red", no_wrap=True),
+                             Text(terminal_safe(s.error), style="red", no_wrap=True, overflow="ellipsis")]
             self.add_option(Option(Group(*lines), id=s.name))
+        self._tooltip_for(self.highlighted)
+
+    def _tooltip_for(self, index: int | None) -> None:
+        """Hovering the list shows the highlighted dataset's model id whole (the line may have lost its middle)."""
+        option = self.get_option_at_index(index) if index is not None and index < self.option_count else None
+        summary = self.summaries.get(option.id or "") if option is not None else None
+        self.tooltip = (f"{summary.name}: {summary.documents:,} documents, {summary.passages:,} passages\n"
+                        f"model {summary.embed_model or 'none'}") if summary else None
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        self._tooltip_for(event.option_index)
 
     def select_name(self, name: str) -> None:
         if name in self.summaries:
@@ -60,22 +75,28 @@ class DatasetDetails(Static):
         if summary is None:
             self.update("")
             return
-        table = Table.grid(padding=(0, 1))
-        table.add_column(style="dim", no_wrap=True, min_width=9)   # "documents", "tokenizer" whole
-        table.add_column(no_wrap=True, overflow="ellipsis")   # a narrow sidebar cuts a value's end, never wraps
-        table.add_row("dataset", Text(summary.name, style="bold"))
+        # a narrow sidebar (80 columns) never wraps a value: a shorter wording when there is one, else the value
+        # loses its middle (a model id keeps its name and its revision); the tooltip has every value whole
+        rows: list[tuple[str, str | Text | Fitted]] = [("dataset", Text(summary.name, style="bold"))]
         if summary.error:
-            table.add_row("error", Text(terminal_safe(summary.error), style="red"))
-        table.add_row("documents", str(summary.documents))
-        table.add_row("passages", str(summary.passages))
-        table.add_row("created", _when(summary.created_at))
+            rows.append(("error", Text(terminal_safe(summary.error), style="red")))
+        rows += [("documents", f"{summary.documents:,}"), ("passages", f"{summary.passages:,}")]
+        created = _when(summary.created_at)
+        rows.append(("created", Fitted(created, created.split(" ")[0])))
         fingerprint = summary.fingerprint or {}
         if "chunk_size" in fingerprint:
-            overlap = fingerprint.get("chunk_overlap")
-            table.add_row("chunks", f"{fingerprint['chunk_size']}" + (f" / {overlap} overlap" if overlap else ""))
+            size, overlap = fingerprint["chunk_size"], fingerprint.get("chunk_overlap")
+            rows.append(("chunks", Fitted(f"{size} / {overlap} overlap", f"{size} / {overlap}") if overlap
+                         else f"{size}"))
         for key, value in fingerprint.items():
             if key not in ("chunk_size", "chunk_overlap"):
                 shown = ("on" if value else "off") if isinstance(value, bool) else str(value)
                 label = key.replace("_version", "").replace("embed_", "").replace("_", " ")  # short: never wraps
-                table.add_row(label, Text(shown, overflow="ellipsis", no_wrap=True))
+                rows.append((label, Fitted(shown)))
+        table = Table.grid(padding=(0, 1))
+        table.add_column(style="dim", no_wrap=True, min_width=9)   # "documents", "tokenizer" whole
+        table.add_column(overflow="ellipsis")
+        for label, value in rows:
+            table.add_row(label, value)
         self.update(table)
+        self.tooltip = "\n".join(f"{label:<9} {value}" for label, value in rows)

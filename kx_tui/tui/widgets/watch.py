@@ -54,6 +54,11 @@ from .activity import ActivityLog
 _NEEDS_LOCAL = "watching a folder needs the in-process engine (not a gateway)"
 
 
+def _shown_folder(folder: Path) -> str:
+    """The watched folder as the header names it (the snapshot tests pin it: a test's home is a new folder)."""
+    return str(folder)
+
+
 class _LocalIngest:
     """A Backend with the local settings it was opened with: what the watcher needs (pending.IngestBackend)."""
 
@@ -92,7 +97,7 @@ class WatchPanel(Vertical):
     DEFAULT_CSS = """
     WatchPanel { height: auto; display: none; border-top: solid $primary-darken-2; }
     WatchPanel.-watching, WatchPanel.-stopped { display: block; }
-    WatchPanel > #watch-header { height: 1; padding: 0 1; color: $text-muted; }
+    WatchPanel > #watch-header { height: auto; max-height: 2; padding: 0 1; color: $text-muted; }
     WatchPanel > ActivityLog { height: 7; border-top: none; }
     """
 
@@ -194,7 +199,7 @@ class WatchPanel(Vertical):
     def _show_header(self, waiting: int) -> None:
         if self.watcher is None:
             return
-        line = f"watching {escape(str(self.watcher.folder))} → [b]{escape(self.watcher.dataset)}[/b]"
+        line = f"watching {escape(_shown_folder(self.watcher.folder))} → [b]{escape(self.watcher.dataset)}[/b]"
         if waiting:
             line += f" · {waiting} file{'' if waiting == 1 else 's'} settling"
         self.query_one("#watch-header", Static).update(line)
