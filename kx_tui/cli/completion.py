@@ -1,7 +1,9 @@
-"""`kx completion bash|zsh|fish`: print the shell's completion script for kx (click's own completion).
+"""`kx completion bash|zsh|fish`: print the shell's completion script for kx.
 
-The script calls back into kx with `_KX_COMPLETE` set, so it completes every
-command, option and choice, and stays right as commands are added.
+bash: kx's own script (completion_script.py), the command tree written out
+and dataset names read from KX_HOME in the shell, so a TAB starts no Python.
+zsh and fish: click's own, which calls back into kx with `_KX_COMPLETE` set
+at each TAB (commands, options and choices).
 """
 
 from __future__ import annotations
@@ -28,6 +30,12 @@ def completion(ctx: click.Context, shell: str) -> None:
     from click.shell_completion import get_completion_class
 
     root = ctx.find_root().command  # the `kx` group, without importing the module that defines it
+    if shell == "bash":   # kx's own: answers in the shell, no Python at each TAB (completion_script.py)
+        from .completion_script import bash_script
+
+        assert isinstance(root, click.Group)
+        click.echo(bash_script(root), nl=False)
+        return
     made = get_completion_class(shell)
     assert made is not None  # every name in SHELLS is one of click's
     click.echo(made(root, {}, "kx", "_KX_COMPLETE").source())

@@ -167,11 +167,14 @@ def datasets(ctx: click.Context) -> None:
 
 @datasets.command("list", context_settings=CONTEXT_SETTINGS)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.option("--names", "names_only", is_flag=True, help="Print only the names, one a line (shell completion).")
 @click.pass_context
-def list_datasets(ctx: click.Context, as_json: bool) -> None:
-    """List datasets with their document and passage counts and embedding model."""
+def list_datasets(ctx: click.Context, as_json: bool, names_only: bool) -> None:
+    """List datasets with their document and passage counts, embedding model and chunking."""
     summaries = backend_of(ctx, settings_of(ctx)).list_datasets()
-    if as_json:
+    if names_only:
+        click.echo("".join(f"{s.name}\n" for s in summaries), nl=False)
+    elif as_json:
         click.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
     else:
         from ..render import Console, print_datasets

@@ -14,11 +14,12 @@ from ..helpers import REPO, run_cli
 from ..unit.test_completion_version import _complete  # noqa: F401 - helpers and fixtures
 
 
-@pytest.mark.parametrize(("shell", "marker"), [("bash", "complete -o nosort -F _kx_completion kx"),
+@pytest.mark.parametrize(("shell", "marker"), [("bash", "complete -F _kx_completion kx"),
                                                ("zsh", "#compdef kx"), ("fish", "complete --no-files --command kx")])
 def test_completion_prints_each_shells_script(shell: str, marker: str) -> None:
     result = run_cli("completion", shell)
-    assert result.code == 0 and marker in result.stdout and "_KX_COMPLETE" in result.stdout
+    assert result.code == 0 and marker in result.stdout
+    assert ("_KX_COMPLETE" in result.stdout) == (shell != "bash")   # bash's answers without calling kx
 
 
 @pytest.mark.slow
