@@ -9,7 +9,7 @@ from typing import Any, Sequence
 from mcp.server.mcpserver import MCPServer
 
 from ..errors import KxError, Status, not_found
-from .mcp_jsonrpc import SERVER_ERROR
+from .mcp_jsonrpc import SERVER_ERROR, parse_error, refusal_of
 
 
 def http_app(server: MCPServer, token: str, *, max_bytes: int, bind_host: str,
@@ -27,8 +27,46 @@ def http_app(server: MCPServer, token: str, *, max_bytes: int, bind_host: str,
     app = server.streamable_http_app(
         streamable_http_path="/mcp", max_request_body_size=max_bytes, host=bind_host,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
-    return AnswerWhenStopping(guard(_OnlyMcp(app), token, max_bytes=max_bytes, bind_host=bind_host,
+    return AnswerWhenStopping(guard(_OnlyMcp(_Screened(app)), token, max_bytes=max_bytes, bind_host=bind_host,
                                     allowed_hosts=allowed_hosts, allowed_origins=allowed_origins), max_bytes)
+
+
+class _Screened:
+    """ASGI middleware: a POST whose body is not a JSON-RPC message kx serves gets the spec's error (-32700,
+    -32600, -32602 with `data` naming the field) under its id, as over stdio (mcp_jsonrpc.py `refusal_of`);
+    the SDK answered these with a pydantic dump under a null id, or "Invalid request parameters" and no data.
+    Runs inside the guard, which has read and bounded the whole body."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        first = await receive()
+        body = first.get("body", b"") if first["type"] == "http.request" else b""
+        try:
+            refusal = refusal_of(json.loads(body))
+        except (ValueError, UnicodeDecodeError) as exc:
+            refusal = parse_error(str(exc))
+        if refusal is not None:
+            payload = json.dumps(refusal).encode()
+            await send({"type": "http.response.start", "status": 400,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(payload)).encode())]})
+            await send({"type": "http.response.body", "body": payload})
+            return
+        replayed = False
+
+        async def again() -> dict:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return first
+            return await receive()
+
+        await self.app(scope, again, send)
 
 
 class _OnlyMcp:

@@ -10,7 +10,7 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
-from mcp.types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+from mcp.types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, JSONRPCError
 from pydantic import ValidationError
 
 from ..errors import KxError, Status, invalid, not_found
@@ -26,33 +26,136 @@ def _rpc_error(exc: KxError) -> MCPError:
     return MCPError(code=code, message=f"{exc.code}: {exc.message}", data=exc.to_dict())
 
 
-def _unreadable(error: Exception) -> SessionMessage | None:
-    """The JSON-RPC error for a request line the SDK could not read, when the line names the request's id; None
-    for anything else (a line that is not JSON at all has no id to answer under)."""
-    if not isinstance(error, ValidationError):
-        return None
-    # the whole message is the input of one of the errors: the line (it did not parse) or its object
-    given = next((e.get("input") for e in error.errors() if isinstance(e.get("input"), (str, bytes, dict))), None)
-    try:
-        message = json.loads(given) if isinstance(given, (str, bytes)) else given
-    except ValueError:
-        return None
-    if not isinstance(message, dict) or "method" not in message:
-        return None
+# What a method's params must hold before the SDK sees them (the SDK answered these "Invalid request
+# parameters" with empty data): each field, its JSON type, and whether it is required.
+_PARAMS: dict[str, tuple[tuple[str, type, bool, str], ...]] = {
+    "tools/call": (("name", str, True, "the tool's name"), ("arguments", dict, False, "the tool's arguments")),
+    "resources/read": (("uri", str, True, "the resource's URI"),),
+    "resources/subscribe": (("uri", str, True, "the resource's URI"),),
+    "resources/unsubscribe": (("uri", str, True, "the resource's URI"),),
+    "prompts/get": (("name", str, True, "the prompt's name"), ("arguments", dict, False, "the prompt's arguments")),
+}
+_SHAPE = "send {jsonrpc: '2.0', id: string or integer, method: string, params: object}"
+
+
+def refusal_of(message: Any) -> dict[str, Any] | None:
+    """The JSON-RPC error (a dict, under the message's id or null) for a parsed message kx refuses before the
+    SDK reads it: not an object, no `jsonrpc: "2.0"`, no string method, an id of the wrong type (-32600
+    invalid request); params that are not an object, or a method's required param missing or of the wrong
+    type (-32602 invalid params, data naming the field). None for a message to pass on (responses included)."""
+    if not isinstance(message, dict):
+        return _error_dict(None, INVALID_REQUEST, f"a JSON-RPC message is one JSON object, not a "
+                                                  f"{type(message).__name__} (batches are not part of MCP); {_SHAPE}")
     request_id = message.get("id")
-    if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+    good_id = request_id is None or (isinstance(request_id, (str, int)) and not isinstance(request_id, bool))
+    answer_id = request_id if good_id else None
+    if message.get("jsonrpc") != "2.0":
+        return _error_dict(answer_id, INVALID_REQUEST, f"jsonrpc must be \"2.0\"; {_SHAPE}", field="jsonrpc")
+    if "method" not in message:
+        if "result" in message or "error" in message:
+            return None  # a response to one of the server's own requests
+        return _error_dict(answer_id, INVALID_REQUEST, f"a request names its method; {_SHAPE}", field="method")
+    method = message["method"]
+    if not isinstance(method, str):
+        return _error_dict(answer_id, INVALID_REQUEST, f"method must be a string, not {_json_type(method)}",
+                           field="method")
+    if not good_id:
+        return _error_dict(None, INVALID_REQUEST, f"id must be a string or an integer, not {_json_type(request_id)}",
+                           field="id")
+    params = message.get("params")
+    if "params" in message and params is not None and not isinstance(params, dict):
+        return _error_dict(answer_id, INVALID_PARAMS, f"{method}: params must be an object, not "
+                                                      f"{_json_type(params)}", field="params")
+    for name, kind, required, what in _PARAMS.get(method, ()):
+        value = (params or {}).get(name)
+        if value is None and required:
+            return _error_dict(answer_id, INVALID_PARAMS, f"{method} needs params.{name}, {what} (a "
+                                                          f"{_json_type(kind())})", field=f"params.{name}")
+        if value is not None and not isinstance(value, kind):
+            return _error_dict(answer_id, INVALID_PARAMS, f"{method}: params.{name}, {what}, must be "
+                                                          f"{_json_type(kind())}, not {_json_type(value)}",
+                               field=f"params.{name}")
+    return None
+
+
+def parse_error(detail: str) -> dict[str, Any]:
+    return _error_dict(None, PARSE_ERROR, f"the message is not JSON ({detail[:200]}); send one JSON-RPC object "
+                                          "per line (stdio) or per request body (HTTP)")
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    names: dict[type, str] = {str: "a string", list: "an array", dict: "an object"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _error_dict(request_id: Any, code: int, message: str, field: str | None = None) -> dict[str, Any]:
+    refusal = invalid(message)
+    data: dict[str, Any] = refusal.to_dict()
+    if field is not None:
+        data["field"] = field
+    return {"jsonrpc": "2.0", "id": request_id,
+            "error": {"code": code, "message": f"{refusal.code}: {refusal.message}", "data": data}}
+
+
+def as_session_message(error: dict[str, Any]) -> SessionMessage:
+    return SessionMessage(JSONRPCError.model_validate(error))
+
+
+def screened(item: Any) -> SessionMessage | None:
+    """For one item of the SDK's stdio read stream (a parsed SessionMessage, or the exception a line raised):
+    the JSON-RPC error to answer instead of passing it on, or None to pass it on."""
+    if isinstance(item, SessionMessage):
+        root = item.message
+        if getattr(root, "method", None) is None:
+            return None
+        found = refusal_of(root.model_dump(by_alias=True, exclude_none=True, mode="json"))
+        return as_session_message(found) if found is not None else None
+    if not isinstance(item, ValidationError):
         return None
+    errors = item.errors()
+    if any(e.get("type") == "json_invalid" for e in errors):
+        line = errors[0].get("input")
+        try:  # Python's parser takes a lone surrogate escape that pydantic's refuses: such a line has an id
+            parsed = json.loads(line) if isinstance(line, (str, bytes)) else None
+        except ValueError:
+            parsed = None
+        found = _unreadable(item, parsed) if isinstance(parsed, dict) else None
+        return as_session_message(found or parse_error(str(errors[0].get("msg", "invalid JSON"))))
+    # the whole message is the input of one of the errors (a missing field's), else its own type was wrong
+    message = next((e.get("input") for e in errors if isinstance(e.get("input"), dict)
+                    and e.get("type") == "missing"), None)
+    message = message if message is not None else next(
+        (e.get("input") for e in errors if len(e.get("loc", ())) <= 1), None)
+    found = refusal_of(message)
+    if found is None and isinstance(message, dict):
+        found = _unreadable(item, message)
+    if found is None:
+        found = _error_dict(message.get("id") if isinstance(message, dict) else None, INVALID_REQUEST,
+                            f"not a JSON-RPC message MCP knows ({_first_problem(item)}); {_SHAPE}")
+    return as_session_message(found)
+
+
+def _unreadable(error: ValidationError, message: dict[str, Any]) -> dict[str, Any] | None:
+    """The error for a well-shaped request the SDK still could not read: a lone surrogate in it (JSON's unpaired
+    "\\ud800", which a JavaScript client's JSON.stringify writes for a string cut inside an emoji)."""
     try:
         json.dumps(message, ensure_ascii=False).encode("utf-8")
-        refusal, code = invalid(f"not a JSON-RPC request MCP knows ({_first_problem(error)}); send "
-                                "{jsonrpc: '2.0', id, method: string, params: object}"), INVALID_REQUEST
+        return None
     except UnicodeEncodeError as exc:
         bad = json.dumps(message, ensure_ascii=False)[exc.start:exc.end]
-        refusal, code = invalid(f"the request holds {shown_surrogates(bad)}, an unpaired surrogate escape that is "
-                                "not valid text (a string cut inside a character?); send valid Unicode "
-                                "text"), PARSE_ERROR
-    return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(
-        code=code, message=f"{refusal.code}: {refusal.message}", data=refusal.to_dict())))
+        request_id = message.get("id")
+        good = isinstance(request_id, (str, int)) and not isinstance(request_id, bool)
+        refusal = invalid(f"the request holds {shown_surrogates(bad)}, an unpaired surrogate escape that is not "
+                          "valid text (a string cut inside a character?); send valid Unicode text")
+        return {"jsonrpc": "2.0", "id": request_id if good else None,
+                "error": {"code": PARSE_ERROR, "message": f"{refusal.code}: {refusal.message}",
+                          "data": refusal.to_dict()}}
 
 
 def _first_problem(error: ValidationError) -> str:

@@ -40,7 +40,7 @@ from ..errors import KxError, invalid, not_found
 from ..records import RetrievalMode
 from ..version import __version__
 from .mcp_http import STOPPING, AnswerWhenStopping, http_app
-from .mcp_jsonrpc import _describe, _prompt_refusal, _refuse_arguments, _rpc_error, _unreadable
+from .mcp_jsonrpc import _describe, _prompt_refusal, _refuse_arguments, _rpc_error, screened
 from .mcp_policy import Policy
 from .mcp_tools import DEFAULT_K, MAX_READ_CHARS, KxTools, _error, citation
 
@@ -109,18 +109,19 @@ class _Server(MCPServer):
 
         The SDK's transport drops a line that fails its parse without a word, so a request whose JSON holds an
         unpaired surrogate escape ("\\ud800", which a JavaScript client's JSON.stringify writes for a string cut
-        inside an emoji) was never answered: its caller waited until its own timeout. Such a request, or one
-        of the wrong shape, now gets a JSON-RPC error under its id (`_unreadable`).
+        inside an emoji) was never answered: its caller waited until its own timeout. Every malformed message
+        (not JSON, not a JSON-RPC object, params of the wrong shape) now gets the spec's JSON-RPC error under
+        its id, or null (mcp_jsonrpc.py `screened`).
         """
         from mcp.server.stdio import stdio_server
 
         async with stdio_server() as (read_stream, write_stream):
-            passed, screened = anyio.create_memory_object_stream[Any](0)
+            passed, checked = anyio.create_memory_object_stream[Any](0)
 
             async def screen() -> None:
                 async with passed:
                     async for item in read_stream:
-                        answer = _unreadable(item) if isinstance(item, Exception) else None
+                        answer = screened(item)
                         if answer is not None:
                             await write_stream.send(answer)
                         else:
@@ -128,7 +129,7 @@ class _Server(MCPServer):
 
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(screen)
-                await self._lowlevel_server.run(screened, write_stream,
+                await self._lowlevel_server.run(checked, write_stream,
                                                 self._lowlevel_server.create_initialization_options())
 
     async def read_resource(self, uri: Any, context: Any = None) -> Any:

@@ -210,12 +210,13 @@ def test_a_stdio_request_the_sdk_cannot_read_is_answered_under_its_id(tmp_path: 
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert sorted(answers, key=str) == [0, 1, 3, "two"], answers
+    assert sorted(answers, key=str) == [0, 1, 3, None, "two"], answers  # the line that is not JSON: under null
     surrogate = answers[1]["error"]
     assert surrogate["code"] == -32700 and surrogate["data"]["code"] == "INVALID_ARGUMENT"
     assert surrogate["message"].startswith("INVALID_ARGUMENT: the request holds \\ud83d, an unpaired surrogate")
     shape = answers["two"]["error"]
-    assert shape["code"] == -32600 and shape["message"].startswith("INVALID_ARGUMENT: not a JSON-RPC request")
-    assert "params: Input should be an object" in shape["message"]
+    assert shape["code"] == -32602 and shape["data"]["field"] == "params"
+    assert shape["message"] == "INVALID_ARGUMENT: tools/call: params must be an object, not an array"
+    assert answers[None]["error"]["code"] == -32700
     assert answers[3]["result"]["structuredContent"] == {"datasets": []}  # and it kept serving
     assert proc.returncode == 0 and b"Traceback" not in err, err

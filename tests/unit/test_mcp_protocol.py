@@ -1,0 +1,110 @@
+"""MCP to the letter: every malformed JSON-RPC message gets the spec's error under its id (or null), over stdio
+(a real `kx mcp` process fed raw lines) and streamable HTTP (the real app under uvicorn, raw bodies).
+
+A non-JSON line and `"params": "oops"` got no answer at all over stdio (the client waited for its own
+timeout); `tools/call` without `name` came back "Invalid request parameters" with `data: ""`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine import Engine
+
+from ..helpers import REPO
+
+INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+
+# (raw message, the id it is answered under, JSON-RPC code, the field `data` names or None)
+CASES: list[tuple[bytes, Any, int, str | None]] = [
+    (b"{not json at all", None, -32700, None),
+    (b"hello", None, -32700, None),
+    (b"[1, 2]", None, -32600, None),
+    (b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":"oops"}', 9, -32602, "params"),
+    (b'{"jsonrpc":"2.0","id":"p","method":"tools/call","params":[1,2]}', "p", -32602, "params"),
+    (b'{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{}}', 10, -32602, "params.name"),
+    (b'{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":5}}', 11, -32602, "params.name"),
+    (b'{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"search","arguments":"x"}}', 12, -32602,
+     "params.arguments"),
+    (b'{"jsonrpc":"2.0","id":13,"method":"resources/read","params":{}}', 13, -32602, "params.uri"),
+    (b'{"jsonrpc":"2.0","id":14,"method":"prompts/get","params":{"arguments":{}}}', 14, -32602, "params.name"),
+    (b'{"jsonrpc":"1.0","id":15,"method":"tools/list"}', 15, -32600, "jsonrpc"),
+    (b'{"jsonrpc":"2.0","id":16,"method":5}', 16, -32600, "method"),
+    (b'{"jsonrpc":"2.0","id":17}', 17, -32600, "method"),
+]
+# Over HTTP the body is read raw; over stdio the SDK reads `"id": true` as a notification (no answer is due)
+HTTP_ONLY = [(b'{"jsonrpc":"2.0","id":true,"method":"tools/list"}', None, -32600, "id")]
+
+
+def _check(answer: dict[str, Any], expected_id: Any, code: int, field: str | None) -> None:
+    assert answer["jsonrpc"] == "2.0" and answer["id"] == expected_id, answer
+    error = answer["error"]
+    assert error["code"] == code, answer
+    assert error["message"].startswith("INVALID_ARGUMENT: ") and error["data"]["code"] == "INVALID_ARGUMENT"
+    assert error["data"]["message"] and (field is None or error["data"]["field"] == field), answer
+
+
+@pytest.mark.slow  # a `kx mcp` process
+def test_every_malformed_line_over_stdio_is_answered_under_its_id_or_null(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KX_")}
+    env.update({"KX_HOME": str(tmp_path / "home"), "KX_EMBED_MODEL": "none", "PYTHONPATH": str(REPO)})
+    proc = subprocess.Popen([sys.executable, "-m", "kx_tui", "mcp"], cwd=REPO, env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    lines = [json.dumps(INIT).encode(), b'{"jsonrpc":"2.0","method":"notifications/initialized"}']
+    lines += [raw for raw, *_ in CASES]
+    lines.append(b'{"jsonrpc":"2.0","id":"last","method":"tools/list"}')
+    answers = []
+    try:
+        proc.stdin.write(b"\n".join(lines) + b"\n")
+        proc.stdin.flush()
+        while not answers or answers[-1].get("id") != "last":
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read() if proc.stderr else ""
+            answers.append(json.loads(line))
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert answers[0]["id"] == 0 and "result" in answers[0]
+    assert len(answers) == len(CASES) + 2, json.dumps([(a.get("id"), a.get("error", {}).get("code"))
+                                                       for a in answers])  # one answer per message, in order
+    for answer, (_raw, expected_id, code, field) in zip(answers[1:], CASES):
+        _check(answer, expected_id, code, field)
+    assert [t["name"] for t in answers[-1]["result"]["tools"]]  # and it kept serving
+
+
+def test_every_malformed_body_over_http_is_answered_under_its_id_or_null(hash_engine: Engine) -> None:
+    import httpx
+    import uvicorn
+
+    from engine.server.mcp_server import build_server, http_app
+
+    from ..helpers import start_server
+
+    token = "t" * 43
+    server = uvicorn.Server(uvicorn.Config(http_app(build_server(hash_engine), token, max_bytes=10**6,
+                                                    bind_host="127.0.0.1"), log_level="warning", lifespan="on"))
+    thread, url, sock = start_server(server)
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
+               "Content-Type": "application/json"}
+    try:
+        for raw, expected_id, code, field in CASES + HTTP_ONLY:
+            answer = httpx.post(f"{url}/mcp", headers=headers, content=raw, timeout=10)
+            assert answer.status_code == 400, (raw, answer.text)
+            _check(answer.json(), expected_id, code, field)
+        hello = httpx.post(f"{url}/mcp", headers=headers, json=INIT, timeout=10)
+        assert hello.status_code == 200 and "mcp-session-id" in hello.headers  # a good message still goes in
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
