@@ -78,10 +78,11 @@ def test_two_servers_share_an_ingest_and_queries_embed_through_them(kx_home: Pat
 def test_a_crash_mid_backlog_resumes_and_a_swapped_model_is_refused(kx_home: Path, tmp_path: Path,
                                                                      model_cache: Path, monkeypatch,
                                                                      real_embedder) -> None:
-    server = kx_server(tmp_path, model_cache).start()
+    # `spare` serves the same model at another URL: the backlog resumes there (the URL is not the model's identity)
+    server, spare = kx_server(tmp_path, model_cache).start(), kx_server(tmp_path, model_cache).start()
     swapped = None
     try:
-        server.wait_ready()
+        server.wait_ready(), spare.wait_ready()
         spec = _spec(server)
         env = {"KX_SERVE_EMBED_MODEL": spec, "KX_EMBED_BATCH_SIZE": "2", "KX_EMBED_ENDPOINT_REQUESTS": "1",
                "KX_CHUNK_SIZE": "300", "KX_CHUNK_OVERLAP": "50"}
@@ -105,20 +106,21 @@ def test_a_crash_mid_backlog_resumes_and_a_swapped_model_is_refused(kx_home: Pat
         assert dense.code == Status.UNAVAILABLE.exit_code and server.url in dense.stderr
         assert "--mode sparse" in dense.stderr
 
-        server.start().wait_ready()  # the same model, back on the same port
+        # the int8 variant, under the same name at the same URL, loads while the backlog resumes on `spare`
+        swapped = kx_server(tmp_path, model_cache, port=server.port, model="default-int8").start()
+        monkeypatch.setenv("KX_SERVE_EMBED_MODEL", _spec(spare))
         resumed = run_cli("datasets", "embed", "hb")
         assert resumed.code == 0, resumed.stderr
         embedded = _assert_own_vectors(kx_home, "hb", real_embedder)
         assert embedded == len(texts) + waiting  # nothing lost, nothing twice
-        server.kill()
 
-        # the int8 variant, under the same name at the same URL
-        swapped = kx_server(tmp_path, model_cache, port=server.port, model="default-int8").start().wait_ready()
+        swapped.wait_ready()
+        monkeypatch.setenv("KX_SERVE_EMBED_MODEL", spec)
         query = run_cli("datasets", "query", "hb", "refund window", "--mode", "dense")
         assert query.code == Status.FAILED_PRECONDITION.exit_code and "embed_model" in query.stderr
         more = run_cli("datasets", "ingest", "hb", str(REPO / "README.md"))
         assert more.code == Status.FAILED_PRECONDITION.exit_code and "kx datasets rebuild" in more.stderr
     finally:
-        server.kill()
-        if swapped is not None:
-            swapped.kill()
+        for running in (server, spare, swapped):
+            if running is not None:
+                running.kill()
