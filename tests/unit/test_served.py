@@ -36,6 +36,7 @@ class Scripted:
         self.headers: list[dict[str, str]] = []
         self.embedder = HashEmbedder(dimension)
         self.scale = 3.0  # served vectors need not be unit length: the client normalises them
+        self.entries: list[dict[str, Any]] = [{"id": "hash-embed", "capabilities": ["embed"]}]  # GET /models
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -43,7 +44,7 @@ class Scripted:
                 pass
 
             def do_GET(self) -> None:
-                self._send(200, {"data": [{"id": "hash-embed", "capabilities": ["embed"]}]})
+                self._send(200, {"data": owner.entries})
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
@@ -255,3 +256,13 @@ def test_a_long_lived_embedder_refuses_a_model_swapped_behind_its_url(scripted: 
         embedder.encode(["alpha beta"])
     assert caught.value.status is Status.FAILED_PRECONDITION and "another model is served there" in caught.value.message
     embedder.close()
+
+
+def test_a_served_chat_model_gets_the_advisory_in_kx_info(scripted: Scripted) -> None:
+    from engine.embedding.host import ModelHost
+
+    scripted.entries = [{"id": "llama3.1:8b", "object": "model", "owned_by": "library"}]  # Ollama's shape
+    model, advisories = ModelHost(load_settings({"embed_model": f"openai:llama3.1:8b@{scripted.url}"})).describe()
+    assert model is not None and model["causal_lm"] and model["endpoint"] == [scripted.url]
+    assert model["runtime"]["runtime"] == "served" and model["runtime"]["probe_latency_ms"] > 0
+    assert len(advisories) == 1 and "chat / text-generation model" in advisories[0] and scripted.url in advisories[0]
