@@ -313,7 +313,8 @@ class DatasetSearcher:
         if not counts or not self.sparse.folder.exists():
             return Candidates.empty()
         scorer = self._scorer()
-        # a term only superseded versions hold counts 0 in the statistics, yet an all-versions query finds it
+        # a term only superseded versions hold counts 0 in the statistics, yet an all-versions query finds it;
+        # a term only a document's name holds (the name field) is looked up too
         known = [(scorer.document_frequency(t), t) for t in counts if scorer.indexed(t)]
         dropped = 0
         if len(known) > MAX_QUERY_TERMS:

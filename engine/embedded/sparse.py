@@ -23,11 +23,24 @@ import numpy as np
 
 from ..atomic import fsync, read_json, write_json_atomic
 from ..errors import precondition
-from ..text.analysis import TOKENIZER_VERSION, build_analyzer
+from ..text.analysis import TOKENIZER_VERSION, build_analyzer, name_field_text
 from .checksums import file_crc32, matches
 
 if TYPE_CHECKING:
     from .store import Catalogue
+
+# The index's fields, recorded in the sidecar: an index written with other fields is rebuilt from the
+# catalogue (its watermark reads 0), never scored as if it had these. "name" holds each passage's document
+# name and title (engine/text/analysis.py name_field_text).
+FIELDS = "body+name-1"
+# A name-field match counts this share of the same match in the text (BM25 of the name field, its own IDF and
+# length normalisation, added to the text's): a question that names its document ("In the Think Python
+# glossary, ...", "In Key Standard 4.0, ...") favours that document's passages, without the title repeated
+# inside every passage's text, which round 3 measured to cost rank-1 answers. 0.25 and 0.5 measured the same
+# on the project's own QA set (tuned there); held out on qa-dev, hybrid success@5 0.800 -> 0.822 (BENCHMARKS.md,
+# "Retrieval quality, round 4").
+NAME_WEIGHT = 0.5
+
 
 def _schema(stopwords: bool):
     from whoosh.fields import NUMERIC, TEXT, Schema
@@ -37,6 +50,7 @@ def _schema(stopwords: bool):
         # (stored_seqs) instead of unpickling one document's stored fields per new passage number
         seq=NUMERIC(int, bits=64, signed=False, stored=True, unique=True, sortable=True),
         body=TEXT(analyzer=build_analyzer(stopwords), phrase=False, stored=False),
+        name=TEXT(analyzer=build_analyzer(stopwords), phrase=False, stored=False),
     )
 
 
@@ -68,6 +82,8 @@ class SparseIndex:
             return 0
         if meta.get("tokenizer") != TOKENIZER_VERSION or not self.folder.exists():
             return 0
+        if meta.get("fields", "body") != FIELDS:
+            return 0  # written with other fields (before the name field): rebuilt, never read as this layout
         files = meta.get("files")
         if isinstance(files, dict) and not all(matches(self.folder / name, rec) for name, rec in files.items()):
             return 0  # a damaged or missing segment: rebuild, never trust
@@ -116,8 +132,9 @@ class SparseIndex:
             # leaves these seqs indexed already; drop them so none is doubled.
             writer.delete_by_query(NumericRange("seq", start + 1, None))
             for rows in catalogue.iter_passages_after(start, upto):
+                names = catalogue.names_by_seq([row[0] for row in rows])
                 for seq, text, _vec in rows:
-                    writer.add_document(seq=seq, body=text)
+                    writer.add_document(seq=seq, body=text, name=name_field_text(*names.get(seq, (None, None))))
                     added += 1
                     if on_progress is not None and added % _PROGRESS_PASSAGES == 0:
                         on_progress(added, 2 * total)
@@ -145,7 +162,7 @@ class SparseIndex:
                 files[name] = list(file_crc32(self.folder / name))
         fsync(self.folder)
         write_json_atomic(self.sidecar, {"watermark": upto, "stopwords": self.stopwords,
-                                         "tokenizer": TOKENIZER_VERSION, "files": files,
+                                         "tokenizer": TOKENIZER_VERSION, "fields": FIELDS, "files": files,
                                          "dataset_id": self.dataset_id})
         return added
 
@@ -288,6 +305,7 @@ class Bm25Scorer:
         # The reader is a snapshot, so entries stay true until the searcher reopens on a newer index.
         self._postings: dict[str, tuple[np.ndarray, np.ndarray, int] | None] = {}
         self._terms = SegmentTerms.of(reader, "body")
+        self._names: _NameField | None = _NameField.of(reader, self.total, k1, b, counted) if NAME_WEIGHT else None
 
     def close(self) -> None:
         self._reader.close()
@@ -298,8 +316,8 @@ class Bm25Scorer:
         return 0 if postings is None else postings[2]
 
     def indexed(self, term: str) -> bool:
-        """Whether any passage in the index holds `term` (a superseded version's too)."""
-        return self._postings_of(term) is not None
+        """Whether any passage in the index holds `term` (a superseded version's too), in its text or its name."""
+        return self._postings_of(term) is not None or (self._names is not None and self._names.holds(term))
 
     def _postings_of(self, term: str) -> tuple[np.ndarray, np.ndarray, int] | None:
         if term not in self._postings:
@@ -336,6 +354,8 @@ class Bm25Scorer:
             weight = idf * (counts[i] if counts is not None else 1)
             scores[ids] += weight * tfs * (self.k1 + 1.0) / (tfs + self._norm[ids])
             matched[ids] = True
+        if self._names is not None:
+            self._names.add_scores(terms, counts, scores, matched)
         if self._live is not None:
             matched &= self._live
         if mask is not None:
@@ -374,6 +394,57 @@ class Bm25Scorer:
         if seq is None:
             seq = self._seq[docnum] = int(self._reader.stored_fields(docnum)["seq"])
         return seq
+
+
+class _NameField:
+    """BM25 of the name field (document name and title) with its own IDF and lengths, counted over the same
+    passages as the text's statistics (Bm25Scorer), weighted by NAME_WEIGHT and added to the text's score."""
+
+    _CACHE_TERMS = 1024
+
+    def __init__(self, terms: SegmentTerms, lengths: np.ndarray, counted: np.ndarray | None, k1: float,
+                 b: float) -> None:
+        self._terms, self._counted, self.k1 = terms, counted, k1
+        self.counted = len(lengths) if counted is None else int(counted.sum())
+        held = float(lengths.sum() if counted is None else lengths[counted].sum())
+        self._norm = k1 * ((1.0 - b) + b * lengths / ((held / self.counted if self.counted else 0.0) or 1.0))
+        self._postings: dict[str, tuple[np.ndarray, np.ndarray, int] | None] = {}
+
+    @classmethod
+    def of(cls, reader, total: int, k1: float, b: float, counted: np.ndarray | None) -> _NameField | None:
+        """The reader's name field; None for an index without it or of a shape SegmentTerms cannot read."""
+        if "name" not in reader.schema:
+            return None
+        terms = SegmentTerms.of(reader, "name")
+        lengths = field_lengths(reader, "name", total)
+        return None if terms is None or lengths is None else cls(terms, lengths, counted, k1, b)
+
+    def postings(self, term: str) -> tuple[np.ndarray, np.ndarray, int] | None:
+        """(document numbers, name-field frequencies, how many counted passages' names hold it)."""
+        if term not in self._postings:
+            if len(self._postings) >= self._CACHE_TERMS:
+                self._postings.pop(next(iter(self._postings)))
+            found = self._terms.postings(term)
+            if found is not None:
+                ids, tfs, _whooshs = found
+                found = (ids, tfs, len(ids) if self._counted is None else int(self._counted[ids].sum()))
+            self._postings[term] = found
+        return self._postings[term]
+
+    def holds(self, term: str) -> bool:
+        return self.postings(term) is not None
+
+    def add_scores(self, terms: list[str], counts: Sequence[float] | None, scores: np.ndarray,
+                   matched: np.ndarray) -> None:
+        for i, term in enumerate(terms):
+            postings = self.postings(term)
+            if postings is None:
+                continue
+            ids, tfs, having = postings
+            idf = math.log(1.0 + (self.counted - having + 0.5) / (having + 0.5))
+            weight = NAME_WEIGHT * idf * (counts[i] if counts is not None else 1)
+            scores[ids] += weight * tfs * (self.k1 + 1.0) / (tfs + self._norm[ids])
+            matched[ids] = True
 
 
 def _segments(reader) -> list[Any] | None:

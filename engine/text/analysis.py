@@ -43,6 +43,22 @@ def build_analyzer(stopwords: bool):
     return chain | StemFilter(stemfn=stem)
 
 
+# A passage's name field (engine/embedded/sparse.py): its document's name and title. A file name's words are
+# joined by "_" or run together in camel case ("Docx4j_GettingStarted", "OpenSamm core"), which the word
+# pattern keeps as one word no query holds; they are split here. A version number ("4.0", "v1.1") stays one
+# term, as the word pattern keeps it in the text. Heading paths were measured in the field too and left out:
+# a heading's common words ("Tools") pulled a passage of the wrong document first on the project's own set
+# (BENCHMARKS.md, "Retrieval quality, round 4").
+_NAME_JOINS = re.compile(r"_+|(?<=[a-z])(?=[A-Z])")
+
+
+def name_field_text(name: str | None, title: str | None) -> str:
+    """The words the sparse index's name field holds for a document's passages (analysed like their text)."""
+    # a name without a letter is a record's id ("4983" in a BEIR corpus): a query's number is not about it
+    words = _NAME_JOINS.sub(" ", name) if name and any(c.isalpha() for c in name) else None
+    return "\n".join(part for part in (words, title) if part)
+
+
 # The Milvus backend's BM25 analyzer (engine/milvus/schema.py): the one that behaves the same on milvus-lite
 # and a cluster — standard tokenizer, lowercase, no stemming, no stopwords.
 MILVUS_ANALYZER = {"tokenizer": "standard", "filter": ["lowercase"]}

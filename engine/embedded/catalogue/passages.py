@@ -132,6 +132,12 @@ class PassageReads(CatalogueFile):
                                                    "its span (a changed character in one of them)")
         return rows
 
+    def names_by_seq(self, seqs: Sequence[int]) -> dict[int, tuple[str, str | None]]:
+        """Each passage's document name and title (the sparse index's name field)."""
+        return {seq: (name, title) for seq, name, title in self._where_in(
+            "SELECT p.seq, d.name, d.title FROM passages p JOIN documents d ON d.ref = p.doc_ref", "p.seq",
+            [int(s) for s in seqs])}
+
     def refs_by_seq(self, seqs: Sequence[int]) -> dict[int, str]:
         """Each seq's passage ref (the ties' tie-breaker); one that is not a sha256's hex is DATA_LOSS."""
         found = dict(self._where_in("SELECT seq, ref FROM passages", "seq", [int(s) for s in seqs]))
