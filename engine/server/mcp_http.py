@@ -28,7 +28,8 @@ def http_app(server: MCPServer, token: str, *, max_bytes: int, bind_host: str,
         streamable_http_path="/mcp", max_request_body_size=max_bytes, host=bind_host,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     return AnswerWhenStopping(guard(_OnlyMcp(_Screened(app)), token, max_bytes=max_bytes, bind_host=bind_host,
-                                    allowed_hosts=allowed_hosts, allowed_origins=allowed_origins), max_bytes)
+                                    allowed_hosts=allowed_hosts, allowed_origins=allowed_origins,
+                                    command="kx mcp --http"), max_bytes)
 
 
 class _Screened:

@@ -85,6 +85,8 @@ class _Server(MCPServer):
     invalid-params error with the status, not the SDK's "Internal server error".
     """
 
+    backend: Backend | None = None  # set by build_server: what a prompt's dataset is checked against
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         tool = self._tool_manager.get_tool(name)
         if tool is not None:
@@ -146,6 +148,12 @@ class _Server(MCPServer):
         refusal = _prompt_refusal(self, name, arguments)
         if refusal is not None:  # the SDK answered these "Internal server error", with a traceback in the log
             raise _rpc_error(refusal)
+        dataset = (arguments or {}).get("dataset")
+        if dataset is not None and self.backend is not None:  # a prompt for a dataset there is not is refused
+            try:
+                await anyio.to_thread.run_sync(self.backend.dataset_summary, dataset)
+            except KxError as exc:
+                raise _rpc_error(exc) from None
         return await super().get_prompt(name, arguments, context)
 
 
@@ -161,8 +169,9 @@ def _resource(read: Callable[[], str]) -> str:
 def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
     """An MCPServer with kx's tools, resources and prompt over `backend`."""
     tools = KxTools(backend, policy or Policy())
-    server: MCPServer = _Server(SERVER_NAME, title="kx: your own documents", version=__version__,
-                                  instructions=INSTRUCTIONS, log_level="WARNING")
+    server = _Server(SERVER_NAME, title="kx: your own documents", version=__version__,
+                     instructions=INSTRUCTIONS, log_level="WARNING")
+    server.backend = backend
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     @server.tool(annotations=read_only)
@@ -267,7 +276,8 @@ def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
     def datasets_resource() -> str:
         return _resource(lambda: json.dumps([s.to_dict() for s in backend.list_datasets()], ensure_ascii=False))
 
-    @server.resource("kx://datasets/{name}/documents/{ref}", name="document", mime_type="text/plain",
+    # {+ref}: a name from a subfolder holds '/' (pdf/crazyones), which a plain {ref} never matched
+    @server.resource("kx://datasets/{name}/documents/{+ref}", name="document", mime_type="text/plain",
                      description="A document's stored text (the text passages' character ranges index into); {ref} is "
                                  "its ref, a ref prefix or its name.")
     def document_resource(name: str, ref: str) -> str:

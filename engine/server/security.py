@@ -120,7 +120,8 @@ class HostPolicy:
     """
 
     def __init__(self, bind_host: str | None = None, allowed_hosts: Sequence[str] = (),
-                 allowed_origins: Sequence[str] = ()) -> None:
+                 allowed_origins: Sequence[str] = (), command: str = "kx serve") -> None:
+        self.command = command  # the command the operator restarts with a setting: its own, in every message
         names = {"localhost"} | {h.lower() for h in allowed_hosts}
         self.any_ip = False
         if bind_host and not is_loopback(bind_host):
@@ -150,7 +151,8 @@ class HostPolicy:
                        f"the Host header ({shown}) does not name this gateway: it answers to loopback names and "
                        f"addresses with its own port{f' {port}' if port else ''} (a web page that rebinds its "
                        f"own name to this machine sends its name here). Use http://{where}; if that name is "
-                       "this machine's, the operator can name it in KX_GATEWAY_ALLOWED_HOSTS")
+                       f"this machine's, the operator can start `{self.command}` with it in "
+                       "KX_GATEWAY_ALLOWED_HOSTS")
 
     def check_origin(self, origin: str | None, fetch_site: str | None, port: int | None) -> KxError | None:
         """None when a request is not cross-site (no Origin, or the gateway's own, or allowed)."""
@@ -165,7 +167,7 @@ class HostPolicy:
         return KxError(Status.PERMISSION_DENIED,
                        f"the Origin header ({origin[:100]!r}) is not this gateway's own: a web page from another "
                        "site cannot use the gateway (cross-site request forgery). To let a browser app at that "
-                       "origin in, start `kx serve` with KX_GATEWAY_ALLOWED_ORIGINS set to it")
+                       f"origin in, start `{self.command}` with KX_GATEWAY_ALLOWED_ORIGINS set to it")
 
     def is_own_origin(self, origin: str, port: int | None) -> bool:
         scheme, sep, authority = origin.strip().lower().partition("://")
@@ -369,12 +371,13 @@ async def _send_error(send: Any, error: KxError | None, extra: Sequence[tuple[by
 
 
 def guard(app: Any, token: str | None, *, max_bytes: int, bind_host: str | None = None,
-          allowed_hosts: Sequence[str] = (), allowed_origins: Sequence[str] = (), allow_local: bool = False) -> Any:
+          allowed_hosts: Sequence[str] = (), allowed_origins: Sequence[str] = (), allow_local: bool = False,
+          command: str = "kx serve") -> Any:
     """Any ASGI app behind the gateway's Host, Origin, token and size checks (`kx mcp --http` serves through it).
 
     Unlike `create_app`, every path needs the token: there is no health route to leave open.
     """
     return _Guard(app, token=token, max_bytes=max_bytes, allow_local=allow_local, health_needs_token=True,
-                  policy=HostPolicy(bind_host, allowed_hosts, allowed_origins))
+                  policy=HostPolicy(bind_host, allowed_hosts, allowed_origins, command))
 
 

@@ -108,3 +108,59 @@ def test_every_malformed_body_over_http_is_answered_under_its_id_or_null(hash_en
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+def test_a_resource_named_from_a_subfolder_reads_and_a_prompt_for_a_missing_dataset_is_refused(
+        hash_engine: Engine) -> None:
+    """Every document from a subfolder has a name with '/': `.../documents/pdf/crazyones` was NOT_FOUND (only
+    `pdf%2Fcrazyones` read). A prompt for a dataset there is not was served."""
+    import anyio
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    from engine.server.mcp_server import build_server
+    from engine.text.inputs import from_text
+
+    hash_engine.ingest("docs", [from_text("Here's to the crazy ones, the misfits.", "pdf/crazyones")])
+
+    async def run() -> tuple[Any, Any, Any]:
+        async with Client(build_server(hash_engine)) as client:
+            text = await client.read_resource("kx://datasets/docs/documents/pdf/crazyones")
+            good = await client.get_prompt("answer_with_citations", {"dataset": "docs", "question": "who?"})
+            try:
+                refused: Any = await client.get_prompt("answer_with_citations", {"dataset": "nope", "question": "?"})
+            except MCPError as exc:
+                refused = exc
+            return text, good, refused
+    text, good, refused = anyio.run(run)
+    assert text.contents[0].text == "Here's to the crazy ones, the misfits."
+    assert "dataset 'docs'" in good.messages[0].content.text
+    assert isinstance(refused, MCPError) and refused.error.code == -32602
+    assert refused.error.message.startswith("NOT_FOUND: dataset 'nope' does not exist")
+
+
+def test_the_http_refusals_name_kx_mcps_own_command(hash_engine: Engine) -> None:
+    """The Origin refusal told the operator to start `kx serve` with KX_GATEWAY_ALLOWED_ORIGINS."""
+    import httpx
+    import uvicorn
+
+    from engine.server.mcp_server import build_server, http_app
+
+    from ..helpers import start_server
+
+    token = "t" * 43
+    server = uvicorn.Server(uvicorn.Config(http_app(build_server(hash_engine), token, max_bytes=10**6,
+                                                    bind_host="127.0.0.1"), log_level="warning", lifespan="on"))
+    thread, url, sock = start_server(server)
+    try:
+        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+        origin = httpx.post(f"{url}/mcp", headers={**headers, "Origin": "http://evil.example"}, json=INIT,
+                            timeout=10)
+        host = httpx.post(f"{url}/mcp", headers={**headers, "Host": "evil.example"}, json=INIT, timeout=10)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+    assert origin.status_code == 403 and "start `kx mcp --http` with KX_GATEWAY_ALLOWED_ORIGINS" in origin.text
+    assert host.status_code == 403 and "start `kx mcp --http` with it in KX_GATEWAY_ALLOWED_HOSTS" in host.text
+    assert "kx serve" not in origin.text + host.text
