@@ -320,16 +320,19 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
                 elif not quiet_lines:
                     progress.call(print_ingest_line, out, event)
             if stop.count:
-                raise Interrupted(stop.last or signal.SIGINT,
-                                  f"stopped by {stop.name}: {added} document(s) were committed and stay; "
-                                  "run the same command again to add the rest (what is in comes back unchanged)")
+                raise Interrupted(stop.last or signal.SIGINT)
 
         try:
             report = engine.ingest(name, docs, on_event=on_event)
         except Interrupted as stopped:
+            # worded once the ingest has left: a committed group's results all arrive, even after the one the
+            # stop was raised at, so `added` is what the catalogue holds from this command
+            stopped = Interrupted(stopped.signum, f"stopped by {stop.name}: {added} document(s) were committed and "
+                                                  "stay; run the same command again to add the rest (what is in "
+                                                  "comes back unchanged)")
             if as_json:  # a script reads stdout: it still gets one object, saying what is stored and that it stopped
                 click.echo(json.dumps(_stopped_report(name, seen, len(docs), stopped), indent=2))
-            raise   # the same exit (130) and stderr line as without --json
+            raise stopped from None   # the same exit (130) and stderr line as without --json
     from .documents import added_notes
 
     notes = added_notes(engine, name, report)   # what the extractors noted, e.g. an HTML page without its body

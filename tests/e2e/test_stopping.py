@@ -5,6 +5,7 @@ Stopping is always clean: Ctrl-C and SIGTERM are counted by the handler and acte
 from __future__ import annotations
 
 import random
+import re
 import signal
 import sqlite3
 import time
@@ -77,6 +78,10 @@ def test_sigterm_mid_ingest_keeps_every_commit_of_a_new_dataset(kx_home: Path, t
     finally:
         db.close()
     assert 3 <= kept < 45  # the dataset was kept with its commits, not removed as "never received a document"
+    # the count it reports is the catalogue's (issue 38: a stop inside a committed group's keyword indexing
+    # left that group unreported, 2-5 short in 8 of 8 trials)
+    said = re.search(r"stopped by SIGTERM: (\d+) document\(s\) were committed", err)
+    assert said is not None and int(said.group(1)) == kept, err
 
 
 @pytest.mark.slow
