@@ -94,9 +94,18 @@ def backend_info(settings: Settings, models: ModelHost, datasets: int | None,
         "datasets": datasets,
         "backend": backend,
         "embed_model": model,
+        "ocr": ocr_info(settings),
         "advisories": advisories,
         "settings": settings.describe(),
     }
+
+
+def ocr_info(settings: Settings) -> dict[str, Any]:
+    """What reads scans and images: the setting, and the OCR engine and models (read from the package's metadata:
+    the engine itself is imported only by an extraction worker)."""
+    from .extract.ocr import version
+
+    return {"setting": str(settings.ocr), "engine": version()}
 
 
 @runtime_checkable

@@ -41,6 +41,13 @@ class Device(StrEnum):
     CUDA = "cuda"
 
 
+class OcrMode(StrEnum):
+    """Whether scanned pages and images are read by OCR (ocr)."""
+
+    AUTO = "auto"
+    OFF = "off"
+
+
 class BackendKind(StrEnum):
     """Where datasets are stored and searched (backend)."""
 
@@ -49,6 +56,7 @@ class BackendKind(StrEnum):
 
 
 _runtime, _device, _backend = values.one_of(Runtime), values.one_of(Device), values.one_of(BackendKind)
+_ocr = values.one_of(OcrMode)
 
 
 
@@ -56,6 +64,11 @@ def _default_home() -> Path:
     import platformdirs  # deferred: only needed when KX_HOME is unset
 
     return Path(platformdirs.user_data_dir("kx", appauthor=False))
+
+
+def cores() -> int:
+    """The CPU cores this process may use."""
+    return _cores()
 
 
 def _cores() -> int:
@@ -182,6 +195,9 @@ class Settings:
     extract_max_unpacked_mb: int = setting("extract", "KX_EXTRACT_MAX_UNPACKED_MB",
                                            values.int_in(1, 2**20), lambda: 256,
         "MiB a DOCX or EPUB may unpack to (ZIP bombs are refused before they inflate)")
+    ocr: OcrMode = setting("extract", "KX_OCR", _ocr, lambda: OcrMode.AUTO,
+        "'auto': PDF pages without a text layer and images (PNG, JPEG, TIFF, WebP, BMP) are read by OCR "
+        "(RapidOCR's bundled models, about 2-6 s of CPU a page); 'off': they are refused, as without OCR")
     # -- gateway: `kx serve` and the CLI working through it
     max_request_bytes: int = setting("gateway", "KX_MAX_REQUEST_BYTES", values.int_in(1024, 2**40), lambda: 64 * 2**20,
         "largest request body `kx serve` reads, in bytes; larger ones are refused unread",

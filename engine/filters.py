@@ -3,7 +3,9 @@
 `--where` clauses narrow a query to some documents or pages:
 
     name:GLOB         the document's name or its source path matches GLOB (`name:guide/*`, `name:*.pdf`)
-    type:KIND         media type: pdf, docx, html, epub, md, txt, rst, record (JSONL), or a full type (text/csv)
+    type:KIND         media type: pdf, docx, html, epub, md, txt, rst, record (JSONL), image (png, jpeg, tiff,
+                      webp, bmp), or a full type (text/csv); `type:ocr` is the documents read by OCR
+    ocr:yes|no        documents (partly) read by OCR (a scan, an image), or those not
     after:YYYY-MM-DD  ingested on or after that day (UTC)
     before:YYYY-MM-DD ingested before that day (UTC)
     pages:A-B         passages spanning any page from A to B (`pages:3` is one page); pageless formats never match
@@ -41,8 +43,12 @@ _MEDIA = {
     "txt": ("text/plain",), "text": ("text/plain",),
     "rst": ("text/x-rst",),
     "record": ("application/x-kx-record+json",), "jsonl": ("application/x-kx-record+json",),
+    "png": ("image/png",), "jpeg": ("image/jpeg",), "jpg": ("image/jpeg",), "tiff": ("image/tiff",),
+    "tif": ("image/tiff",), "webp": ("image/webp",), "bmp": ("image/bmp",),
+    "image": ("image/png", "image/jpeg", "image/tiff", "image/webp", "image/bmp"),
 }
-_KINDS = ("name", "type", "after", "before", "pages", "ref")
+OCR_TYPE = "ocr"  # `type:ocr`: not a media type but how the text was read (the same as `ocr:yes`)
+_KINDS = ("name", "type", "after", "before", "pages", "ref", "ocr")
 MAX_PAGE = 999_999_999  # nine digits: what the gateway's schema (engine/server/schema.py WHERE_PATTERN) takes
 
 
@@ -56,16 +62,19 @@ class Where:
     before: float | None = None     # epoch seconds, exclusive
     pages: tuple[int, int] | None = None
     refs: tuple[str, ...] = ()
+    ocr: bool | None = None          # True: only documents read by OCR; False: only those not; None: either
     clauses: tuple[str, ...] = field(default=(), compare=False)
 
     def __bool__(self) -> bool:
         return bool(self.names or self.media_types or self.after is not None or self.before is not None
-                    or self.pages is not None or self.refs)
+                    or self.pages is not None or self.refs or self.ocr is not None)
 
     def admits_document(self, name: str, source_path: str | None, media_type: str, ingested_at: float,
-                        ref: str) -> bool:
-        """The document-level clauses (all but pages)."""
+                        ref: str, ocr: bool = False) -> bool:
+        """The document-level clauses (all but pages); `ocr`: whether the document was read by OCR."""
         if self.names and not any(name_matches(g, name, source_path) for g in self.names):
+            return False
+        if self.ocr is not None and ocr != self.ocr:
             return False
         if self.media_types and media_type not in self.media_types:
             return False
@@ -106,7 +115,7 @@ def spelled(clause: str) -> str:
     if not sep:
         return clause
     kind, value = kind.strip().lower(), value.strip()
-    if kind == "type":
+    if kind in ("type", "ocr"):
         value = value.lower().lstrip(".")
     elif kind == "pages":
         value = re.sub(r"(?<!\d)0+(?=\d)", "", re.sub(r"\s*-\s*", "-", value))  # no spaces, no leading zeros
@@ -124,6 +133,7 @@ def parse_where(clauses: Sequence[str] | str | None) -> Where:
     refs: list[str] = []
     after = before = None
     pages = None
+    ocr: bool | None = None
     for clause in clauses:
         if not isinstance(clause, str):
             raise invalid(f"a filter is text like 'type:pdf', got {clause!r}; {EXAMPLE}")
@@ -135,10 +145,18 @@ def parse_where(clauses: Sequence[str] | str | None) -> Where:
             raise _bad(clause, "the value after ':' is empty")
         if kind == "name":
             names.append(value)
+        elif kind == "ocr" or (kind == "type" and value.lower() == OCR_TYPE):
+            wanted = {"yes": True, "true": True, OCR_TYPE: True, "no": False, "false": False}.get(value.lower())
+            if wanted is None:
+                raise _bad(clause, "ocr is yes or no")
+            if ocr is not None and ocr != wanted:
+                raise _bad(clause, "a document cannot be both read by OCR and not")
+            ocr = wanted
         elif kind == "type":
             found = _MEDIA.get(value.lower().lstrip("."))
             if found is None and "/" not in value:
-                raise _bad(clause, f"type is one of {', '.join(sorted(_MEDIA))} or a media type like text/csv")
+                raise _bad(clause, f"type is one of {', '.join(sorted([*_MEDIA, OCR_TYPE]))} or a media type like "
+                           "text/csv")
             media.extend(found or (value.lower(),))
         elif kind == "after":
             after = max(after or 0.0, _day(clause, value))
@@ -162,7 +180,7 @@ def parse_where(clauses: Sequence[str] | str | None) -> Where:
                 if not re.fullmatch(r"[0-9a-f]{6,64}", part):
                     raise _bad(clause, "a ref is a document's sha256, or at least its first 6 hex digits")
                 refs.append(part)
-    return Where(tuple(names), tuple(dict.fromkeys(media)), after, before, pages, tuple(refs), tuple(clauses))
+    return Where(tuple(names), tuple(dict.fromkeys(media)), after, before, pages, tuple(refs), ocr, tuple(clauses))
 
 
 @dataclass(frozen=True)

@@ -309,7 +309,9 @@ def _prepare(settings: Settings, docs, given, catalogue, results, emit, committe
     for doc in docs:
         if doc.error is None and doc.ref not in known:
             first_of.setdefault(doc.ref, doc)
-    extractions = extract_many(first_of.values(), settings)  # a generator: close() stops its workers
+    # a generator: close() stops its workers; a worker's news on a long document (OCR, page by page) shows as
+    # the reading stage's part
+    extractions = extract_many(first_of.values(), settings, on_progress=committer.worker_news)
     try:
         _cut(settings, docs, given, catalogue, results, emit, known, extractions, committer)
     finally:
@@ -405,6 +407,10 @@ class _Committer:
     def _reading(self, done: int, **part: Any) -> None:
         self._shown = done
         self.emit(Progress("reading", done, self.documents, unit="documents", passages=self.committed, **part))
+
+    def worker_news(self, message: str, done: int, total: int) -> None:
+        """An extraction worker's report on the document it reads ("reading scan.pdf: OCR page 3/12")."""
+        self._reading(self._shown, part=message, part_done=min(done, total), part_total=total)
 
     def part(self, label: str) -> Callable[[int, int], None]:
         """A progress callback for one long step on one document (`label`), reported at most every PART_SECONDS.

@@ -23,7 +23,7 @@ from .filters import PassageFilter, parse_where
 from .fingerprint import Fingerprint, check_compatible, current_fingerprint
 from .fusion import fuse, mmr, round_like_python
 from .names import validate_name
-from .records import Hit, QueryResult, RetrievalMode, VersionView
+from .records import Hit, QueryResult, RetrievalMode, VersionView, ocr_confidence
 from .retrieval import MAX_QUERY_TERMS, Candidates, Searcher
 from .setting_values import served_model
 from .text.answer_span import SentenceMemo, best_sentence_scores, with_answer_spans, word_vectors
@@ -407,6 +407,8 @@ def _search(settings: Settings, searcher: Searcher, text: str | None, query_vect
             source_path=document.source_path if document else None,
             version=lineage[row.doc_ref][0] if row.doc_ref in lineage else None,
             superseded_by=lineage[row.doc_ref][1] if row.doc_ref in lineage else None,
+            ocr=ocr_confidence(document.extractor if document else None) is not None,
+            ocr_confidence=ocr_confidence(document.extractor if document else None),
         ))
     return hits, added
 

@@ -204,6 +204,20 @@ class EmbedReport:
         return {**self.dataset.to_dict(), "embedded": self.embedded}
 
 
+OCR_MARK = "+ocr/"  # in an extractor id: some of the document's text was read by OCR (engine/extract/base.py)
+
+
+def ocr_confidence(extractor: str | None) -> float | None:
+    """The mean OCR confidence a document's extractor id records; None for a document not read by OCR."""
+    if not extractor or OCR_MARK not in extractor:
+        return None
+    _, _, value = extractor.partition(";confidence=")
+    try:
+        return float(value)
+    except ValueError:
+        return 0.0
+
+
 def pages_label(page_start: int | None, page_end: int | None) -> str | None:
     """"p. 6" or "p. 6–7"; None for a passage from a format without pages."""
     if page_start is None:
@@ -257,6 +271,9 @@ class Hit:
     # hybrid's lead vote (engine/query.py, LEAD_RATIO): set on sparse's best passage when its BM25 score is at
     # least 1.4 times the runner-up's (this is that ratio); RRF then counts it once more, at rank 1
     lead_ratio: float | None = None
+    # the passage's document was (partly) read by OCR, and the mean confidence of that reading
+    ocr: bool = False
+    ocr_confidence: float | None = None
 
     @property
     def label(self) -> str:
@@ -303,9 +320,16 @@ class DocumentSummary:
     superseded_by: str | None = None  # the ref of the lineage's current version, when this is an older one
     retired: bool = False          # its file left the watched folder: no version of it answers by default
 
+    @property
+    def ocr_confidence(self) -> float | None:
+        """The mean confidence of the OCR that read (some of) it; None when it was not read by OCR."""
+        return ocr_confidence(self.extractor)
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["notes"] = list(self.notes)
+        data["ocr"] = self.ocr_confidence is not None
+        data["ocr_confidence"] = self.ocr_confidence
         return data
 
 

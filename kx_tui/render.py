@@ -306,6 +306,9 @@ def print_info(console: _RichConsole, data: dict[str, Any]) -> None:
             if runtime.get("device_reason"):
                 device, why = escape(str(runtime.get("device"))), escape(str(runtime["device_reason"]))
                 console.print(f"device       {device}: {why}")
+    ocr = data.get("ocr")  # an older gateway does not say
+    if ocr:
+        console.print(f"ocr          {escape(str(ocr['setting']))}  {escape(str(ocr['engine']))}")
     for advisory in data["advisories"]:
         console.print(f"[yellow]advisory[/]: {escape(advisory)}")
     console.print()

@@ -20,12 +20,12 @@ document, and lets a test substitute an extractor that hangs or crashes.
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from ..errors import KxError
 from ..text.inputs import DocumentInput, extract_text
 from .base import Extracted, Limits, Section, page_span, section_path
-from .detect import DOCX, EPUB, HTML, MARKDOWN, PDF, detect_format
+from .detect import DOCX, EPUB, HTML, IMAGE, MARKDOWN, PDF, detect_format
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -39,14 +39,21 @@ EXTRACTORS: dict[str, str] = {
     DOCX: "engine.extract.docx:extract_docx",
     HTML: "engine.extract.html:extract_html",
     EPUB: "engine.extract.epub:extract_epub",
+    IMAGE: "engine.extract.image:extract_image",
 }
 
 
 def limits_for(settings: Settings | None) -> Limits:
     if settings is None:
         return Limits()
+    from ..config import OcrMode, cores
+
     return Limits(max_pages=settings.extract_max_pages,
-                  max_unpacked_bytes=settings.extract_max_unpacked_mb * 2**20)
+                  max_unpacked_bytes=settings.extract_max_unpacked_mb * 2**20,
+                  ocr=settings.ocr != OcrMode.OFF,
+                  # the workers share the cores: a lone scan uses one per worker, a folder of them all
+                  ocr_threads=max(1, cores() // max(1, settings.extract_workers)),
+                  timeout=settings.extract_timeout)
 
 
 def extract(doc: DocumentInput, settings: Settings | None = None) -> Extracted:
@@ -63,14 +70,16 @@ def extract(doc: DocumentInput, settings: Settings | None = None) -> Extracted:
 
 
 def extract_many(
-    docs: Iterable[DocumentInput], settings: Settings | None = None
+    docs: Iterable[DocumentInput], settings: Settings | None = None,
+    on_progress: Callable[[str, int, int], None] | None = None,
 ) -> Iterator[tuple[DocumentInput, Extracted | KxError]]:
     """Each document with its extraction or the error that refused it, in input order.
 
     Runs ahead in worker processes (up to `extract_workers` at once, each document under
     `extract_timeout` and `extract_memory_mb`), so the caller can work while the next
     documents are read. Workers are started only when a document needs one, and stopped
-    when the iterator is exhausted or closed.
+    when the iterator is exhausted or closed. `on_progress(message, done, total)` hears a worker's
+    reports on a long document ("reading scan.pdf: OCR page 3/12").
     """
     from ..config import load_settings
 
@@ -96,7 +105,8 @@ def extract_many(
     from .pool import ExtractPool, outcome_error
     from .worker import Done, Failed
 
-    with ExtractPool(settings.extract_workers, settings.extract_timeout, settings.extract_memory_mb) as pool:
+    with ExtractPool(settings.extract_workers, settings.extract_timeout, settings.extract_memory_mb,
+                     on_progress) as pool:
         for outcome in pool.ordered(items()):
             doc = pending.popleft()
             if isinstance(outcome, Done):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from typing import Callable
 
 SECTION_SEPARATOR = " › "
 
@@ -51,6 +52,9 @@ class Limits:
 
     max_pages: int = 10_000
     max_unpacked_bytes: int = 256 * 2**20  # what an archive format (DOCX, EPUB) may inflate to
+    ocr: bool = True        # read scanned pages and images with OCR (setting `ocr`); False: refuse them
+    ocr_threads: int = 1    # ONNX Runtime threads one worker's OCR may use (the cores shared among workers)
+    timeout: float = 60.0   # the job's deadline (extract_timeout): OCR refuses early a scan it cannot finish
 
 
 def page_span(page_starts: tuple[int, ...] | list[int] | None, start: int, end: int) -> tuple[int | None, int | None]:
@@ -72,3 +76,24 @@ def section_path(sections: tuple[Section, ...] | list[Section], offset: int) -> 
             stack.pop()
         stack.append(section)
     return SECTION_SEPARATOR.join(s.title for s in stack) if stack else None
+
+
+def ocr_extractor(reader: str, engine: str, confidence: float) -> str:
+    """The extractor id of a document (some of) whose text was read by OCR, with its mean confidence
+    ("pdf/pypdfium2-.../1+ocr/rapidocr-1.4.4/PP-OCRv4;confidence=0.973"; records.ocr_confidence reads it)."""
+    return f"{reader}+{engine};confidence={confidence:.3f}"
+
+
+_reporter: Callable[[str, int, int], None] | None = None
+
+
+def report(message: str, done: int, total: int) -> None:
+    """Tell whoever runs this extraction how it is going ("reading scan.pdf: OCR page 3/12", 2 of 12 done); the
+    worker process forwards it to the parent's progress display, and outside a worker it goes nowhere."""
+    if _reporter is not None:
+        _reporter(message, done, total)
+
+
+def set_reporter(reporter: Callable[[str, int, int], None] | None) -> None:
+    global _reporter
+    _reporter = reporter

@@ -22,6 +22,7 @@ from ..errors import invalid
 from ..text.inputs import RECORD_MEDIA_TYPE, DocumentInput
 
 PDF, DOCX, EPUB, HTML, MARKDOWN, TEXT, RECORD = "pdf", "docx", "epub", "html", "markdown", "text", "record"
+IMAGE = "image"
 
 MEDIA_TYPES = {
     PDF: "application/pdf",
@@ -33,8 +34,12 @@ _BY_MEDIA = {media: fmt for fmt, media in MEDIA_TYPES.items()} | {
     "application/xhtml+xml": HTML, "text/markdown": MARKDOWN, "text/x-markdown": MARKDOWN,
 }
 _BY_SUFFIX = {".pdf": PDF, ".docx": DOCX, ".epub": EPUB, ".html": HTML, ".htm": HTML, ".xhtml": HTML,
-              ".md": MARKDOWN, ".markdown": MARKDOWN}
-_NAMES = {PDF: "a PDF", DOCX: "a Word (DOCX) document", EPUB: "an EPUB book", HTML: "an HTML page"}
+              ".md": MARKDOWN, ".markdown": MARKDOWN, ".png": IMAGE, ".jpg": IMAGE, ".jpeg": IMAGE, ".tif": IMAGE,
+              ".tiff": IMAGE, ".webp": IMAGE, ".bmp": IMAGE}
+_NAMES = {PDF: "a PDF", DOCX: "a Word (DOCX) document", EPUB: "an EPUB book", HTML: "an HTML page",
+          IMAGE: "an image"}
+# the images OCR reads, by their first bytes (BMP's two letters only count with a sane header behind them)
+_IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*")
 
 # After an optional BOM and whitespace (and XML declaration / comments, which XHTML
 # and saved pages put first): a doctype or an <html> element.
@@ -59,15 +64,24 @@ def detect_format(doc: DocumentInput) -> str:
         found = _zip_format(data)
         if found:
             return found
+    if _is_image(data):
+        return IMAGE
     claimed = _claimed_format(doc)
     if _HTML_START.match(data[:4096]) or (claimed == HTML and _HTML_FRAGMENT.match(data[:4096])):
         return HTML
-    if claimed in (PDF, DOCX, EPUB):
+    if claimed in (PDF, DOCX, EPUB, IMAGE):
         raise invalid(
             f"{doc.source_path or doc.name} is named or typed as {_NAMES[claimed]} but its bytes are not one "
             f"({_what_it_is(data)}); it may be damaged or mislabelled: re-export or re-download it"
         )
     return MARKDOWN if claimed == MARKDOWN else TEXT
+
+
+def _is_image(data: bytes) -> bool:
+    if data.startswith(_IMAGE_MAGIC) or (data[:4] == b"RIFF" and data[8:12] == b"WEBP"):
+        return True
+    # BMP: "BM", then the file size, two reserved words, the pixel offset and a DIB header of a known size
+    return data[:2] == b"BM" and len(data) > 18 and int.from_bytes(data[14:18], "little") in (12, 40, 52, 56, 108, 124)
 
 
 def _claimed_format(doc: DocumentInput) -> str | None:

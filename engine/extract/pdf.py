@@ -36,7 +36,7 @@ import unicodedata
 from collections import Counter
 
 from ..errors import KxError, Status, invalid
-from .base import Extracted, Limits, Section
+from .base import Extracted, Limits, Section, ocr_extractor
 
 EXTRACTOR_VERSION = 1
 PAGE_SEPARATOR = "\n\n"
@@ -86,7 +86,7 @@ def extract_pdf(data: bytes, label: str, limits: Limits) -> Extracted:
                           "(KX_EXTRACT_MAX_PAGES); split it or raise the limit")
         if count == 0:
             raise invalid(f"{label} is a PDF with no pages; there is nothing to index")
-        raw_pages, image_pages = [], []
+        raw_pages, image_pages, sizes = [], [], []
         for index in range(count):
             page = pdf[index]
             try:
@@ -95,18 +95,31 @@ def extract_pdf(data: bytes, label: str, limits: Limits) -> Extracted:
                 textpage.close()
                 if _alnum(raw) < _IMAGE_PAGE_CHARS and _has_image(page, pdfium):
                     image_pages.append(index + 1)
+                sizes.append(page.get_size())
             finally:
                 page.close()
             raw_pages.append(raw)
+        # pages with an image and no text to speak of are scans: read by OCR (only those: a mixed PDF keeps its
+        # text layer everywhere else)
+        scans = [n for n in image_pages if _alnum(raw_pages[n - 1]) < _MIN_TEXT_CHARS] if limits.ocr else []
+        read = _ocr(pdf, scans, sizes, label, limits) if scans else {}
         outline = _outline(pdf)
         metadata_title = (pdf.get_metadata_dict().get("Title") or "").strip() or None
     finally:
         pdf.close()
 
+    for number, page_read in read.items():
+        raw_pages[number - 1] = page_read.text
     pages = _clean_pages(raw_pages)
     if sum(_alnum(p) for p in pages) < _MIN_TEXT_CHARS:
+        if read:
+            raise invalid(f"{label} has no text layer ({count} page{'s' * (count != 1)} of images, e.g. a scan) "
+                          "and OCR found no text on them; there is nothing to index")
+        advice = ("set ocr = auto to have kx read it by OCR" if not limits.ocr and image_pages
+                  else "run it through OCR (e.g. ocrmypdf) and ingest the result")
         raise invalid(f"{label} has no text layer ({count} page{'s' * (count != 1)} of images, e.g. a scan); "
-                      "run it through OCR (e.g. ocrmypdf) and ingest the result")
+                      + advice)
+    image_pages = [n for n in image_pages if n not in read]
     starts, pieces, offset = [], [], 0
     for page in pages:
         starts.append(offset)
@@ -119,9 +132,32 @@ def extract_pdf(data: bytes, label: str, limits: Limits) -> Extracted:
         which = _page_list(image_pages)
         notes.append(f"{label}: {which} {'is' if len(image_pages) == 1 else 'are'} mostly image; only the "
                      "text layer is searchable (OCR the file to search what the images show)")
+    metadata = {"pages": str(count)}
+    extractor = extractor_id()
+    if read:
+        from . import ocr
+
+        notes.extend(ocr.low_confidence_notes(label, read))
+        extractor = ocr_extractor(extractor, ocr.ocr_id(), ocr.mean_confidence(list(read.values())))
+        metadata["ocr_pages"] = _page_list(sorted(read))
     return Extracted(text=text, media_type="application/pdf", page_starts=tuple(starts),
                      sections=_sections(outline, text, starts), title=title, notes=tuple(notes),
-                     extractor=extractor_id(), metadata={"pages": str(count)})
+                     extractor=extractor, metadata=metadata)
+
+
+def _ocr(pdf, numbers: list[int], sizes: list[tuple[float, float]], label: str, limits: Limits) -> dict:
+    """The OCR'd text of pages `numbers`, each rendered by PDFium at the scale its text height asks for."""
+    from . import ocr
+
+    def render(number: int, scale: float):
+        page = pdf[number - 1]
+        try:
+            # BGR, as the models were trained on; forms and annotations drawn as a reader sees the page
+            return page.render(scale=scale, may_draw_forms=True).to_numpy()[..., :3].copy()
+        finally:
+            page.close()
+
+    return ocr.read_pages(render, sizes, numbers, label, limits)
 
 
 _TITLE_STOPWORDS = frozenset("a an and as at by for from in into of on or the to with".split())

@@ -34,10 +34,10 @@ import time
 from collections import deque
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from ..errors import KxError, Status
-from .worker import Done, Failed, Job
+from .worker import Done, Failed, Job, Progress
 
 # The child imports the worker from the parent's own sys.path (so `engine`, and a test's
 # extractor module, resolve there exactly as here) and never re-runs the parent's __main__,
@@ -104,8 +104,10 @@ class _Worker:
 class ExtractPool:
     """Runs Jobs in worker processes; `ordered()` yields each item's outcome in input order."""
 
-    def __init__(self, workers: int, timeout: float, memory_mb: int) -> None:
+    def __init__(self, workers: int, timeout: float, memory_mb: int,
+                 on_progress: Callable[[str, int, int], None] | None = None) -> None:
         self.size, self.timeout, self.memory_mb = max(1, workers), timeout, memory_mb
+        self.on_progress = on_progress  # a worker's report on its job (an OCR'd page), as it comes
         self._idle: list[_Worker] = []
         self._busy: list[_Worker] = []
         self.started = 0  # workers started, replacements included (for tests and benchmarks)
@@ -180,8 +182,12 @@ class ExtractPool:
             worker = handles[handle]  # type: ignore[index]  # wait() hands back the connections it was given
             if worker in finished:
                 continue
-            finished.append(worker)
             outcome = self._receive(worker)
+            if isinstance(outcome, Progress):  # still working: pass the news on, wait for the outcome
+                if self.on_progress is not None:
+                    self.on_progress(outcome.message, outcome.done, outcome.total)
+                continue
+            finished.append(worker)
             done[worker.index] = outcome
             self._busy.remove(worker)
             if isinstance(outcome, Done) or (isinstance(outcome, Failed) and not outcome.fatal
@@ -195,7 +201,7 @@ class ExtractPool:
             worker.stop(kill=True)
             done[worker.index] = Failed(Status.RESOURCE_EXHAUSTED.name, _timeout_message(worker.job, self.timeout))
 
-    def _receive(self, worker: _Worker) -> Done | Failed:
+    def _receive(self, worker: _Worker) -> Done | Failed | Progress:
         try:
             if worker.conn.poll():
                 outcome = worker.conn.recv()

@@ -37,6 +37,15 @@ class Done:
 
 
 @dataclass(frozen=True)
+class Progress:
+    """Sent before the job's outcome, as often as the extractor reports (an OCR'd scan: once a page)."""
+
+    message: str
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
 class Failed:
     status: str  # a Status name
     message: str
@@ -73,8 +82,11 @@ def run_job(job: Job) -> Done | Failed:
 
 def serve(receive, send, memory_mb: int) -> None:
     """The worker's main loop: until the pipe closes, take a Job, send its Done or Failed."""
+    from .base import set_reporter
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # ctrl-C is the parent's to handle; it ends us
     _limit_memory(memory_mb)
+    set_reporter(lambda message, done, total: send.send(Progress(message, done, total)))
     while True:
         try:
             job = receive.recv()

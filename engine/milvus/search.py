@@ -36,6 +36,7 @@ from ..errors import precondition
 from ..filters import PassageFilter, Where
 from ..fingerprint import Fingerprint
 from ..lineage import LineageState
+from ..records import ocr_confidence
 from ..retrieval import MAX_QUERY_TERMS, Candidates
 from ..rows import DocumentRow, PassageRow
 from .store import PASSAGE_FIELDS, MilvusCatalogue, passage_row, quoted
@@ -98,8 +99,10 @@ class MilvusSearcher:
         found: PassageFilter | None = None
         if where or hidden:
             every = [ref for _t, ref, _n, _p, _m in keys]
+            read_by_ocr = self._read_by_ocr(every) if where.ocr is not None else set()
             shown = [ref for at, ref, name, path, media in keys if ref not in hidden
-                     and (not where or where.admits_document(*state.shown(ref, name, path), media, at, ref))]
+                     and (not where or where.admits_document(*state.shown(ref, name, path), media, at, ref,
+                                                             ref in read_by_ocr))]
             clauses = []
             if len(shown) < len(every):
                 if len(shown) <= len(every) - len(shown):
@@ -131,6 +134,11 @@ class MilvusSearcher:
         with self._rows_lock:
             if mark != self._mark:
                 self._mark, self._picture, self._filters = mark, None, {}
+
+    def _read_by_ocr(self, refs: list[str]) -> set[str]:
+        """Which of the documents `refs` were read by OCR (their extractor says so): for `--where ocr:`."""
+        return {ref for ref, row in self.catalogue.documents_by_ref(refs).items()
+                if ocr_confidence(row.extractor) is not None}
 
     def _lineage(self) -> tuple[list[tuple[float, str, str, str | None, str]], LineageState]:
         with self._rows_lock:

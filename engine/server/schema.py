@@ -88,7 +88,8 @@ class IngestIn(_Body):
 # The shape of one --where clause (engine/filters.py); a date that is no calendar day, or pages B < A, are
 # refused by the engine with INVALID_ARGUMENT (rules a pattern cannot state).
 WHERE_PATTERN = (r"^(name:.*\S.*|type:(pdf|docx|word|html|epub|md|markdown|txt|text|rst|record|jsonl"
-                 r"|[A-Za-z0-9.+-]+/[A-Za-z0-9.+-]+)|(after|before):[0-9]{4}-[0-9]{2}-[0-9]{2}"
+                 r"|png|jpeg|jpg|tiff|tif|webp|bmp|image|ocr"
+                 r"|[A-Za-z0-9.+-]+/[A-Za-z0-9.+-]+)|(after|before):[0-9]{4}-[0-9]{2}-[0-9]{2}|ocr:(yes|no|true|false)"
                  r"|pages:[1-9][0-9]{0,8}(-[1-9][0-9]{0,8})?|ref:[0-9a-fA-F]{6,64}(,[0-9a-fA-F]{6,64})*)$")
 
 
@@ -193,6 +194,10 @@ class HitOut(BaseModel):
     lead_ratio: float | None = Field(
         default=None, description="Hybrid: set on sparse's best passage when its BM25 score is at least 1.4 times "
                                   "the runner-up's (this ratio); RRF then counts it once more, at rank 1.")
+    ocr: bool = Field(default=False, description="The passage's document was (partly) read by OCR (a scan or an "
+                                                 "image): its text may hold misread words.")
+    ocr_confidence: float | None = Field(default=None, description="That OCR's mean confidence (0-1); null when "
+                                                                   "the document was not read by OCR.")
 
 
 class QueryOut(BaseModel):

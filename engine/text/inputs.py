@@ -19,8 +19,8 @@ from ..errors import KxError, Status, invalid
 from .safe_read import Vet, open_regular_binary, read_regular_file
 
 RECORD_MEDIA_TYPE = "application/x-kx-record+json"  # one JSONL line: {"id", "title", "text"}
-ACCEPTED = ("PDF, Word (.docx), HTML/XHTML, EPUB, UTF-8 text files (.txt, .md, .rst, source code, ...), "
-            "--text strings and JSONL records")
+ACCEPTED = ("PDF (scans read by OCR), images (.png, .jpg, .tif, .webp, .bmp; OCR), Word (.docx), HTML/XHTML, "
+            "EPUB, UTF-8 text files (.txt, .md, .rst, source code, ...), --text strings and JSONL records")
 
 _TEXT_TYPES = {
     ".md": "text/markdown", ".markdown": "text/markdown", ".rst": "text/x-rst", ".txt": "text/plain",
@@ -29,6 +29,8 @@ _TEXT_TYPES = {
     ".pdf": "application/pdf", ".epub": "application/epub+zip",
     ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     ".html": "text/html", ".htm": "text/html", ".xhtml": "application/xhtml+xml",
+    ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".tif": "image/tiff", ".tiff": "image/tiff",
+    ".webp": "image/webp", ".bmp": "image/bmp",
 }
 
 

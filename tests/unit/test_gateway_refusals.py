@@ -30,6 +30,7 @@ def notes(hash_engine: Engine) -> Engine:
 @pytest.mark.parametrize(("clause", "said"), [
     ("kind:pdf", "a filter is KIND:VALUE with KIND one of name, type, after, before, pages, ref"),
     ("pages:0-3", "pages are A-B with 1 <= A <= B"),
+    ("ocr:maybe", "ocr is yes or no"),
     ("name:", "the value after ':' is empty"),
     ("ref:xyz", "a ref is a document's sha256, or at least its first 6 hex digits"),
     # the engine took any page number (no hits), the schema nine digits: 'bad filter' with no reason
@@ -56,12 +57,14 @@ def test_a_where_the_engine_reads_but_the_schema_spells_otherwise_is_told_its_sp
     assert "write 'type: PDF' as 'type:pdf'" in answer.json()["message"], answer.text
 
 
-@pytest.mark.parametrize("clause", ["type: TXT", "TYPE:txt", "type:.TXT", "pages: 1 - 2", "pages:01-002"])
+@pytest.mark.parametrize("clause", ["type: TXT", "TYPE:txt", "type:.TXT", "pages: 1 - 2", "pages:01-002", "ocr: NO",
+                                    "type:ocr"])
 def test_a_where_the_engine_reads_answers_through_the_cli_and_sdk_as_in_process(notes: Engine, clause: str) -> None:
     """The Python SDK sends a clause in the schema's spelling, so the CLI over --gateway reads it as in-process."""
     notes.ingest("notes", [from_text("Parking permits are issued at the front desk.", "permits.txt")])
     here = [h.passage_ref for h in notes.query("notes", "parking", mode="sparse", where=[clause]).hits]
-    assert here or clause.startswith("pages")   # a text file has no pages: nothing, on both sides
+    # a text file has no pages, and was not read by OCR: nothing, on both sides
+    assert here or clause.startswith(("pages", "type:ocr"))
     with serving(notes) as (url, token):
         there = run_cli("--gateway", url, "--token", token, "datasets", "query", "notes", "parking",
                         "--mode", "sparse", "--where", clause, "--json")

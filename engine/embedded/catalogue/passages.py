@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ...errors import KxError
 from ...lineage import shown_as
+from ...records import ocr_confidence
 from ...rows import REF_RE, PassageRow, passage_ref
 from ...text.inputs import RECORD_MEDIA_TYPE
 from ..storage_errors import damaged_catalogue
@@ -243,9 +244,10 @@ class PassageReads(CatalogueFile):
         import numpy as np
 
         moved = renamed or {}
-        refs = [ref for ref, name, path, media, at in self._db.execute(
-                    "SELECT ref, name, source_path, media_type, ingested_at FROM documents")
-                if ref not in hidden and where.admits_document(*shown_as(moved, ref, name, path), media, at, ref)]
+        refs = [ref for ref, name, path, media, at, extractor in self._db.execute(
+                    "SELECT ref, name, source_path, media_type, ingested_at, extractor FROM documents")
+                if ref not in hidden and where.admits_document(*shown_as(moved, ref, name, path), media, at, ref,
+                                                               ocr_confidence(extractor) is not None)]
         select = "SELECT seq FROM passages"
         if where.pages is not None:
             if "page_start" not in self._columns["passages"]:

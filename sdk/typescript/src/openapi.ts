@@ -332,6 +332,17 @@ export interface components {
             /** Mmr Moved */
             mmr_moved: number;
             /**
+             * Ocr
+             * @description The passage's document was (partly) read by OCR (a scan or an image): its text may hold misread words.
+             * @default false
+             */
+            ocr: boolean;
+            /**
+             * Ocr Confidence
+             * @description That OCR's mean confidence (0-1); null when the document was not read by OCR.
+             */
+            ocr_confidence?: number | null;
+            /**
              * Page End
              * @description Last page of the passage; null without pages.
              */
