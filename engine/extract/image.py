@@ -41,7 +41,10 @@ def extract_image(data: bytes, label: str, limits: Limits) -> Extracted:
     Image.MAX_IMAGE_PIXELS = None
     try:
         image = Image.open(io.BytesIO(data))
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
+    except UnidentifiedImageError:
+        raise invalid(f"{label} is not a readable image (its first bytes say image, but Pillow cannot read it); "
+                      "it may be damaged: re-save or re-download it") from None
+    except (OSError, ValueError, SyntaxError) as exc:
         raise invalid(f"{label} is not a readable image ({exc}); re-save or re-download it") from None
     kind = image.format or "image"
     frames = getattr(image, "n_frames", 1)
