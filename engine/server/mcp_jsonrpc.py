@@ -5,6 +5,7 @@ runs (arguments a tool does not take, lone surrogates, a prompt's missing argume
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -217,4 +218,27 @@ def _describe(tool: str, error: ValidationError) -> str:
             parts.append(f"{where}: {item.get('msg', 'invalid')}")
     return f"{tool}: " + "; ".join(parts) + " (see the tool's input schema)"
 
+
+# The search tool's arguments under the gateway's own names: `query` is the gateway's `text`
+_SEARCH_AS_QUERY = {"query": "text", "k": "k", "mode": "mode", "rerank": "rerank", "where": "where",
+                    "versions": "versions", "expand": "expand"}
+
+
+def search_refusal(arguments: dict[str, Any]) -> KxError | None:
+    """INVALID_ARGUMENT when the search tool's arguments fail the gateway's own query schema (QueryIn: one
+    validation for both doors, strict: k "5" or true, rerank "yes" are refused as the gateway refuses them),
+    in the gateway's words with MCP's field names; None when they pass."""
+    from .schema import QueryIn
+
+    body = {_SEARCH_AS_QUERY[key]: value for key, value in arguments.items()
+            if key in _SEARCH_AS_QUERY and value is not None}
+    try:
+        QueryIn.model_validate(body)
+    except ValidationError as exc:
+        from .gateway import _describe as describe  # the gateway's wording (its import only on this path)
+
+        said = re.sub(r"(^|; )text:", r"\1query:", describe(exc.errors()))  # the gateway's text is `query` here
+        return invalid(f"search: {said.removesuffix('; see /openapi.json for the schema')} (see the tool's input "
+                       "schema)")
+    return None
 

@@ -35,12 +35,12 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError, Un
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from ..backend import MAX_DOCUMENTS_PAGE, Backend
+from ..backend import MAX_DOCUMENTS_PAGE, MAX_OFFSET, Backend
 from ..errors import KxError, invalid, not_found
-from ..records import RetrievalMode
+from ..records import RetrievalMode, VersionView
 from ..version import __version__
 from .mcp_http import STOPPING, AnswerWhenStopping, http_app
-from .mcp_jsonrpc import _describe, _prompt_refusal, _refuse_arguments, _rpc_error, screened
+from .mcp_jsonrpc import _describe, _prompt_refusal, _refuse_arguments, _rpc_error, screened, search_refusal
 from .mcp_policy import Policy
 from .mcp_tools import DEFAULT_K, MAX_READ_CHARS, KxTools, _error, citation
 
@@ -91,6 +91,8 @@ class _Server(MCPServer):
         tool = self._tool_manager.get_tool(name)
         if tool is not None:
             refusal = _refuse_arguments(name, arguments, tool.parameters.get("properties", {}))
+            if refusal is None and name == "search":  # the gateway's own validation, before the SDK's lax one
+                refusal = search_refusal(arguments)
             if refusal is not None:
                 return _error(refusal)
         try:
@@ -186,8 +188,9 @@ def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
     async def search(
         dataset: DatasetArg,
         query: Annotated[str, Field(description="The question or the words to look for, in plain language.")],
-        k: Annotated[int, Field(ge=1, le=200, description="How many passages to return (the server may clamp "
-                                                          "to its KX_MAX_K).")] = DEFAULT_K,
+        k: Annotated[int, Field(ge=1, le=MAX_OFFSET, description="How many passages to return (clamped to the "
+                                                                 "server's KX_MAX_K, as the gateway clamps "
+                                                                 "it).")] = DEFAULT_K,
         mode: Annotated[RetrievalMode | None, Field(
             description="hybrid (default: meaning and exact words fused), dense (meaning) or sparse (BM25, exact "
                         "words, names, codes).")] = None,
@@ -200,6 +203,12 @@ def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
                         "source path, e.g. name:guide/*), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD, "
                         "pages:A-B, ref:REF[,REF]. Applied inside both retrievers: k hits still come back when "
                         "k matching passages exist.")] = None,
+        versions: Annotated[VersionView | None, Field(
+            description="latest (default): each document's current version only; all: every stored version.")]
+        = None,
+        expand: Annotated[bool | None, Field(
+            description="Expand the query from a first pass's top passages (RM3 terms for the keyword list, a "
+                        "moved vector for the dense list; default: the server's KX_QUERY_EXPANSION).")] = None,
     ) -> CallToolResult:
         """Search a dataset for the passages that answer a question (hybrid dense + BM25 retrieval).
 
@@ -207,7 +216,7 @@ def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
         [report p. 6, chunk 3/12] to quote, its pages, section heading path, character range,
         document_ref and passage_ref (for read_document), and its rank in the dense and sparse lists.
         """
-        return await _off_loop(tools.search, dataset, query, k, mode, rerank, where)
+        return await _off_loop(tools.search, dataset, query, k, mode, rerank, where, versions, expand)
 
     @server.tool(annotations=read_only)
     async def read_document(

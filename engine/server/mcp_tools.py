@@ -13,7 +13,7 @@ from mcp.types import CallToolResult, TextContent
 
 from ..backend import MAX_DOCUMENTS_PAGE, Backend
 from ..errors import KxError, Status, invalid, not_found
-from ..records import DocumentSummary, PassageSpan, RetrievalMode, chunk_label, pages_label
+from ..records import DocumentSummary, PassageSpan, RetrievalMode, VersionView, chunk_label, pages_label
 from ..text.inputs import from_file, from_text
 from .mcp_policy import Policy
 
@@ -102,11 +102,13 @@ class KxTools:
         return _guarded(run)
 
     def search(self, dataset: str, query: str, k: int = DEFAULT_K, mode: RetrievalMode | None = None,
-               rerank: bool | None = None, where: list[str] | None = None) -> CallToolResult:
+               rerank: bool | None = None, where: list[str] | None = None, versions: VersionView | None = None,
+               expand: bool | None = None) -> CallToolResult:
         def run() -> CallToolResult:
             if not query.strip():
                 raise invalid("query is empty; give the question or the words to look for")
-            result = self.backend.query(dataset, query, k=k, mode=mode, rerank=rerank, where=where or None)
+            result = self.backend.query(dataset, query, k=k, mode=mode, rerank=rerank, where=where or None,
+                                        versions=versions, expand=expand)
             data = result.to_dict()
             for hit, record in zip(data["hits"], result.hits):
                 hit["citation"] = citation(record.document_name, record.page_start, record.page_end,

@@ -199,7 +199,7 @@ def test_errors_are_tool_errors_with_the_kx_status_and_the_server_keeps_serving(
     assert bad_k.is_error and text_of(bad_k).startswith("INVALID_ARGUMENT: search: k:")
     assert no_query.is_error and "query is required" in text_of(no_query)
     assert bad_mode.is_error and text_of(bad_mode).startswith("INVALID_ARGUMENT: search: mode")
-    assert blank.is_error and "query is empty" in text_of(blank)
+    assert blank.is_error and "search: query: the text is blank" in text_of(blank)  # the gateway's own words
     assert bad_name.is_error and bad_name.structured_content["code"] == "INVALID_ARGUMENT"
     assert absent.is_error and absent.structured_content["code"] == "NOT_FOUND" and "search" in text_of(absent)
     assert not after.is_error and [d["name"] for d in after.structured_content["datasets"]] == ["notes"]

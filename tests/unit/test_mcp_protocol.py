@@ -164,3 +164,60 @@ def test_the_http_refusals_name_kx_mcps_own_command(hash_engine: Engine) -> None
     assert origin.status_code == 403 and "start `kx mcp --http` with KX_GATEWAY_ALLOWED_ORIGINS" in origin.text
     assert host.status_code == 403 and "start `kx mcp --http` with it in KX_GATEWAY_ALLOWED_HOSTS" in host.text
     assert "kx serve" not in origin.text + host.text
+
+
+@pytest.mark.parametrize(("arguments", "field"), [
+    ({"k": "5"}, "k"), ({"k": True}, "k"), ({"k": 0}, "k"), ({"rerank": "yes"}, "rerank"),
+    ({"expand": 1}, "expand"), ({"versions": "some"}, "versions"), ({"mode": "fuzzy"}, "mode"),
+    ({"where": ["kind:pdf"]}, "where.0"), ({"query": "   "}, "query"),
+])
+def test_search_takes_exactly_what_the_gateways_query_takes(hash_engine: Engine, arguments: dict,
+                                                            field: str) -> None:
+    """MCP coerced k "5", k true and rerank "yes" that the gateway refuses, and refused k > 200 that the gateway
+    clamps: one validation (the gateway's QueryIn) for both, in the gateway's words."""
+    import anyio
+    import httpx
+    from mcp import Client
+
+    from engine.server.mcp_server import build_server
+    from engine.text.inputs import from_text
+
+    from ..helpers import serving
+
+    hash_engine.ingest("notes", [from_text("The parking garage opens at seven.", "parking")])
+    mcp_args = {"dataset": "notes", "query": "parking", **arguments}
+
+    async def run() -> Any:
+        async with Client(build_server(hash_engine)) as client:
+            return await client.call_tool("search", mcp_args)
+    answer = anyio.run(run)
+    body = {("text" if key == "query" else key): value for key, value in mcp_args.items() if key != "dataset"}
+    with serving(hash_engine) as (url, token):
+        gateway = httpx.post(f"{url}/v1/datasets/notes/query", json=body, timeout=30,
+                             headers={"Authorization": f"Bearer {token}"}).json()
+    assert answer.is_error and answer.structured_content["code"] == gateway["code"] == "INVALID_ARGUMENT"
+    said = gateway["message"].removesuffix("; see /openapi.json for the schema").replace("text:", "query:")
+    assert answer.structured_content["message"] == f"search: {said} (see the tool's input schema)"
+    assert answer.structured_content["message"].startswith(f"search: {field}")
+
+
+def test_search_clamps_k_as_the_gateway_does_and_takes_versions_and_expand(hash_engine: Engine) -> None:
+    import anyio
+    from mcp import Client
+
+    from engine.server.mcp_server import build_server
+    from engine.text.inputs import from_text
+
+    hash_engine.ingest("notes", [from_text("The cafe opens at eight.", "hours")])
+    hash_engine.ingest("notes", [from_text("The cafe opens at nine.", "hours")])
+
+    async def run() -> list[Any]:
+        async with Client(build_server(hash_engine)) as client:
+            return [await client.call_tool("search", {"dataset": "notes", "query": "cafe opens", **extra})
+                    for extra in ({"k": 1000}, {"versions": "all", "mode": "sparse"}, {"expand": True})]
+    clamped, every, expanded = anyio.run(run)
+    assert not clamped.is_error and clamped.structured_content["k"] == hash_engine.settings.max_k
+    assert clamped.structured_content["requested_k"] == 1000
+    assert sorted(h["text"] for h in every.structured_content["hits"]) == ["The cafe opens at eight.",
+                                                                           "The cafe opens at nine."]
+    assert not expanded.is_error and expanded.structured_content["hits"]
