@@ -42,6 +42,7 @@ from ..version import __version__
 from .mcp_http import STOPPING, AnswerWhenStopping, http_app
 from .mcp_jsonrpc import _describe, _prompt_refusal, _refuse_arguments, _rpc_error, screened, search_refusal
 from .mcp_policy import Policy
+from .mcp_schemas import declare_output_schemas
 from .mcp_tools import DEFAULT_K, MAX_READ_CHARS, KxTools, _error, citation
 
 __all__ = ["STOPPING", "AnswerWhenStopping", "build_server", "citation", "http_app"]
@@ -304,6 +305,7 @@ def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
                 "given, e.g. [report p. 6, chunk 3/12]. If the passages do not answer it, say so.\n\n"
                 f"Question: {question}")
 
+    declare_output_schemas(server._tool_manager)
     return server
 
 

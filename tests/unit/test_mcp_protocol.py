@@ -221,3 +221,42 @@ def test_search_clamps_k_as_the_gateway_does_and_takes_versions_and_expand(hash_
     assert sorted(h["text"] for h in every.structured_content["hits"]) == ["The cafe opens at eight.",
                                                                            "The cafe opens at nine."]
     assert not expanded.is_error and expanded.structured_content["hits"]
+
+
+def test_every_tool_declares_an_output_schema_its_structured_content_meets(hash_engine: Engine,
+                                                                           tmp_path: Path) -> None:
+    """No tool declared an outputSchema for its structuredContent. Checked twice: by a JSON Schema validator
+    here, and by the official client, which validates every successful call against the declared schema."""
+    import anyio
+    import jsonschema
+    from mcp import Client
+
+    from engine.server.mcp_policy import Policy
+    from engine.server.mcp_server import build_server
+
+    folder = tmp_path / "allowed"
+    folder.mkdir()
+    (folder / "note.md").write_text("# Hours\n\nThe library opens at nine on weekdays.")
+    settings = hash_engine.settings
+    policy = Policy.of(True, [folder], settings.max_document_bytes, home=settings.home, datasets=settings.datasets_dir)
+    calls = [("ingest_text", {"dataset": "lib", "text": "The reading room closes at six.", "name": "room"}),
+             ("ingest_file", {"dataset": "lib", "path": str(folder / "note.md")}),
+             ("list_datasets", {}),
+             ("search", {"dataset": "lib", "query": "when does the library open", "k": 3}),
+             ("read_document", {"dataset": "lib", "document": "room"}),
+             ("list_documents", {"dataset": "lib"})]
+
+    async def run() -> tuple[list[Any], list[Any]]:
+        async with Client(build_server(hash_engine, policy)) as client:
+            tools = (await client.list_tools()).tools
+            return tools, [await client.call_tool(name, arguments) for name, arguments in calls]
+    tools, results = anyio.run(run)
+    schemas = {tool.name: tool.output_schema for tool in tools}
+    assert sorted(schemas) == sorted(name for name, _ in calls) and all(schemas.values()), schemas
+    for (name, _), result in zip(calls, results):
+        assert not result.is_error, (name, result.content)
+        jsonschema.Draft202012Validator.check_schema(schemas[name])
+        jsonschema.validate(result.structured_content, schemas[name])  # raises naming the field when not
+    broken = {**results[3].structured_content, "hits": [{"rank": "first"}]}
+    with pytest.raises(jsonschema.ValidationError):  # the schema can fail: it states the fields' types
+        jsonschema.validate(broken, schemas["search"])
