@@ -41,7 +41,7 @@ def embed(ctx: click.Context, name: str, as_json: bool) -> None:
             PipelineProgress(err) as progress:
         def on_event(event: IngestEvent) -> None:
             if isinstance(event, Notice):
-                progress.print(f"{event.kind}: {event.message}")
+                progress.notice(event)
             else:
                 progress.update(event)
             if stop.count:

@@ -71,7 +71,7 @@ def rebuild(ctx: click.Context, name: str, new: str, sets: tuple[str, ...], chun
                 if isinstance(event, Progress):
                     progress.update(event)
                 elif isinstance(event, Notice):
-                    progress.print(f"{event.kind}: {event.message}")
+                    progress.notice(event)
                 elif isinstance(event, DocumentResult) and event.code and not as_json:
                     progress.print(f"refused {event.name}: {event.reason}")
                 if stop.count:

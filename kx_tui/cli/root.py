@@ -311,7 +311,7 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
             if isinstance(event, Progress):
                 progress.update(event)
             elif isinstance(event, Notice):
-                progress.print(f"{event.kind}: {event.message}")
+                progress.notice(event)
             elif isinstance(event, DocumentResult):
                 added += event.status == DocumentStatus.ADDED
                 seen.append(event)

@@ -199,9 +199,37 @@ def test_off_a_terminal_progress_is_one_plain_line_every_five_seconds() -> None:
         clock.now = float(second)
         progress.update(Progress("embedding", second * 10, 300))
     lines = buffer.getvalue().splitlines()
-    assert len(lines) == 5  # seconds 5, 10, ..., 25; at 30 s the work is done and the result says the rest
-    assert lines[0].startswith("kx: reading 10/10 documents (300 passages committed); embedding 50/300 passages")
-    assert "10.0 passages/s, ETA 0:00:05 (25 s)" in lines[-1]
+    assert len(lines) == 6  # seconds 1, 6, 11, ..., 26; at 30 s the work is done and the result says the rest
+    # the first within FIRST_LINE_SECONDS, and no rate nor ETA before the stage moved for RATE_SECONDS
+    assert lines[0] == "kx: reading 10/10 documents (300 passages committed); embedding 10/300 passages (1 s)"
+    assert "10.0 passages/s, ETA 0:00:04 (26 s)" in lines[-1]
+
+
+def test_off_a_terminal_silence_is_still_a_line_the_model_export_included() -> None:
+    """No event for seconds (a first use exports the model's graph): the ticker still says what is going on."""
+    import io
+
+    from engine.records import Notice
+
+    buffer = io.StringIO()
+    clock = _Clock()
+    progress = PipelineProgress(Console(file=buffer, force_terminal=False, width=200), clock=clock)
+    clock.now = 1.0
+    progress.tick()
+    assert buffer.getvalue() == "kx: starting (1 s)\n"
+    progress.update(Progress("reading", 3, 3, unit="documents", passages=3))
+    progress.notice(Notice("preparing", "exporting the model (once, about 10 s)"))
+    for second in range(2, 15):
+        clock.now = float(second)
+        progress.tick()
+    lines = buffer.getvalue().splitlines()
+    assert lines[1] == "preparing: exporting the model (once, about 10 s)"
+    assert lines[2:] == ["kx: reading 3/3 documents (3 passages committed); preparing the model (5 s so far) (6 s)",
+                         "kx: reading 3/3 documents (3 passages committed); preparing the model (10 s so far) (11 s)"]
+    progress.notice(Notice("preparing", "ONNX graph of m ready: min cosine 0.9999999 to torch on 7 probes"))
+    clock.now = 20.0
+    progress.tick()
+    assert "preparing the model" not in buffer.getvalue().splitlines()[-1]
 
 
 def test_on_a_terminal_both_stages_draw_bars() -> None:
@@ -210,8 +238,10 @@ def test_on_a_terminal_both_stages_draw_bars() -> None:
     buffer = io.StringIO()
     console = Console(file=buffer, force_terminal=True, width=120)
     with PipelineProgress(console) as progress:
-        progress.update(Progress("reading", 100, 100, unit="documents", passages=900))
-        progress.update(Progress("embedding", 450, 900))
+        assert set(progress._tasks) == {"start"}   # a spinner from the first moment
+        progress.update(Progress("reading", 0, 3, unit="documents", passages=0))
+        assert set(progress._tasks) == {"reading"}   # a bar from the first document, however small the job
+        progress.update(Progress("embedding", 1, 9))
         assert set(progress._tasks) == {"reading", "embedding"}
 
 
