@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from rich.console import Console as _RichConsole
@@ -393,11 +394,18 @@ def passage_preview(hit: Hit, spans: list[tuple[int, int]], limit: int = PREVIEW
 
 
 def shown_title(name: str, title: str | None) -> str | None:
-    """The document's title, when it says more than its name (not for "install" titled "Install")."""
+    """The document's title, when it says more than its name: not for "install" titled "Install", nor for
+    "refunds-and-returns.md" titled "Refunds and Returns" (case, "-", "_" and a file's extension aside)."""
     if not title or not title.strip():
         return None
     title = " ".join(title.split())
-    return None if title.casefold() == name.rsplit("/", 1)[-1].casefold() else title
+    last = name.rsplit("/", 1)[-1]
+    stem = last.rsplit(".", 1)[0] if re.fullmatch(r".+\.[A-Za-z0-9]{1,5}", last) else last
+    return None if _said(title) in (_said(stem), _said(last)) else title
+
+
+def _said(text: str) -> str:
+    return " ".join(re.split(r"[\s_-]+", text.casefold())).strip()
 
 
 def chunk_and_place(hit: Hit) -> str:

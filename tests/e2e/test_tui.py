@@ -204,8 +204,8 @@ async def test_hits_and_the_passage_view_show_pages_section_and_title(kx_home: P
         screen = app.screen
         assert isinstance(screen, PassageDetailScreen) and screen.hit == hits[paper]
         title = _text_of(screen.query_one("#detail-title", Static).content, keep_lines=True).splitlines()
-        assert title[0].startswith(f"cold-chains  {hits[paper].label}  chars {hits[paper].char_start}")
-        assert title[1].strip() == f"Cold chains, watched · p. 3 · {_expected_section(hits[paper].char_start)}"
+        assert title[0].startswith(f"cold-chains  {hits[paper].label} p. 3  chars {hits[paper].char_start}")
+        assert title[1].strip() == f"Cold chains, watched · {_expected_section(hits[paper].char_start)}"
         assert screen.document_text == PAPER_TEXT  # the stored extracted text, not the bytes
         assert str(screen.query_one("#detail-hit", Static).content) == hits[paper].text
     engine.close()

@@ -101,3 +101,29 @@ async def test_the_watch_log_wraps_at_its_own_width_and_again_when_it_changes() 
             assert log.virtual_size.width <= log.scrollable_content_region.width, width   # nothing off to the side
             shown = " ".join(strip.text.strip() for strip in log.lines)
             assert "in 0.25 s; the dataset holds 6 documents, 35 passages" in shown, shown
+
+
+@pytest.mark.parametrize("name, title, shown", [
+    ("refunds-and-returns", "Refunds and Returns", False), ("guide/install.md", "Install", False),
+    ("notes_2024.txt", "Notes 2024", False), ("reports/payments", "Payments review, Q3", True),
+    ("v1.2", "V1.2", False), ("a.b", "Something else", True)])
+def test_a_title_is_shown_only_when_it_says_more_than_the_name(name: str, title: str, shown: bool) -> None:
+    from kx_tui.render import shown_title
+
+    assert (shown_title(name, title) == title) is shown
+
+
+def test_a_hit_names_its_title_once_when_the_section_starts_with_it() -> None:
+    import dataclasses
+
+    from engine.records import Hit
+    from kx_tui.tui.widgets.results import hit_header
+
+    hit = Hit(rank=1, score=0.05, text="x", passage_ref="p", document_ref="d", document_name="handbook/refunds",
+              chunk_index=5, chunk_count=6, char_start=0, char_end=1, dense_rank=1, dense_score=0.5,
+              sparse_rank=1, sparse_score=1.0, fused_score=0.05, fused_rank=1, mmr_moved=0,
+              section="Refunds and Returns › Store credit", document_title="Refunds and Returns")
+    second = hit_header(hit, [hit], width=120).plain.splitlines()[1]
+    assert second.strip() == "Refunds and Returns › Store credit"
+    other = dataclasses.replace(hit, section="Store credit")
+    assert hit_header(other, [other], width=120).plain.splitlines()[1].strip() == "Refunds and Returns · Store credit"

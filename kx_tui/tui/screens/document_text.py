@@ -103,7 +103,8 @@ class DocumentScreen(KeysScreen):
     DocumentScreen > #document-title { padding: 0 1; background: $primary-darken-2; text-style: bold; }
     DocumentScreen > #document-provenance { height: auto; padding: 0 1; border-bottom: solid $primary-darken-2; }
     DocumentScreen > #document-body { padding: 0 1; }
-    DocumentScreen .passage-heading { margin-top: 1; }
+    /* Textual's Static wraps a rich Text whatever its no_wrap says: the heading's own rule keeps it one line */
+    DocumentScreen .passage-heading { margin-top: 1; text-wrap: nowrap; text-overflow: ellipsis; }
     """
     BINDINGS = [
         *back_keys(),

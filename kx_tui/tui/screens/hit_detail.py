@@ -11,11 +11,12 @@ from textual.widgets import Static
 
 from engine.backend import Backend
 from engine.errors import KxError
-from engine.records import Hit
+from engine.records import Hit, pages_label
 
 from ...markdown_text import looks_like_markdown, styled_text
-from ...render import ANSWER_PASSAGE_STYLE, answer_range, shown_title, terminal_safe
+from ...render import ANSWER_PASSAGE_STYLE, answer_range, terminal_safe
 from ..widgets.footer import KeysFooter
+from ..widgets.results import hit_title
 from .hit_actions import copy_citation, open_source
 from .keys import HELP, KeysScreen, back_keys
 
@@ -24,7 +25,9 @@ class PassageDetailScreen(KeysScreen):
     """The parent document of `hit`, loaded in a worker; Escape goes back."""
 
     DEFAULT_CSS = """
-    PassageDetailScreen > #detail-title { padding: 0 1; background: $primary-darken-2; text-style: bold; }
+    PassageDetailScreen > #detail-title {
+        padding: 0 1; background: $primary-darken-2; text-style: bold; text-wrap: nowrap; text-overflow: ellipsis;
+    }
     PassageDetailScreen > #detail-body { padding: 0 1; }
     """
     BINDINGS = [*back_keys(),
@@ -42,11 +45,13 @@ class PassageDetailScreen(KeysScreen):
 
     def compose(self) -> ComposeResult:
         hit = self.hit
-        first = Text.assemble((terminal_safe(hit.document_name), "bold cyan"), f"  {hit.label}  ",
+        # as the hit list has it: the pages beside the chunk label, the title and section on the line under it
+        pages = pages_label(hit.page_start, hit.page_end)
+        first = Text.assemble((terminal_safe(hit.document_name), "bold cyan"),
+                              f"  {hit.label}" + (f" {pages}" if pages else "") + "  ",
                               (f"chars {hit.char_start}–{hit.char_end}", "dim"))
-        title = shown_title(hit.document_name, hit.document_title)
         second = Text(" · ").join(Text(terminal_safe(p), style=s)
-                                  for p, s in ((title, "cyan"), (hit.provenance, "green")) if p)
+                                  for p, s in ((hit_title(hit), "cyan"), (hit.section, "green")) if p)
         for line in (first, second):
             line.no_wrap, line.overflow = True, "ellipsis"   # cut at the end, never wrapped mid-field
         yield Static(Text("\n").join([first, second]) if second.plain else first, id="detail-title")

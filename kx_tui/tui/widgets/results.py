@@ -28,8 +28,18 @@ def rank_or_dash(rank: int | None) -> str:
     return f"#{rank}" if rank is not None else "—"
 
 
-def _title(hit: Hit, limit: int) -> str | None:
+def hit_title(hit: Hit) -> str | None:
+    """The document's title beside a hit, unless its name says it or the section already starts with it (a
+    Markdown file titled by its first heading: "Refunds and Returns › Store credit" says it once)."""
     title = shown_title(hit.document_name, hit.document_title)
+    section = hit.section or ""
+    if title and (section == title or section.startswith(title + " › ")):
+        return None
+    return title
+
+
+def _title(hit: Hit, limit: int) -> str | None:
+    title = hit_title(hit)
     if title and len(title) > limit:
         title = title[:limit - 1].rstrip() + "…"
     return title
