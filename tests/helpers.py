@@ -153,7 +153,7 @@ def inject_extraction(monkeypatch, fake) -> None:
         made = fake(doc)
         return real(doc) if made is None else made
 
-    def extract_many(docs, settings=None):
+    def extract_many(docs, settings=None, on_progress=None):   # in-process: no worker has progress to report
         for doc in docs:
             try:
                 yield doc, extract(doc)
