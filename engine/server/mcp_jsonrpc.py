@@ -206,6 +206,37 @@ def _refuse_arguments(tool: str, arguments: dict[str, Any], known: dict[str, Any
     return None
 
 
+def refuse_types(tool: str, arguments: dict[str, Any], known: dict[str, Any]) -> KxError | None:
+    """INVALID_ARGUMENT for an argument whose JSON type is not its schema's, as the gateway refuses it; None
+    when every one is (enums and references are left to the SDK's check, which names the choices)."""
+    for key, value in arguments.items():
+        wanted = _json_types(known.get(key, {}))
+        if "number" in wanted:
+            wanted.add("integer")
+        if value is not None and wanted and _json_kind(value) not in wanted:
+            # the SDK's lax validation turned "5" into 5, true into 1 and "yes" into True; the gateway refuses them
+            return invalid(f"{tool}: {key}: must be {' or '.join(sorted(wanted))}, not {_json_type(value)} "
+                           "(see the tool's input schema)")
+    return None
+
+
+def _json_types(schema: dict[str, Any]) -> set[str]:
+    """The JSON types an argument's schema allows ("integer" taken as "number" too when whole); empty: any."""
+    options = schema.get("anyOf") or [schema]
+    kinds = {o.get("type") for o in options if isinstance(o, dict)}
+    if any(o.get("enum") or o.get("$ref") for o in options if isinstance(o, dict)) or None in kinds:
+        return set()  # an enum or a reference: the SDK's own check names the choices
+    return {k for k in kinds if isinstance(k, str) and k != "null"}
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return "integer"  # 10.0 is an integer to JSON Schema, as the gateway takes it
+    return {str: "string", float: "number", list: "array", dict: "object"}.get(type(value), "null")
+
+
 def _describe(tool: str, error: ValidationError) -> str:
     parts = []
     for item in error.errors()[:5]:

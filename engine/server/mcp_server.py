@@ -40,7 +40,15 @@ from ..errors import KxError, invalid, not_found
 from ..records import RetrievalMode, VersionView
 from ..version import __version__
 from .mcp_http import STOPPING, AnswerWhenStopping, http_app
-from .mcp_jsonrpc import _describe, _prompt_refusal, _refuse_arguments, _rpc_error, screened, search_refusal
+from .mcp_jsonrpc import (
+    _describe,
+    _prompt_refusal,
+    _refuse_arguments,
+    _rpc_error,
+    refuse_types,
+    screened,
+    search_refusal,
+)
 from .mcp_policy import Policy
 from .mcp_schemas import declare_output_schemas
 from .mcp_tools import DEFAULT_K, MAX_READ_CHARS, KxTools, _error, citation
@@ -94,6 +102,8 @@ class _Server(MCPServer):
             refusal = _refuse_arguments(name, arguments, tool.parameters.get("properties", {}))
             if refusal is None and name == "search":  # the gateway's own validation, before the SDK's lax one
                 refusal = search_refusal(arguments)
+            if refusal is None:
+                refusal = refuse_types(name, arguments, tool.parameters.get("properties", {}))
             if refusal is not None:
                 return _error(refusal)
         try:

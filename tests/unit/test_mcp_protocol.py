@@ -260,3 +260,27 @@ def test_every_tool_declares_an_output_schema_its_structured_content_meets(hash_
     broken = {**results[3].structured_content, "hits": [{"rank": "first"}]}
     with pytest.raises(jsonschema.ValidationError):  # the schema can fail: it states the fields' types
         jsonschema.validate(broken, schemas["search"])
+
+
+@pytest.mark.parametrize(("tool", "arguments", "said"), [
+    ("list_documents", {"dataset": "notes", "limit": "5"}, "list_documents: limit: must be integer, not a string"),
+    ("list_documents", {"dataset": "notes", "offset": True}, "list_documents: offset: must be integer, not a boolean"),
+    ("read_document", {"dataset": "notes", "document": "parking", "chunk": 1.5}, "chunk: must be integer"),
+    ("read_document", {"dataset": 5, "document": "parking"}, "read_document: dataset: must be string, not a number"),
+])
+def test_every_tools_argument_types_are_strict(hash_engine: Engine, tool: str, arguments: dict, said: str) -> None:
+    """The SDK's lax validation read "5" as 5 and true as 1 where the schema says integer."""
+    import anyio
+    from mcp import Client
+
+    from engine.server.mcp_server import build_server
+    from engine.text.inputs import from_text
+
+    hash_engine.ingest("notes", [from_text("The parking garage opens at seven.", "parking")])
+
+    async def run() -> Any:
+        async with Client(build_server(hash_engine)) as client:
+            return await client.call_tool(tool, arguments)
+    answer = anyio.run(run)
+    assert answer.is_error and answer.structured_content["code"] == "INVALID_ARGUMENT"
+    assert said in answer.structured_content["message"], answer.structured_content
