@@ -9,7 +9,10 @@ small so a command makes many commits for a kill to land between):
 
 - ingest:  `kx datasets ingest crash-ingest FILES...` killed at a moment drawn
   uniformly from [0, the uninterrupted command's duration]; then the same
-  command is run again to completion (the restart).
+  command is run again to completion (the restart). Then the same files go
+  into a reference dataset in one uninterrupted ingest, and both answer each
+  round's first five documents' first words: sparse hits and scores must be
+  the same floats, hybrid hits the same passages in order ("differed").
 - watch:   `kx datasets watch crash-watch DIR --json` with the round's files
   dropped in, killed likewise; restarted until the dataset holds them all.
 - gateway: `kx serve` killed while a client uploads the round's documents
@@ -77,6 +80,7 @@ class Tally:
     corrupt: int = 0
     before_first_commit: int = 0
     finished_first: int = 0        # rounds whose command ended before its kill: not counted as kills
+    differed: int = 0              # ingest rounds whose answers differ from an uninterrupted ingest's
     problems: list[str] = field(default_factory=list)
 
 
@@ -254,8 +258,51 @@ def _added_lines(lines: list[str]) -> set[str]:
     return {line.split()[1] for line in lines if line.startswith("added ")}
 
 
+class Uninterrupted:
+    """The same files ingested in one go, in this process, with kx's default commit groups: what a killed and
+    resumed ingest must answer exactly like (issue 38: BM25's statistics from the live passages)."""
+
+    QUERIES_PER_ROUND = 5
+
+    def __init__(self, root: Path, embedder) -> None:
+        from engine import Engine, load_settings
+
+        self.home = root / "uninterrupted-home"
+        self.engine = Engine(load_settings({"home": str(self.home)}, env={}), embedder=embedder)
+
+    def add(self, paths: list[Path]) -> None:
+        from engine.text.inputs import from_file
+
+        self.engine.ingest("reference", [from_file(p, 10**8) for p in paths])
+
+    def check(self, home: Path, dataset: str, paths: list[Path], docs: list[dict], tally: Tally, what: str) -> bool:
+        """Ingest this round's files here too, then ask both datasets each document's first words: the sparse
+        hits and scores must be the same floats, the hybrid hits the same passages in the same order."""
+        from engine import Engine, load_settings
+
+        self.add(paths)
+        resumed = Engine(load_settings({"home": str(home)}, env={}), embedder=self.engine.embedder())
+        try:
+            for doc in docs[:self.QUERIES_PER_ROUND]:
+                query = " ".join(doc["text"].split()[:12])
+                for mode in ("sparse", "hybrid"):
+                    ours = [(h.passage_ref, h.score if mode == "sparse" else None)
+                            for h in resumed.query(dataset, query, mode=mode, k=10).hits]
+                    theirs = [(h.passage_ref, h.score if mode == "sparse" else None)
+                              for h in self.engine.query("reference", query, mode=mode, k=10).hits]
+                    if ours != theirs:
+                        tally.differed += 1
+                        tally.problems.append(f"{what}: {mode} answers to {query[:40]!r} differ from an "
+                                              "uninterrupted ingest's")
+                        return False
+        finally:
+            resumed.close()
+        return True
+
+
 def campaign_ingest(root: Path, rounds: int, per: int, rng: random.Random, embedder, tally: Tally) -> None:
     home, dataset = root / "ingest-home", "crash-ingest"
+    uninterrupted = Uninterrupted(root, embedder)
     calibrate = _write(root / "files-calibrate", _slice(per, 4000))
     started = time.monotonic()
     proc = _kx(home, "datasets", "ingest", "crash-calibrate", *map(str, calibrate))
@@ -281,6 +328,7 @@ def campaign_ingest(root: Path, rounds: int, per: int, rng: random.Random, embed
         reader.join()
         if not killed:  # it finished first: a complete ingest, not a crash; the next round draws again
             tally.finished_first += 1
+            uninterrupted.add(paths)
             continue
         reported = _added_lines(reader.lines)
         what = f"ingest kill {tally.kills + 1} at {delay:.2f} s"
@@ -293,6 +341,7 @@ def campaign_ingest(root: Path, rounds: int, per: int, rng: random.Random, embed
             tally.problems.append(f"{what}: the restart exited {again.returncode}: {err.strip()[-300:]}")
             good = False
         _finish(home, dataset, docs, reported, _added_lines(out.splitlines()), good, tally, what, embedder)
+        uninterrupted.check(home, dataset, paths, docs, tally, what)
 
 
 def campaign_watch(root: Path, rounds: int, per: int, rng: random.Random, embedder, tally: Tally) -> None:
@@ -779,12 +828,14 @@ def main() -> None:
         results[target] = tally
         print(f"{target}: {tally.kills} kills, {tally.survived} survived, {tally.lost} documents lost, "
               f"{tally.corrupt} corrupt datasets ({tally.before_first_commit} kills before any reported add; "
-              f"{tally.finished_first} rounds finished before their kill, not counted) "
+              f"{tally.finished_first} rounds finished before their kill, not counted; "
+              f"{tally.differed} answering unlike an uninterrupted ingest) "
               f"in {time.monotonic() - started:.0f} s", flush=True)
         for problem in tally.problems:
             print(f"    {problem}", flush=True)
     print(json.dumps({t: {"kills": r.kills, "survived": r.survived, "lost": r.lost, "corrupt": r.corrupt,
-                          "before_first_commit": r.before_first_commit, "finished_first": r.finished_first}
+                          "before_first_commit": r.before_first_commit, "finished_first": r.finished_first,
+                          "differed": r.differed}
                       for t, r in results.items()}))
     if not args.keep:
         import shutil
