@@ -72,6 +72,9 @@ async def test_at_80x24_nothing_the_user_needs_is_cut(kx_home: Path) -> None:
         assert table.virtual_size.width <= table.size.width, "the table scrolls sideways"
         names = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
         assert LONG_NAME in names
+        shown = [key.value for key in table.columns]
+        assert "pages" not in shown and "title" not in shown, shown   # "—" in every row: the first to go
+        assert shown[0] == "name" and len(shown) > 1, shown
         assert "columns hidden" in "\n".join(_screen_text(app))
     engine.close()
 

@@ -92,6 +92,7 @@ class DocumentsScreen(KeysScreen):
         self.dataset = dataset
         self.documents: list[DocumentSummary] | None = None
         self.widths: dict[str, int] = {}      # each column's width over every document
+        self.priority: list[str] = list(PRIORITY)   # what a narrow table keeps first: empty columns last
         self.sort_key: str | None = None      # None: ingest order
         self.reverse = False
         self.shown: list[DocumentSummary] = []
@@ -138,6 +139,10 @@ class DocumentsScreen(KeysScreen):
         cells = {key: [cell(d) for d in self.documents] for key, _h, cell, _s in COLUMNS}
         self.widths = {key: max([len(heading), *(len(str(getattr(c, "plain", c))) for c in cells[key])])
                        for key, heading, _c, _s in COLUMNS}
+        # a column that is "—" in every row says nothing: it is the first to go when the table is too narrow
+        # (a folder of Markdown files has no pages; at 80 columns "ingested" shows instead)
+        empty = {key for key, column in cells.items() if column and all(str(c) == "—" for c in column)}
+        self.priority = [k for k in PRIORITY if k not in empty] + [k for k in PRIORITY if k in empty]
         self.refresh_rows()
 
     def action_toggle_versions(self) -> None:
@@ -155,7 +160,7 @@ class DocumentsScreen(KeysScreen):
         self.shown = ordered([d for d in self.documents if matches(d, words)], self.sort_key, self.reverse)
         table = self.query_one(DataTable)
         available = (table.size.width or self.app.size.width) - 2   # less the scrollbar
-        columns = fit_columns(self.widths, PRIORITY, available, gap=2)   # DataTable pads each cell by 1 a side
+        columns = fit_columns(self.widths, self.priority, available, gap=2)   # DataTable pads each cell by 1 a side
         if columns != self.columns:
             table.clear(columns=True)
             for key, heading, _cell, _sort in COLUMNS:
