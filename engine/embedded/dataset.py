@@ -129,7 +129,8 @@ class Dataset:
             return False
         dense = self.dense(fingerprint.dimension, catalogue.dataset_id)
         return (dense.watermark < catalogue.embedded_prefix() or not dense.consistent_with(catalogue)
-                or self.sparse(fingerprint.stopwords, catalogue.dataset_id).watermark < catalogue.max_passage_seq())
+                or self.sparse(fingerprint.stopwords, catalogue.dataset_id).watermark < catalogue.max_passage_seq()
+                or not self.sparse(fingerprint.stopwords, catalogue.dataset_id).consistent_with(catalogue))
 
     def heal_if_behind(self) -> bool:
         """Catch the indexes up if a crash left them behind, unless a writer is busy.
@@ -179,6 +180,8 @@ class Dataset:
             return
         top = catalogue.max_passage_seq()
         sparse = self.sparse(fingerprint.stopwords, catalogue.dataset_id)
+        if not sparse.consistent_with(catalogue):  # a fork's index copied over: rebuild, never trust it
+            sparse.forget()
         if sparse.watermark < top:
             if on_stage:
                 on_stage("sparse")

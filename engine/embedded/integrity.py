@@ -240,7 +240,10 @@ def _index_problems(dataset: Dataset) -> list[str]:
             problems.append(f"the dense index holds passages up to {dense.watermark} of the "
                             f"{catalogue.embedded_prefix()} embedded (behind, or damaged and rebuilt on next use)")
         sparse = dataset.sparse(fingerprint.stopwords, catalogue.dataset_id)
-        if sparse.watermark < catalogue.max_passage_seq():
+        if not sparse.consistent_with(catalogue):
+            problems.append("the keyword index describes other passages than this catalogue's (a forked or "
+                            "copied index)")
+        elif sparse.watermark < catalogue.max_passage_seq():
             problems.append(f"the keyword index holds passages up to {sparse.watermark} of "
                             f"{catalogue.max_passage_seq()} (behind, or damaged and rebuilt on next use)")
         return problems

@@ -128,6 +128,10 @@ class DatasetSearcher:
             self.notes.append("the dense index does not match this dataset's catalogue (edited or copied files); "
                               "it is left out until the next writer rebuilds it from the catalogue")
         self._sparse_unusable: str | None = None
+        self._sparse_trusted = self.sparse.consistent_with(self.catalogue)
+        if not self._sparse_trusted:  # a fork's index a writer could not rebuild yet: never its answers
+            self.notes.append("the keyword index does not match this dataset's catalogue (copied files); it is "
+                              "left out until the next writer rebuilds it from the catalogue")
         self.dense_problem: str | None = None
         if not os.access(dataset.folder, os.W_OK):
             self._refuse_unrebuildable()
@@ -310,7 +314,7 @@ class DatasetSearcher:
         if self._sparse_unusable:
             raise KxError(Status.FAILED_PRECONDITION, self._sparse_unusable)
         counts: dict[str, float] = dict(self.sparse.term_counts(text)) if term_weights is None else term_weights
-        if not counts or not self.sparse.folder.exists():
+        if not counts or not self.sparse.folder.exists() or not self._sparse_trusted:
             return Candidates.empty()
         scorer = self._scorer()
         # a term only superseded versions hold counts 0 in the statistics, yet an all-versions query finds it;

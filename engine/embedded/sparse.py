@@ -91,6 +91,20 @@ class SparseIndex:
             return 0  # another dataset's index, copied in
         return int(meta.get("watermark", 0))
 
+    def consistent_with(self, catalogue: Catalogue) -> bool:
+        """Whether the sidecar describes this catalogue's passages up to its watermark (its digest over their
+        (seq, ref): PassageReads.content_digest); a fork's index, copied over with the same dataset id, is not.
+        A sidecar without one (written before it was recorded) or an index trusted for nothing passes."""
+        meta = read_json(self.sidecar)
+        held = self.watermark
+        if held == 0 or not isinstance(meta, dict) or "content" not in meta:
+            return True
+        return meta["content"] == catalogue.content_digest(held)
+
+    def forget(self) -> None:
+        """Drop the sidecar: the index is rebuilt from the catalogue by the next catch-up."""
+        self.sidecar.unlink(missing_ok=True)
+
     def _open_for_write(self, start: int):
         """The index to extend from `start`, and the seq it really holds up to."""
         from whoosh import index
@@ -163,7 +177,7 @@ class SparseIndex:
         fsync(self.folder)
         write_json_atomic(self.sidecar, {"watermark": upto, "stopwords": self.stopwords,
                                          "tokenizer": TOKENIZER_VERSION, "fields": FIELDS, "files": files,
-                                         "dataset_id": self.dataset_id})
+                                         "dataset_id": self.dataset_id, "content": catalogue.content_digest(upto)})
         return added
 
     def terms(self, text: str) -> list[str]:

@@ -136,11 +136,17 @@ def test_a_forked_datasets_graph_copied_over_the_others_is_rebuilt_not_believed(
     engine.ingest("zoo", [from_text("giraffes browse the acacia trees at dawn", name="giraffe")])
     engine.ingest("zoo2", [from_text("the harbour ferry leaves at nine sharp", name="ferry")])
     engine.close()
-    for name in ("dense.voy", "dense.json"):
+    for name in ("dense.voy", "dense.json", "sparse.json"):
         shutil.copy2(zoo.parent / name, fork / name)
-    assert run_cli("datasets", "check", "zoo2").code == 12  # the check names it before a query rebuilds it
+    shutil.rmtree(fork / "sparse")
+    shutil.copytree(zoo.parent / "sparse", fork / "sparse")
+    checked = run_cli("datasets", "check", "zoo2")  # the check names both before a query rebuilds them
+    assert checked.code == 12 and "dense index describes other passages" in checked.stdout
+    assert "keyword index describes other passages" in checked.stdout
     fresh = _engine()
     hits = fresh.query("zoo2", "the harbour ferry leaves at nine sharp", mode="dense", k=1)
     assert [h.document_name for h in hits] == ["ferry"] and hits.dense_coverage == 1.0
+    keyword = fresh.query("zoo2", "harbour ferry", mode="sparse", k=1)
+    assert [h.document_name for h in keyword] == ["ferry"] and not keyword.notes
     giraffe = fresh.query("zoo", "giraffes browse the acacia trees at dawn", mode="dense", k=1)
     assert [h.document_name for h in giraffe] == ["giraffe"]
