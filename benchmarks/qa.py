@@ -1,6 +1,12 @@
 """Question answering on real documents: does the right passage come first, and does its span hold the answer?
 
-    python benchmarks/qa.py [--modes hybrid sparse dense] [--no-rerank] [--json OUT]
+    python benchmarks/qa.py [--sets own dev] [--modes hybrid sparse dense] [--no-rerank] [--no-timings]
+                            [--json OUT]
+
+Two question sets, side by side and per kind: the project's own (`own`, below) and qa-dev (`dev`,
+../shared/data/qa-dev/SOURCES.md: 45 questions by other authors over 15 files and a Markdown tree, ingested
+as a folder into the dataset `qa-dev`; its `a`, a phrase of the answering passage, is the answer). Tune on
+one, report the other: a set written beside the code does not predict documents its authors never saw.
 
 One dataset (`qa`, in the benchmark home) holds every file of
 ../shared/data/docs (PDF, DOCX, HTML; the two password-protected PDFs are
