@@ -33,6 +33,9 @@ _DIGESTS: dict[tuple[str, str], tuple[int, int]] = {}
 # How far from 1 a stored vector's length may be: float32 rounding of a normalised vector stays under 1e-6;
 # a flipped bit in a float32 changes its value by at least 2^-23 of it, most far more (an exponent bit: x2)
 UNIT_TOLERANCE = 1e-3
+# A hit's text is compared with its document's only for documents up to this size: reading a 40 MB page's
+# text (and walking it to a character offset) for every hit would cost a query more than it answers
+TEXT_CHECK_BYTES = 2**20
 
 
 def passage_problem(seq: int, ref: object, doc_ref: object, start: object, end: object, text: object) -> str | None:
@@ -124,7 +127,8 @@ class PassageReads(CatalogueFile):
             differs = self._db.execute(
                 "SELECT p.seq FROM passages p JOIN documents d ON d.ref = p.doc_ref JOIN blobs b ON b.ref = p.doc_ref "
                 "LEFT JOIN texts t ON t.doc_ref = p.doc_ref WHERE p.seq IN (SELECT value FROM json_each(?)) "
-                "AND (t.text IS NOT NULL OR d.media_type IS NOT ?) AND substr(COALESCE(t.text, CAST(CASE WHEN "
+                f"AND d.size <= {TEXT_CHECK_BYTES} AND (t.text IS NOT NULL OR d.media_type IS NOT ?) "
+                "AND substr(COALESCE(t.text, CAST(CASE WHEN "
                 "substr(b.data, 1, 3) = x'efbbbf' THEN substr(b.data, 4) ELSE b.data END AS TEXT)), "
                 "p.char_start + 1, p.char_end - p.char_start) IS NOT p.text LIMIT 1",
                 (json.dumps(wanted), RECORD_MEDIA_TYPE)).fetchone()
