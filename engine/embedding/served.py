@@ -15,10 +15,10 @@ sent to the URLs named, with the key from KX_EMBED_API_KEY when it is set.
 from __future__ import annotations
 
 import os
+import queue
 import re
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -131,8 +131,7 @@ class ServedEmbedder:
     def __init__(self, card: ModelCard, settings: Settings) -> None:
         self._card = card
         self._client = client_for(card.name, card.endpoint, settings)
-        self._pool = ThreadPoolExecutor(max_workers=max(len(card.endpoint) * settings.embed_endpoint_requests, 1),
-                                        thread_name_prefix="kx-served")
+        self._workers = max(len(card.endpoint) * settings.embed_endpoint_requests, 1)  # requests in flight
         self._checked = time.monotonic()  # the card's probe just now
         self._check_lock = threading.Lock()
 
@@ -143,8 +142,8 @@ class ServedEmbedder:
     def encode(self, texts: Sequence[str], batch_size: int = 32, progress: ProgressFn | None = None) -> np.ndarray:
         """Longest first (the server pads less), several batches in flight; `progress` after each batch.
 
-        `progress` raising (a stop request) abandons the rest: batches not yet sent are cancelled, those in
-        flight finish on their threads and are dropped.
+        `progress` raising (a stop request) abandons the rest: batches not yet sent are never sent, those in
+        flight are dropped when they come back (no retry), and nothing waits for them.
         """
         self._recheck()
         out = np.empty((len(texts), self._card.dimension), dtype=np.float32)
@@ -157,19 +156,42 @@ class ServedEmbedder:
                 if progress is not None:
                     progress(len(picked))
             return out
-        pending: dict[Future[np.ndarray], list[int]] = {
-            self._pool.submit(self._batch, [texts[i] for i in picked]): picked for picked in batches}
+        return self._in_flight(texts, batches, out, progress)
+
+    def _in_flight(self, texts: Sequence[str], batches: list[list[int]], out: np.ndarray,
+                   progress: ProgressFn | None) -> np.ndarray:
+        """The batches on daemon threads (a stop or an exit never waits for a slow server's answer), their
+        results taken in as they come; on any failure the threads stop retrying and nothing more is sent."""
+        work: queue.SimpleQueue[list[int]] = queue.SimpleQueue()
+        for picked in batches:
+            work.put(picked)
+        results: queue.SimpleQueue[tuple[list[int], Any]] = queue.SimpleQueue()
+        stop = threading.Event()
+
+        def worker() -> None:
+            while not stop.is_set():
+                try:
+                    picked = work.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    results.put((picked, self._batch([texts[i] for i in picked], stop)))
+                except BaseException as exc:  # handed to the caller's thread, which raises it
+                    results.put((picked, exc))
+                    return
+
+        for _ in range(min(self._workers, len(batches))):
+            threading.Thread(target=worker, name="kx-served", daemon=True).start()
         try:
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    picked = pending.pop(future)
-                    out[picked] = future.result()
-                    if progress is not None:
-                        progress(len(picked))
+            for _ in batches:
+                picked, answer = results.get()
+                if isinstance(answer, BaseException):
+                    raise answer
+                out[picked] = answer
+                if progress is not None:
+                    progress(len(picked))
         finally:
-            for future in pending:
-                future.cancel()
+            stop.set()
         return out
 
     def _recheck(self) -> None:
@@ -194,14 +216,14 @@ class ServedEmbedder:
                         "again, or restart kx to use the new one (a dataset of the old model refuses it)")
             self._checked = time.monotonic()
 
-    def _batch(self, texts: list[str]) -> np.ndarray:
-        return unit_rows(self._client.embed(texts), f"the served model {self._card.name!r}", self._card.dimension)
+    def _batch(self, texts: list[str], stop: threading.Event | None = None) -> np.ndarray:
+        return unit_rows(self._client.embed(texts, stop=stop), f"the served model {self._card.name!r}",
+                         self._card.dimension)
 
     def status(self) -> dict[str, Any]:
         return {**served_status(self._card), "loaded": True, "requests": self._client.timings()}
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
         self._client.close()
 
 

@@ -65,13 +65,17 @@ class EmbeddingsClient:
     def urls(self) -> list[str]:
         return [u.base for u in self._urls]
 
-    def embed(self, texts: Sequence[str], only: str | None = None) -> list[list[float]]:
+    def embed(self, texts: Sequence[str], only: str | None = None,
+              stop: threading.Event | None = None) -> list[list[float]]:
         """The server's vectors for `texts`, in order (as it sent them: not yet checked or normalised).
 
-        `only`: ask this base URL and no other (the probe of one URL).
+        `only`: ask this base URL and no other (the probe of one URL). `stop` set: no retry, no backoff
+        (the caller has given up on this batch).
         """
         attempts = _Attempts(self._retries + 1)
         while True:
+            if stop is not None and stop.is_set():
+                raise Abandoned
             url = self._pick(only)
             if url is None:
                 raise self._unavailable(attempts, only)
@@ -94,7 +98,10 @@ class EmbeddingsClient:
             finally:
                 with self._lock:
                     url.in_flight -= 1
-            time.sleep(pause)  # not counted in flight: another request may use the URL meanwhile
+            if stop is not None:
+                stop.wait(pause)  # not counted in flight: another request may use the URL meanwhile
+            else:
+                time.sleep(pause)
 
     def models(self, base: str) -> list[dict[str, Any]]:
         """The server's `GET {base}/models` entries; [] when it has none or does not answer (metadata only)."""
@@ -158,6 +165,10 @@ class EmbeddingsClient:
         return KxError(Status.UNAVAILABLE,
                        f"the served embedding model {self.model!r} is unavailable ({said}; {tries} request(s) "
                        "tried); start or fix the server, or point KX_SERVE_EMBED_MODEL at one that answers")
+
+
+class Abandoned(Exception):
+    """The caller stopped waiting for this batch (a stop request, another batch's failure)."""
 
 
 class _Retry(Exception):

@@ -51,6 +51,9 @@ class Scripted:
                 owner.requests.append(body)
                 owner.headers.append(dict(self.headers))
                 status, extra = owner.script.pop(0) if owner.script else (200, {})
+                if status == 0:  # a server that takes its time
+                    time.sleep(5)
+                    status = 200
                 if status != 200:
                     self._send(status, {"error": "scripted"}, extra)
                     return
@@ -266,3 +269,38 @@ def test_a_served_chat_model_gets_the_advisory_in_kx_info(scripted: Scripted) ->
     assert model is not None and model["causal_lm"] and model["endpoint"] == [scripted.url]
     assert model["runtime"]["runtime"] == "served" and model["runtime"]["probe_latency_ms"] > 0
     assert len(advisories) == 1 and "chat / text-generation model" in advisories[0] and scripted.url in advisories[0]
+
+
+def test_a_stop_never_waits_for_a_slow_server(scripted: Scripted) -> None:
+    """A stopped encode returns at once and the process exits at once, though a batch is still in flight."""
+    import subprocess
+    import sys
+
+    from ..helpers import REPO
+
+    program = f"""
+import time
+from engine import load_settings
+from engine.embedding.served import ServedEmbedder, served_card
+settings = load_settings({{"embed_model": "openai:hash-embed@{scripted.url}", "embed_endpoint_requests": 2}})
+embedder = ServedEmbedder(served_card(settings), settings)
+print("ready", flush=True)
+input()
+class Stop(Exception):
+    pass
+def progress(n):
+    raise Stop
+try:
+    embedder.encode([f"text number {{i}}" for i in range(8)], batch_size=4, progress=progress)
+except Stop:
+    print("stopped", flush=True)
+"""
+    child = subprocess.Popen([sys.executable, "-c", program], cwd=REPO, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdin is not None
+    assert child.stdout.readline().strip() == "ready"
+    scripted.script = [(200, {}), (0, {})]  # of the two batches in flight, one answers and one hangs for 5 s
+    started = time.monotonic()
+    out, _err = child.communicate("go\n", timeout=30)
+    assert out.strip() == "stopped" and child.returncode == 0
+    assert time.monotonic() - started < 3  # neither the stop nor the exit waited for the hung batch
