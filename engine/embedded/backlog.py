@@ -54,6 +54,12 @@ def paced_batch(configured: int, passages: int, seconds: float) -> int:
     return max(min(configured, fits), min(_MIN_BATCH, configured))
 
 
+def chunk_rows(batch: int, in_flight: int = 1) -> int:
+    """Passages per backlog chunk: 8 batches, and at least two per request a served model keeps in flight
+    (engine/embedding/served.py), so every request slot stays busy until the chunk's last wave."""
+    return max(batch * max(8, 2 * in_flight), 32)
+
+
 class ModelSource(Protocol):
     settings: Settings
 
@@ -80,7 +86,7 @@ class _Chunks:
         `interrupt` is asked after every encode batch: True abandons the chunk in hand (nothing of it is
         committed; the next writer embeds it), so a stop never waits for a whole chunk.
         """
-        rows = self.catalogue.unembedded(max(self.batch * 8, 32))
+        rows = self.catalogue.unembedded(chunk_rows(self.batch, getattr(self.embedder, "in_flight", 1)))
         if not rows:
             return False
         goal = total()

@@ -139,6 +139,11 @@ class ServedEmbedder:
     def card(self) -> ModelCard:
         return self._card
 
+    @property
+    def in_flight(self) -> int:
+        """Requests it keeps in flight: the backlog's chunks hold at least two batches for each."""
+        return self._workers
+
     def encode(self, texts: Sequence[str], batch_size: int = 32, progress: ProgressFn | None = None) -> np.ndarray:
         """Longest first (the server pads less), several batches in flight; `progress` after each batch.
 

@@ -320,6 +320,10 @@ def test_batches_shrink_on_a_slow_cpu_so_progress_keeps_moving() -> None:
 
     assert paced_batch(32, 256, 8.0) == 32      # 32 passages/s: a batch of 32 takes a second
     assert paced_batch(32, 256, 100.0) == 4     # 2.6 passages/s (a loaded machine): small batches, not tiny
+    from engine.embedded.backlog import chunk_rows
+
+    assert chunk_rows(16) == 128 and chunk_rows(2) == 32            # a local model: 8 batches a chunk
+    assert chunk_rows(16, 4) == 128 and chunk_rows(16, 12) == 384   # a served one: two batches a request
     assert paced_batch(32, 256, 1000.0) == 4    # never below the floor
     assert paced_batch(32, 256, 16.0) == 24
     assert paced_batch(2, 256, 1000.0) == 2     # never above what the user configured
