@@ -482,7 +482,11 @@ def print_query(console: _RichConsole, result: QueryResult, spans_of: Callable[[
             + (f"  [magenta]{duplicate_marker(hit, result.hits)}[/]" if hit.duplicate_of else ""),
             highlight=False,
         )
-        preview = passage_preview(hit, spans_of(hit.text))
+        from .markdown_text import looks_like_markdown
+
+        # Markdown as its text (headings, emphasis and links without their marks), unless --raw
+        preview = passage_preview(hit, spans_of(hit.text),
+                                  markdown=not raw and looks_like_markdown(hit.source_path, hit.text))
         preview.pad_left(4)
         console.print(preview)
 

@@ -47,6 +47,7 @@ import numpy as np
 from ..agent_run import OFFLINE, AgentRun, Citation, StopReason
 from ..fusion import mmr
 from ..records import Hit
+from ..text.markdown_plain import as_text, is_markdown
 from .fused import FusedCandidates
 from .reader import EmbedFn, Reader
 from .text import CLAUSE, GOAL, PHRASE, SENTENCE, content_words, feedback_terms, goal_parts, normalised, sentences
@@ -286,7 +287,9 @@ class OfflineBrain:
             lines.append(f"From {hits[mine[0].ref].document_name}:")
             for s in mine:
                 citation = reader.citation(s.ref)
-                lines.append(f"- {s.text} {citation.label}")
+                hit = hits[s.ref]   # a Markdown passage's sentence as its text: no '**' or '#' in the answer
+                text = " ".join(as_text(s.text).split()) if is_markdown(hit.source_path, hit.text) else s.text
+                lines.append(f"- {text} {citation.label}")
                 if s.ref not in cited:
                     cited.add(s.ref)
                     citations.append(citation)

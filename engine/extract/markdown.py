@@ -1,8 +1,8 @@
 """Markdown: today's UTF-8 text, with ATX headings as sections and YAML front matter as metadata.
 
 Front matter (`---` on the very first line, closed by `---` or `...`) is
-metadata, not body text: its `title` becomes the document's title and the
-rest goes into `metadata`. It is cut off the text, so the stored text, the
+metadata, not body text: its `title` becomes the document's title (without
+one, the first heading's words do) and the rest goes into `metadata`. It is cut off the text, so the stored text, the
 passages and every character range start after it. Headings inside fenced
 code blocks are code, not sections. Setext headings (underlined with `===`)
 are not read as sections.
@@ -18,7 +18,7 @@ from ..errors import invalid
 from ..text.inputs import DocumentInput, extract_text
 from .base import Extracted, Section
 
-EXTRACTOR_ID = "markdown/1"
+EXTRACTOR_ID = "markdown/2"   # 2: a document without front matter is titled by its first heading
 
 _FRONT_OPEN = re.compile(r"\A---[ \t]*\r?\n")
 _FRONT_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.MULTILINE)
@@ -32,8 +32,10 @@ def extract_markdown(doc: DocumentInput) -> Extracted:
     text, metadata, notes = _split_front_matter(raw, label)
     if not text.strip():
         raise invalid(f"{label} holds only YAML front matter; there is no body text to index")
-    title = metadata.pop("title", None)
-    return Extracted(text=text, media_type="text/markdown", sections=tuple(_headings(text)), title=title,
+    sections = tuple(_headings(text))
+    # the front matter's title, else the first heading's words (a README's `# Refunds and Returns`)
+    title = metadata.pop("title", None) or (sections[0].title if sections else None)
+    return Extracted(text=text, media_type="text/markdown", sections=sections, title=title,
                      notes=tuple(notes), extractor=EXTRACTOR_ID, metadata=metadata)
 
 

@@ -15,6 +15,7 @@ from ..backend import MAX_DOCUMENTS_PAGE, Backend
 from ..errors import KxError, Status, invalid, not_found
 from ..records import DocumentSummary, PassageSpan, RetrievalMode, VersionView, chunk_label, pages_label
 from ..text.inputs import from_file, from_text
+from ..text.markdown_plain import shown
 from .mcp_policy import Policy
 
 DEFAULT_K = 8
@@ -68,7 +69,8 @@ def _hit_lines(data: dict[str, Any]) -> str:
         lines.append(f"{hit['rank']}. {hit['citation']}" + (f" {where}" if where else ""))
         lines.append(f"   document_ref={hit['document_ref']} passage_ref={hit['passage_ref']} "
                      f"chars {hit['char_start']}-{hit['char_end']}" + (f"; {ranks}" if ranks else ""))
-        lines.append("   " + hit["text"].replace("\n", "\n   "))
+        # Markdown as its text (structuredContent keeps the stored text)
+        lines.append("   " + shown(hit.get("source_path"), hit["text"]).replace("\n", "\n   "))
     if not hits:
         lines.append("nothing matched; try other words, or mode=sparse for exact terms")
     return "\n".join(lines)

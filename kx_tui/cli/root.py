@@ -331,7 +331,9 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
                                                   "stay; run the same command again to add the rest (what is in "
                                                   "comes back unchanged)")
             if as_json:  # a script reads stdout: it still gets one object, saying what is stored and that it stopped
-                click.echo(json.dumps(_stopped_report(name, seen, len(docs), stopped), indent=2))
+                from .verdict import stopped_report
+
+                click.echo(json.dumps(stopped_report(name, seen, len(docs), stopped), indent=2))
             raise stopped from None   # the same exit (130) and stderr line as without --json
     from .documents import added_notes
 
@@ -357,19 +359,6 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
         from engine.watch.events import Retired
 
         raise failure(name, report, failing, sum(isinstance(event, Retired) for event in followed))
-
-
-def _stopped_report(name: str, seen: list[DocumentResult], given: int, stopped: Interrupted) -> dict[str, Any]:
-    """`ingest --json`'s answer when a signal stopped it: the report's counts and results for the documents
-    that got one (the added ones are committed and stay), how many got none, and the stop itself."""
-    def count(status: DocumentStatus) -> int:
-        return sum(r.status == status for r in seen)
-
-    return {"dataset": name, "stopped": True, "signal": signal.Signals(stopped.signum).name, "code": "CANCELLED",
-            "message": stopped.message, "added": count(DocumentStatus.ADDED),
-            "unchanged": count(DocumentStatus.UNCHANGED), "refused": count(DocumentStatus.REFUSED),
-            "passages_added": sum(r.passages for r in seen if r.status == DocumentStatus.ADDED),
-            "not_reached": given - len(seen), "results": [r.to_dict() for r in seen]}
 
 
 def _followed(engine: Backend, name: str, folder: Path) -> list[Retired | Renamed]:
@@ -418,11 +407,12 @@ def _print_followed(console: RichConsole, events: list[Retired | Renamed]) -> No
 @click.option("--expand/--no-expand", "expand", default=None,
               help="Expand the query from a first pass's top passages (RM3 terms for sparse, a Rocchio vector "
                    "for dense) and search again; the added terms are shown (default KX_QUERY_EXPANSION, off).")
+@click.option("--raw", is_flag=True, help="Show each passage's stored text as it is (Markdown marks kept).")
 @click.option("--json", "as_json", is_flag=True, help="Print every field of every hit as JSON.")
 @click.pass_context
 def query(ctx: click.Context, name: str, question: tuple[str, ...], text: str | None, k: int | None,
           mode: str | None, rerank: str | None, where: tuple[str, ...], versions: str | None,
-          expand: bool | None, as_json: bool) -> None:
+          expand: bool | None, raw: bool, as_json: bool) -> None:
     """Ask dataset NAME a QUESTION; print the passages that answer it, with provenance.
 
     \b
@@ -448,7 +438,8 @@ def query(ctx: click.Context, name: str, question: tuple[str, ...], text: str | 
     from ..render import Console, print_query
 
     # the dataset's own analyzer, named by its fingerprint: kx's stemming one, or Milvus's (also over a gateway)
-    print_query(Console(), result, highlighter(engine.dataset_summary(name).fingerprint, text), where=where)
+    print_query(Console(), result, highlighter(engine.dataset_summary(name).fingerprint, text), where=where,
+                raw=raw)
 
 
 # kx eval's columns: each mode, and hybrid with MMR (engine/evaluation.py VARIANTS, not imported for --help)

@@ -1,4 +1,5 @@
-"""How an ingest ends: which refusals fail the command (a non-zero exit) and which are only reported.
+"""How an ingest ends: which refusals fail the command (a non-zero exit) and which are only reported; and what
+`ingest --json` says when a signal stopped it.
 
 The rule (README "Exit codes"), one for `kx datasets ingest` with or without
 --sync:
@@ -22,11 +23,15 @@ counted, and the watch goes on (it exits 0 when stopped).
 
 from __future__ import annotations
 
-from typing import Sequence
+import signal
+from typing import TYPE_CHECKING, Any, Sequence
 
 from engine.errors import KxError, Status
 from engine.records import DocumentResult, DocumentStatus, IngestReport
 from engine.text.inputs import DocumentInput
+
+if TYPE_CHECKING:
+    from .stopping import Interrupted
 
 
 def failing_refusals(report: IngestReport, docs: Sequence[DocumentInput], from_walk: Sequence[bool],
@@ -58,3 +63,16 @@ def failure(name: str, report: IngestReport, failing: list[DocumentResult], reti
     if retired:   # said, as a refusal must not read as "nothing changed"
         rest += f"; {retired} document(s) whose files are gone were retired"
     return KxError(first, f"{refused} of {len(report.results)} document(s) refused; {rest} (see the reasons above)")
+
+
+def stopped_report(name: str, seen: list[DocumentResult], given: int, stopped: Interrupted) -> dict[str, Any]:
+    """`ingest --json`'s answer when a signal stopped it: the report's counts and results for the documents
+    that got one (the added ones are committed and stay), how many got none, and the stop itself."""
+    def count(status: DocumentStatus) -> int:
+        return sum(r.status == status for r in seen)
+
+    return {"dataset": name, "stopped": True, "signal": signal.Signals(stopped.signum).name, "code": "CANCELLED",
+            "message": stopped.message, "added": count(DocumentStatus.ADDED),
+            "unchanged": count(DocumentStatus.UNCHANGED), "refused": count(DocumentStatus.REFUSED),
+            "passages_added": sum(r.passages for r in seen if r.status == DocumentStatus.ADDED),
+            "not_reached": given - len(seen), "results": [r.to_dict() for r in seen]}

@@ -29,3 +29,15 @@ def test_kx_info_says_the_model_is_prepared_once_its_graph_is_there(kx_home: Pat
     monkeypatch.setenv("KX_MODEL_CACHE", str(tmp_path / "empty-cache"))
     fresh = run_cli("info")
     assert "(prepared on first use)" in fresh.stdout and "when first used" not in fresh.stdout
+
+
+def test_markdown_passages_print_as_text_and_raw_shows_the_stored_marks(kx_home: Path, tmp_path: Path) -> None:
+    page = tmp_path / "refunds.md"
+    page.write_text("# Refunds and Returns\n\n## The window\n\nUse the **RMA-7** form within [thirty days](x.md).\n")
+    assert run_cli("datasets", "ingest", "hb", str(page)).code == 0
+    shown = run_cli("datasets", "query", "hb", "RMA-7 form", "--mode", "sparse")
+    assert shown.code == 0 and "Use the RMA-7 form within thirty days." in shown.stdout, shown.stdout
+    assert "**" not in shown.stdout and "##" not in shown.stdout
+    assert "refunds — Refunds and Returns" in shown.stdout   # the title: the first heading
+    raw = run_cli("datasets", "query", "hb", "RMA-7 form", "--mode", "sparse", "--raw")
+    assert "Use the **RMA-7** form within [thirty days](x.md)." in raw.stdout
