@@ -150,3 +150,48 @@ def test_a_forked_datasets_graph_copied_over_the_others_is_rebuilt_not_believed(
     assert [h.document_name for h in keyword] == ["ferry"] and not keyword.notes
     giraffe = fresh.query("zoo", "giraffes browse the acacia trees at dawn", mode="dense", k=1)
     assert [h.document_name for h in giraffe] == ["giraffe"]
+
+
+@pytest.mark.slow  # ~2 s: a slice of benchmarks/catalogue_flips.py (4,320 queries there)
+def test_random_bit_flips_in_the_catalogue_never_answer_wrongly_or_internal(kx_home: Path, tmp_path: Path) -> None:
+    import random
+
+    words = ["north", "south", "river", "hill", "lake", "forest", "harbour", "bridge"]
+    engine = _engine()
+    engine.ingest("zoo", [from_text(f"{w} zoo note {i}: elephants and penguins near the {w} {words[i % 8]}. " * 3,
+                                    name=f"n{w}{i}") for i, w in enumerate(words * 5)])
+    engine.close()
+    pristine = kx_home / "datasets" / "zoo"
+    db = sqlite3.connect(pristine / "catalog.sqlite")
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    queries = [("elephants near the river", "dense"), ("penguins harbour", "sparse"), ("forest bridge", "hybrid")]
+
+    def answers(engine: Engine) -> list:
+        return [[(h.passage_ref, h.text, h.document_name, h.score) for h in engine.query("zoo", q, mode=m, k=5)]
+                for q, m in queries]
+
+    expected = answers(_engine())
+    rng = random.Random(3)
+    tally = {"same": 0, "refused": 0}
+    for _ in range(12):
+        shutil.rmtree(pristine.parent / "hit", ignore_errors=True)
+        shutil.copytree(pristine, pristine.parent / "hit")
+        path = pristine.parent / "hit" / "catalog.sqlite"
+        data = bytearray(path.read_bytes())
+        for _ in range(4):
+            data[rng.randrange(100, len(data))] ^= 1 << rng.randrange(8)
+        path.write_bytes(bytes(data))
+        for i, (q, m) in enumerate(queries):
+            fresh = _engine()
+            try:
+                got = [(h.passage_ref, h.text, h.document_name, h.score)
+                       for h in fresh.query("hit", q, mode=m, k=5)]
+                assert got == expected[i], "silently wrong"
+                tally["same"] += 1
+            except KxError as exc:
+                assert exc.status is not Status.INTERNAL, exc
+                tally["refused"] += 1
+            finally:
+                fresh.close()
+    assert tally["same"] and tally["refused"], tally  # both kinds of round happened
