@@ -3,7 +3,8 @@
 bash: kx's own script (completion_script.py), the command tree written out
 and dataset names read from KX_HOME in the shell, so a TAB starts no Python.
 zsh and fish: click's own, which calls back into kx with `_KX_COMPLETE` set
-at each TAB (commands, options and choices).
+at each TAB; main() then gives the parameters the bash script's value kinds
+(completion_script.attach_dynamic): dataset names, folders, --set names.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import shlex
 from enum import Enum
-from typing import Iterator
+from typing import Any, Iterator
 
 import click
 
@@ -262,3 +262,47 @@ ZSH_PREFIX = """#compdef kx
 # kx completion for zsh: the bash script through zsh's bashcompinit; made by `kx completion zsh`
 autoload -U +X bashcompinit && bashcompinit
 """
+
+
+def attach_dynamic(root: click.Group) -> None:
+    """For click's own completion (zsh and fish call back into kx at each TAB): the same kinds as the bash
+    script's, as each parameter's completion: dataset names, folders only where a folder is expected, --set
+    names, --where kinds and model names. Loads every command (this path is slow anyway)."""
+    from click.shell_completion import CompletionItem
+
+    def values(kind: str) -> Any:
+        def complete(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+            if kind == "dir":
+                return [CompletionItem(incomplete, type="dir")]
+            if kind == "dataset":
+                words = _dataset_names(ctx)
+            elif kind == "setting":
+                words = _setting_values()
+            elif kind == "where":
+                words = [*WHERE_KINDS, *(f"type:{t}" for t in WHERE_TYPES)]
+            else:
+                words = list(MODELS)
+            return [CompletionItem(word) for word in words if word.startswith(incomplete)]
+
+        return complete
+
+    ctx = click.Context(root, info_name="kx")
+    for path, command in _commands(root, (), ctx):
+        for param in command.params:
+            kind = _kind(path, param)
+            if kind in ("dataset", "dir", "setting", "where", "model"):
+                param._custom_shell_complete = values(kind)
+
+
+def _dataset_names(ctx: click.Context) -> list[str]:
+    """The datasets under the home this command line names (--home, else KX_HOME, else the default)."""
+    import os
+
+    root = ctx.find_root()
+    home = root.params.get("home") or os.environ.get("KX_HOME") or default_home()
+    folder = os.path.join(os.path.expanduser(str(home)), "datasets")
+    try:
+        return sorted(name for name in os.listdir(folder)
+                      if os.path.exists(os.path.join(folder, name, "catalog.sqlite")))
+    except OSError:
+        return []

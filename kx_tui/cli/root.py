@@ -518,6 +518,10 @@ def _cancelled(message: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: run the CLI, turning every failure into one line on stderr."""
+    if os.environ.get("_KX_COMPLETE"):   # click's completion callback (zsh, fish): kx's value kinds too
+        from .completion_script import attach_dynamic
+
+        attach_dynamic(cli)
     try:
         cli.main(args=argv, prog_name="kx", standalone_mode=False)
     except KxError as exc:

@@ -110,3 +110,18 @@ def test_through_a_gateway_the_names_come_from_it(homes: Path, tmp_path: Path) -
                 ["handbook", "hr-policies"]
     finally:
         engine.close()
+
+
+def _click_complete(shell: str, words: str, cword: int, env: dict[str, str]) -> list[str]:
+    """What click's callback answers (the path zsh's and fish's scripts take at each TAB)."""
+    out = subprocess.run([sys.executable, "-m", "kx_tui"], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, **env, "_KX_COMPLETE": f"{shell}_complete", "COMP_WORDS": words,
+                              "COMP_CWORD": str(cword), "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    return out.stdout.splitlines()
+
+
+def test_zsh_and_fish_through_click_complete_datasets_and_folders_too(homes: Path) -> None:
+    zsh = _click_complete("zsh", "kx datasets query h", 3, {"KX_HOME": str(homes)})
+    assert [line for line in zsh if line not in ("plain", "_")] == ["handbook", "hr-policies"]
+    assert _click_complete("bash", "kx mcp --allow-path ", 3, {}) == ["dir,"]
+    assert "plain,embed_model=default-int8" in _click_complete("bash", "kx --set embed_model=d", 2, {})
