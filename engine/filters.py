@@ -3,8 +3,9 @@
 `--where` clauses narrow a query to some documents or pages:
 
     name:GLOB         the document's name or its source path matches GLOB (`name:guide/*`, `name:*.pdf`)
-    type:KIND         media type: pdf, docx, html, epub, md, txt, rst, record (JSONL), image (png, jpeg, tiff,
-                      webp, bmp), or a full type (text/csv); `type:ocr` is the documents read by OCR
+    type:KIND         media type: pdf, docx, pptx, xlsx, odt, odp, csv, tsv, html, epub, md, txt, rst, record
+                      (JSONL), image (png, jpeg, tiff, webp, bmp), or a full type (text/csv); `type:ocr` is the
+                      documents read by OCR
     ocr:yes|no        documents (partly) read by OCR (a scan, an image), or those not
     after:YYYY-MM-DD  ingested on or after that day (UTC)
     before:YYYY-MM-DD ingested before that day (UTC)
@@ -46,6 +47,10 @@ _MEDIA = {
     "png": ("image/png",), "jpeg": ("image/jpeg",), "jpg": ("image/jpeg",), "tiff": ("image/tiff",),
     "tif": ("image/tiff",), "webp": ("image/webp",), "bmp": ("image/bmp",),
     "image": ("image/png", "image/jpeg", "image/tiff", "image/webp", "image/bmp"),
+    "pptx": ("application/vnd.openxmlformats-officedocument.presentationml.presentation",),
+    "xlsx": ("application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",),
+    "odt": ("application/vnd.oasis.opendocument.text",), "odp": ("application/vnd.oasis.opendocument.presentation",),
+    "csv": ("text/csv",), "tsv": ("text/tab-separated-values",),
 }
 OCR_TYPE = "ocr"  # `type:ocr`: not a media type but how the text was read (the same as `ocr:yes`)
 _KINDS = ("name", "type", "after", "before", "pages", "ref", "ocr")

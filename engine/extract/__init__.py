@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 from ..errors import KxError
 from ..text.inputs import DocumentInput, extract_text
 from .base import Extracted, Limits, Section, page_span, section_path
-from .detect import DOCX, EPUB, HTML, IMAGE, MARKDOWN, PDF, detect_format
+from .detect import DELIMITED, DOCX, EPUB, HTML, IMAGE, MARKDOWN, ODP, ODT, PDF, PPTX, XLSX, detect_format
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -40,6 +40,10 @@ EXTRACTORS: dict[str, str] = {
     HTML: "engine.extract.html:extract_html",
     EPUB: "engine.extract.epub:extract_epub",
     IMAGE: "engine.extract.image:extract_image",
+    PPTX: "engine.extract.slides:extract_pptx",
+    XLSX: "engine.extract.sheets:extract_xlsx",
+    ODT: "engine.extract.opendocument:extract_odt",
+    ODP: "engine.extract.opendocument:extract_odp",
 }
 
 
@@ -122,5 +126,9 @@ def _in_process(doc: DocumentInput, fmt: str) -> Extracted:
         from .markdown import extract_markdown
 
         return extract_markdown(doc)
+    if fmt == DELIMITED:
+        from .sheets import extract_delimited
+
+        return extract_delimited(doc.data, doc.source_path or doc.name, doc.source_path or doc.name)
     return Extracted(text=extract_text(doc), media_type=doc.media_type, extractor=EXTRACTOR_VERSION)
 

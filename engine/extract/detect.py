@@ -23,21 +23,31 @@ from ..text.inputs import RECORD_MEDIA_TYPE, DocumentInput
 
 PDF, DOCX, EPUB, HTML, MARKDOWN, TEXT, RECORD = "pdf", "docx", "epub", "html", "markdown", "text", "record"
 IMAGE = "image"
+PPTX, XLSX, ODT, ODP, DELIMITED = "pptx", "xlsx", "odt", "odp", "delimited"
 
 MEDIA_TYPES = {
     PDF: "application/pdf",
     DOCX: "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     EPUB: "application/epub+zip",
     HTML: "text/html",
+    PPTX: "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    XLSX: "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    ODT: "application/vnd.oasis.opendocument.text",
+    ODP: "application/vnd.oasis.opendocument.presentation",
 }
 _BY_MEDIA = {media: fmt for fmt, media in MEDIA_TYPES.items()} | {
     "application/xhtml+xml": HTML, "text/markdown": MARKDOWN, "text/x-markdown": MARKDOWN,
+    "text/csv": DELIMITED, "text/tab-separated-values": DELIMITED,
 }
 _BY_SUFFIX = {".pdf": PDF, ".docx": DOCX, ".epub": EPUB, ".html": HTML, ".htm": HTML, ".xhtml": HTML,
               ".md": MARKDOWN, ".markdown": MARKDOWN, ".png": IMAGE, ".jpg": IMAGE, ".jpeg": IMAGE, ".tif": IMAGE,
-              ".tiff": IMAGE, ".webp": IMAGE, ".bmp": IMAGE}
+              ".tiff": IMAGE, ".webp": IMAGE, ".bmp": IMAGE, ".pptx": PPTX, ".xlsx": XLSX, ".odt": ODT, ".odp": ODP,
+              ".csv": DELIMITED, ".tsv": DELIMITED}
 _NAMES = {PDF: "a PDF", DOCX: "a Word (DOCX) document", EPUB: "an EPUB book", HTML: "an HTML page",
-          IMAGE: "an image"}
+          IMAGE: "an image", PPTX: "a PowerPoint (PPTX) presentation", XLSX: "an Excel (XLSX) workbook",
+          ODT: "an OpenDocument text (ODT)", ODP: "an OpenDocument presentation (ODP)"}
+_ODF = {b"application/vnd.oasis.opendocument.text": ODT, b"application/vnd.oasis.opendocument.presentation": ODP,
+        b"application/epub+zip": EPUB}
 # the images OCR reads, by their first bytes (BMP's two letters only count with a sane header behind them)
 _IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*")
 
@@ -69,12 +79,12 @@ def detect_format(doc: DocumentInput) -> str:
     claimed = _claimed_format(doc)
     if _HTML_START.match(data[:4096]) or (claimed == HTML and _HTML_FRAGMENT.match(data[:4096])):
         return HTML
-    if claimed in (PDF, DOCX, EPUB, IMAGE):
+    if claimed in _NAMES and claimed != HTML:  # a page without <html> may still be one (a fragment)
         raise invalid(
             f"{doc.source_path or doc.name} is named or typed as {_NAMES[claimed]} but its bytes are not one "
             f"({_what_it_is(data)}); it may be damaged or mislabelled: re-export or re-download it"
         )
-    return MARKDOWN if claimed == MARKDOWN else TEXT
+    return claimed if claimed in (MARKDOWN, DELIMITED) else TEXT
 
 
 def _is_image(data: bytes) -> bool:
@@ -98,10 +108,14 @@ def _zip_format(data: bytes) -> str | None:
             names = set(archive.namelist())
             if "word/document.xml" in names:
                 return DOCX
+            if "ppt/presentation.xml" in names:
+                return PPTX
+            if "xl/workbook.xml" in names:
+                return XLSX
             if "mimetype" in names:
                 info = archive.getinfo("mimetype")
-                if info.file_size < 100 and archive.read("mimetype").strip() == b"application/epub+zip":
-                    return EPUB
+                if info.file_size < 100:
+                    return _ODF.get(archive.read("mimetype").strip())
     except (zipfile.BadZipFile, KeyError, OSError, EOFError, NotImplementedError, RuntimeError):
         return None
     return None

@@ -88,7 +88,7 @@ class IngestIn(_Body):
 # The shape of one --where clause (engine/filters.py); a date that is no calendar day, or pages B < A, are
 # refused by the engine with INVALID_ARGUMENT (rules a pattern cannot state).
 WHERE_PATTERN = (r"^(name:.*\S.*|type:(pdf|docx|word|html|epub|md|markdown|txt|text|rst|record|jsonl"
-                 r"|png|jpeg|jpg|tiff|tif|webp|bmp|image|ocr"
+                 r"|png|jpeg|jpg|tiff|tif|webp|bmp|image|ocr|pptx|xlsx|odt|odp|csv|tsv"
                  r"|[A-Za-z0-9.+-]+/[A-Za-z0-9.+-]+)|(after|before):[0-9]{4}-[0-9]{2}-[0-9]{2}|ocr:(yes|no|true|false)"
                  r"|pages:[1-9][0-9]{0,8}(-[1-9][0-9]{0,8})?|ref:[0-9a-fA-F]{6,64}(,[0-9a-fA-F]{6,64})*)$")
 

@@ -19,8 +19,9 @@ from ..errors import KxError, Status, invalid
 from .safe_read import Vet, open_regular_binary, read_regular_file
 
 RECORD_MEDIA_TYPE = "application/x-kx-record+json"  # one JSONL line: {"id", "title", "text"}
-ACCEPTED = ("PDF (scans read by OCR), images (.png, .jpg, .tif, .webp, .bmp; OCR), Word (.docx), HTML/XHTML, "
-            "EPUB, UTF-8 text files (.txt, .md, .rst, source code, ...), --text strings and JSONL records")
+ACCEPTED = ("PDF (scans read by OCR), images (.png, .jpg, .tif, .webp, .bmp; OCR), Word (.docx), PowerPoint "
+            "(.pptx), Excel (.xlsx), OpenDocument (.odt, .odp), CSV/TSV, HTML/XHTML, EPUB, UTF-8 text files "
+            "(.txt, .md, .rst, source code, ...), --text strings and JSONL records")
 
 _TEXT_TYPES = {
     ".md": "text/markdown", ".markdown": "text/markdown", ".rst": "text/x-rst", ".txt": "text/plain",
@@ -31,6 +32,9 @@ _TEXT_TYPES = {
     ".html": "text/html", ".htm": "text/html", ".xhtml": "application/xhtml+xml",
     ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".tif": "image/tiff", ".tiff": "image/tiff",
     ".webp": "image/webp", ".bmp": "image/bmp",
+    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    ".odt": "application/vnd.oasis.opendocument.text", ".odp": "application/vnd.oasis.opendocument.presentation",
 }
 
 

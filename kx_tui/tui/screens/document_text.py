@@ -40,6 +40,9 @@ def provenance_table(document: DocumentSummary) -> Table:
     table.add_row("type", f"{document.media_type} · {size_text(document.size)}"
                           + (f" · {document.pages} pages" if document.pages is not None else ""))
     table.add_row("passages", str(document.passages))
+    if document.ocr_confidence is not None:  # scanned pages or an image: its text may hold misread words
+        table.add_row("read by", Text(f"OCR (mean confidence {document.ocr_confidence:.2f}; misreadings possible)",
+                                      style="yellow"))
     table.add_row("ingested", datetime.fromtimestamp(document.ingested_at).strftime("%Y-%m-%d %H:%M:%S")
                   if document.ingested_at else "—")
     table.add_row("ref", document.ref)
