@@ -63,6 +63,11 @@ def refusal_of(message: Any) -> dict[str, Any] | None:
     if not good_id:
         return _error_dict(None, INVALID_REQUEST, f"id must be a string or an integer, not {_json_type(request_id)}",
                            field="id")
+    if request_id is None and not method.startswith("notifications/"):
+        # a request without a usable id ("id": true reaches here as none: the SDK reads it as a notification,
+        # which is never answered, and its caller would wait for ever)
+        return _error_dict(None, INVALID_REQUEST, f"{method} is a request: it needs an id, a string or an integer",
+                           field="id")
     params = message.get("params")
     if "params" in message and params is not None and not isinstance(params, dict):
         return _error_dict(answer_id, INVALID_PARAMS, f"{method}: params must be an object, not "
@@ -113,7 +118,8 @@ def screened(item: Any) -> SessionMessage | None:
     the JSON-RPC error to answer instead of passing it on, or None to pass it on."""
     if isinstance(item, SessionMessage):
         root = item.message
-        if getattr(root, "method", None) is None:
+        method = getattr(root, "method", None)
+        if method is None:
             return None
         found = refusal_of(root.model_dump(by_alias=True, exclude_none=True, mode="json"))
         return as_session_message(found) if found is not None else None

@@ -39,9 +39,10 @@ CASES: list[tuple[bytes, Any, int, str | None]] = [
     (b'{"jsonrpc":"1.0","id":15,"method":"tools/list"}', 15, -32600, "jsonrpc"),
     (b'{"jsonrpc":"2.0","id":16,"method":5}', 16, -32600, "method"),
     (b'{"jsonrpc":"2.0","id":17}', 17, -32600, "method"),
+    (b'{"jsonrpc":"2.0","id":true,"method":"tools/list"}', None, -32600, "id"),
+    (b'{"jsonrpc":"2.0","method":"tools/list"}', None, -32600, "id"),
 ]
-# Over HTTP the body is read raw; over stdio the SDK reads `"id": true` as a notification (no answer is due)
-HTTP_ONLY = [(b'{"jsonrpc":"2.0","id":true,"method":"tools/list"}', None, -32600, "id")]
+HTTP_ONLY: list[tuple[bytes, Any, int, str | None]] = []
 
 
 def _check(answer: dict[str, Any], expected_id: Any, code: int, field: str | None) -> None:
