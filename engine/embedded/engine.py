@@ -34,6 +34,7 @@ from ..records import (
 from ..records import IngestEventFn as EventFn
 from ..text.inputs import DocumentInput
 from .dataset import Dataset, list_dataset_names
+from .sparse_claim import claimed_watermark
 from .storage_errors import check_catalogue_kept, check_home_writable, reads_still_work, storage_errors
 
 # Readers opened while the indexes could not catch up (a full disk, a read-only home) try again after this
@@ -150,8 +151,8 @@ class Engine(InProcessBackend):
             state = catalogue.lineage_view()
             unindexed = 0
             if fingerprint is not None:
-                sparse = Dataset(self.settings, name).sparse(fingerprint.stopwords, catalogue.dataset_id)
-                indexed = sparse.claimed_watermark
+                # the sidecar's claim alone: a listing loads no index (nor numpy)
+                indexed = claimed_watermark(folder, fingerprint.stopwords, catalogue.dataset_id)
                 if indexed < catalogue.max_passage_seq():   # counted only when there is a gap: rare
                     unindexed = passages - catalogue.passages_upto(indexed)
         return DatasetSummary(

@@ -25,6 +25,7 @@ from ..atomic import fsync, read_json, write_json_atomic
 from ..errors import precondition
 from ..text.analysis import TOKENIZER_VERSION, build_analyzer, name_field_text
 from .checksums import file_crc32, matches
+from .sparse_claim import INDEX_FOLDER, SIDECAR, claimed_watermark
 
 if TYPE_CHECKING:
     from .store import Catalogue
@@ -56,8 +57,8 @@ def _schema(stopwords: bool):
 
 class SparseIndex:
     def __init__(self, folder: Path, stopwords: bool, dataset_id: str = "") -> None:
-        self.folder = folder / "sparse"
-        self.sidecar = folder / "sparse.json"
+        self.folder = folder / INDEX_FOLDER
+        self.sidecar = folder / SIDECAR
         self.stopwords = stopwords
         self.dataset_id = dataset_id  # "" (an old catalogue, a highlighter): not checked
         self._analyzer: Any = None  # whoosh's, built on first use (whoosh loads only when needed)
@@ -65,15 +66,7 @@ class SparseIndex:
     @property
     def claimed_watermark(self) -> int:
         """The watermark the sidecar claims, its files unchecked (a listing's cheap look: no CRC read)."""
-        meta = read_json(self.sidecar)
-        if not isinstance(meta, dict) or meta.get("stopwords") != self.stopwords:
-            return 0
-        if meta.get("tokenizer") != TOKENIZER_VERSION or not self.folder.exists():
-            return 0
-        if self.dataset_id and meta.get("dataset_id", self.dataset_id) != self.dataset_id:
-            return 0
-        watermark = meta.get("watermark", 0)
-        return watermark if isinstance(watermark, int) else 0
+        return claimed_watermark(self.folder.parent, self.stopwords, self.dataset_id)
 
     @property
     def watermark(self) -> int:
