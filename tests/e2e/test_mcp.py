@@ -185,7 +185,7 @@ def test_a_stdio_request_the_sdk_cannot_read_is_answered_under_its_id(tmp_path: 
     import os
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("KX_")}
-    env.update({"KX_HOME": str(tmp_path / "home"), "KX_EMBED_MODEL": "none", "PYTHONPATH": str(REPO)})
+    env.update({"KX_HOME": str(tmp_path / "home"), "KX_SERVE_EMBED_MODEL": "none", "PYTHONPATH": str(REPO)})
     proc = subprocess.Popen([sys.executable, "-m", "kx_tui", "mcp"], cwd=REPO, env=env, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None

@@ -56,7 +56,7 @@ def _check(answer: dict[str, Any], expected_id: Any, code: int, field: str | Non
 @pytest.mark.slow  # a `kx mcp` process
 def test_every_malformed_line_over_stdio_is_answered_under_its_id_or_null(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KX_")}
-    env.update({"KX_HOME": str(tmp_path / "home"), "KX_EMBED_MODEL": "none", "PYTHONPATH": str(REPO)})
+    env.update({"KX_HOME": str(tmp_path / "home"), "KX_SERVE_EMBED_MODEL": "none", "PYTHONPATH": str(REPO)})
     proc = subprocess.Popen([sys.executable, "-m", "kx_tui", "mcp"], cwd=REPO, env=env, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None
