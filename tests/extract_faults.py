@@ -26,3 +26,12 @@ def by_name(data: bytes, label: str, limits: Limits) -> Extracted:
         while True:
             hoard.append(bytearray(64 * 2**20))
     return extract_pdf(data, label, limits)
+
+
+def reporting(data: bytes, label: str, limits: Limits) -> Extracted:
+    """Reports three steps through the worker's channel (as OCR reports its pages), then reads the bytes as text."""
+    from engine.extract.base import report
+
+    for page in range(3):
+        report(f"reading {label}: OCR page {page + 1}/3", page, 3)
+    return Extracted(text=data.decode(), media_type="text/plain", extractor="reporting")

@@ -118,3 +118,48 @@ def test_the_document_view_says_a_document_was_read_by_ocr() -> None:
 
     assert "OCR (mean confidence 0.93" in shown("pdf/x/1+ocr/rapidocr-1.4.4/PP-OCRv4;confidence=0.931")
     assert "OCR" not in shown("pdf/x/1")
+
+
+def test_a_workers_reports_reach_the_ingest_progress_before_its_outcome(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OCR's 'reading scan.pdf: OCR page 3/12' travels from the worker process to `extract_many`'s listener, and the
+    CLI's plain progress line shows it as the reading stage's part."""
+    from engine import load_settings
+    from engine.extract import EXTRACTORS, extract_many
+    from engine.records import Progress as StageProgress
+    from kx_tui.cli.progress import PipelineProgress
+
+    monkeypatch.setitem(EXTRACTORS, "pdf", "tests.extract_faults:reporting")
+    heard: list[tuple[str, int, int]] = []
+    docs = [from_bytes(b"%PDF-1.7 pretend", "scan.pdf", "application/pdf")]
+    out = list(extract_many(docs, load_settings(), on_progress=lambda *news: heard.append(news)))
+    assert heard == [(f"reading scan.pdf: OCR page {n + 1}/3", n, 3) for n in range(3)]
+    assert out[0][1].text == "%PDF-1.7 pretend"
+    from rich.console import Console
+
+    progress = PipelineProgress(Console(file=io.StringIO()), enabled=True, clock=lambda: 0.0)
+    progress.update(StageProgress("reading", 0, 4, part="reading scan.pdf: OCR page 3/12", part_done=2,
+                                  part_total=12))
+    assert "reading scan.pdf: OCR page 3/12" in progress.line()
+
+
+def test_pages_read_with_low_confidence_are_named_in_a_note() -> None:
+    from engine.extract.ocr import OcrPage, low_confidence_notes, mean_confidence
+
+    pages = {1: OcrPage("clear text here", 0.97, 1, 1.0), 2: OcrPage("sm*dged", 0.55, 1, 1.0),
+             3: OcrPage("", 0.0, 0, 1.0)}
+    (note,) = low_confidence_notes("scan.pdf", pages)
+    assert "page 2 (0.55)" in note and "low confidence" in note and "page 1" not in note
+    assert 0.55 < mean_confidence(list(pages.values())) < 0.97
+    assert low_confidence_notes("scan.pdf", {1: pages[1]}) == ()
+
+
+def test_every_type_the_engine_reads_is_one_the_gateways_schema_takes() -> None:
+    import re
+
+    from engine.filters import _MEDIA, OCR_TYPE
+    from engine.server.schema import WHERE_PATTERN
+
+    for kind in [*_MEDIA, OCR_TYPE]:
+        assert re.fullmatch(WHERE_PATTERN, f"type:{kind}"), kind
+    for value in ("yes", "no"):
+        assert re.fullmatch(WHERE_PATTERN, f"ocr:{value}")
