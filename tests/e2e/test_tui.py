@@ -239,9 +239,13 @@ async def test_compare_shows_hybrid_and_dense_side_by_side(handbook_engine: Engi
 
 
 @pytest.mark.slow  # drives the whole Textual app: seconds
-async def test_a_stale_fingerprint_is_an_error_notification_not_a_crash(kx_home: Path) -> None:
+async def test_a_stale_fingerprint_is_an_error_notification_not_a_crash(
+        kx_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     old = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
     old.ingest("notes", [from_text("The quick brown fox jumps over the lazy dog. " * 20, name="fox")])
+    # a dataset answers with the settings it was built with unless one is set for this command: the
+    # operator's KX_CHUNK_SIZE names another chunking, which the dataset's fingerprint refuses
+    monkeypatch.setenv("KX_CHUNK_SIZE", "1000")
     app = KxApp(_hash_engine(), settings=load_settings({}))
     async with app.run_test(size=SIZE) as pilot:
         seen = _recording_notify(app)

@@ -109,9 +109,11 @@ async def test_an_answer_made_stale_by_typing_on_does_not_leave_searching_on_sho
 
 
 @pytest.mark.slow  # drives the whole Textual app: seconds
-async def test_a_failed_query_leaves_no_answer_of_another_dataset_on_show(kx_home: Path) -> None:
+async def test_a_failed_query_leaves_no_answer_of_another_dataset_on_show(
+        kx_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     old = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
     old.ingest("zold", [from_text("The quick brown fox jumps over the lazy dog. " * 20, name="fox")])
+    monkeypatch.setenv("KX_CHUNK_SIZE", "1000")  # set for this app: zold's chunking (200) is refused
     app = KxApp(_engine(), settings=load_settings({}), samples=None)
     seen = _recording_notify(app)
     async with app.run_test(size=SIZE) as pilot:
