@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 from ..errors import KxError
 from ..text.inputs import DocumentInput, extract_text
 from .base import Extracted, Limits, Section, page_span, section_path
-from .detect import DELIMITED, DOCX, EPUB, HTML, IMAGE, MARKDOWN, ODP, ODT, PDF, PPTX, XLSX, detect_format
+from .detect import DELIMITED, FORMATS, MARKDOWN, detect_format
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -34,17 +34,8 @@ __all__ = ["EXTRACTORS", "Extracted", "Limits", "Section", "extract", "extract_m
 
 EXTRACTOR_VERSION = "text/1"
 
-EXTRACTORS: dict[str, str] = {
-    PDF: "engine.extract.pdf:extract_pdf",
-    DOCX: "engine.extract.docx:extract_docx",
-    HTML: "engine.extract.html:extract_html",
-    EPUB: "engine.extract.epub:extract_epub",
-    IMAGE: "engine.extract.image:extract_image",
-    PPTX: "engine.extract.slides:extract_pptx",
-    XLSX: "engine.extract.sheets:extract_xlsx",
-    ODT: "engine.extract.opendocument:extract_odt",
-    ODP: "engine.extract.opendocument:extract_odp",
-}
+# the formats read in worker processes, by import path (detect.FORMATS says which); a test may swap one
+EXTRACTORS: dict[str, str] = {fmt: spec.extractor for fmt, spec in FORMATS.items() if spec.extractor}
 
 
 def limits_for(settings: Settings | None) -> Limits:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import re
 import zipfile
+from dataclasses import dataclass
 
 from ..errors import invalid
 from ..text.inputs import RECORD_MEDIA_TYPE, DocumentInput
@@ -25,27 +26,48 @@ PDF, DOCX, EPUB, HTML, MARKDOWN, TEXT, RECORD = "pdf", "docx", "epub", "html", "
 IMAGE = "image"
 PPTX, XLSX, ODT, ODP, DELIMITED = "pptx", "xlsx", "odt", "odp", "delimited"
 
-MEDIA_TYPES = {
-    PDF: "application/pdf",
-    DOCX: "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-    EPUB: "application/epub+zip",
-    HTML: "text/html",
-    PPTX: "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-    XLSX: "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-    ODT: "application/vnd.oasis.opendocument.text",
-    ODP: "application/vnd.oasis.opendocument.presentation",
+@dataclass(frozen=True)
+class FormatSpec:
+    """One format kx reads: how a refusal names it, the media types and file name endings that claim it, and
+    the extractor that reads it in a worker process ("module:function"; None: read in-process, cheaply)."""
+
+    name: str
+    media_types: tuple[str, ...]
+    suffixes: tuple[str, ...]
+    extractor: str | None = None
+
+
+# Every format in one table: detection by name, the mislabelled-binary refusal and the worker extractors
+# (engine/extract/__init__.py EXTRACTORS) are read from here. Adding a format: a row here, its detection by
+# content in detect_format, its `type:` kinds in engine/filters.py (the gateway's schema takes those).
+FORMATS: dict[str, FormatSpec] = {
+    PDF: FormatSpec("a PDF", ("application/pdf",), (".pdf",), "engine.extract.pdf:extract_pdf"),
+    DOCX: FormatSpec("a Word (DOCX) document",
+                     ("application/vnd.openxmlformats-officedocument.wordprocessingml.document",), (".docx",),
+                     "engine.extract.docx:extract_docx"),
+    PPTX: FormatSpec("a PowerPoint (PPTX) presentation",
+                     ("application/vnd.openxmlformats-officedocument.presentationml.presentation",), (".pptx",),
+                     "engine.extract.slides:extract_pptx"),
+    XLSX: FormatSpec("an Excel (XLSX) workbook",
+                     ("application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",), (".xlsx",),
+                     "engine.extract.sheets:extract_xlsx"),
+    ODT: FormatSpec("an OpenDocument text (ODT)", ("application/vnd.oasis.opendocument.text",), (".odt",),
+                    "engine.extract.opendocument:extract_odt"),
+    ODP: FormatSpec("an OpenDocument presentation (ODP)", ("application/vnd.oasis.opendocument.presentation",),
+                    (".odp",), "engine.extract.opendocument:extract_odp"),
+    EPUB: FormatSpec("an EPUB book", ("application/epub+zip",), (".epub",), "engine.extract.epub:extract_epub"),
+    HTML: FormatSpec("an HTML page", ("text/html", "application/xhtml+xml"), (".html", ".htm", ".xhtml"),
+                     "engine.extract.html:extract_html"),
+    IMAGE: FormatSpec("an image", ("image/png", "image/jpeg", "image/tiff", "image/webp", "image/bmp"),
+                      (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".bmp"),
+                      "engine.extract.image:extract_image"),
+    MARKDOWN: FormatSpec("Markdown", ("text/markdown", "text/x-markdown"), (".md", ".markdown")),
+    DELIMITED: FormatSpec("CSV/TSV", ("text/csv", "text/tab-separated-values"), (".csv", ".tsv")),
 }
-_BY_MEDIA = {media: fmt for fmt, media in MEDIA_TYPES.items()} | {
-    "application/xhtml+xml": HTML, "text/markdown": MARKDOWN, "text/x-markdown": MARKDOWN,
-    "text/csv": DELIMITED, "text/tab-separated-values": DELIMITED,
-}
-_BY_SUFFIX = {".pdf": PDF, ".docx": DOCX, ".epub": EPUB, ".html": HTML, ".htm": HTML, ".xhtml": HTML,
-              ".md": MARKDOWN, ".markdown": MARKDOWN, ".png": IMAGE, ".jpg": IMAGE, ".jpeg": IMAGE, ".tif": IMAGE,
-              ".tiff": IMAGE, ".webp": IMAGE, ".bmp": IMAGE, ".pptx": PPTX, ".xlsx": XLSX, ".odt": ODT, ".odp": ODP,
-              ".csv": DELIMITED, ".tsv": DELIMITED}
-_NAMES = {PDF: "a PDF", DOCX: "a Word (DOCX) document", EPUB: "an EPUB book", HTML: "an HTML page",
-          IMAGE: "an image", PPTX: "a PowerPoint (PPTX) presentation", XLSX: "an Excel (XLSX) workbook",
-          ODT: "an OpenDocument text (ODT)", ODP: "an OpenDocument presentation (ODP)"}
+_BY_MEDIA = {media: fmt for fmt, spec in FORMATS.items() for media in spec.media_types}
+_BY_SUFFIX = {suffix: fmt for fmt, spec in FORMATS.items() for suffix in spec.suffixes}
+# formats whose bytes always say what they are: a file named like one whose bytes are not is refused
+_BINARY = {fmt: spec.name for fmt, spec in FORMATS.items() if spec.extractor and fmt != HTML}
 _ODF = {b"application/vnd.oasis.opendocument.text": ODT, b"application/vnd.oasis.opendocument.presentation": ODP,
         b"application/epub+zip": EPUB}
 # the images OCR reads, by their first bytes (BMP's two letters only count with a sane header behind them)
@@ -79,9 +101,9 @@ def detect_format(doc: DocumentInput) -> str:
     claimed = _claimed_format(doc)
     if _HTML_START.match(data[:4096]) or (claimed == HTML and _HTML_FRAGMENT.match(data[:4096])):
         return HTML
-    if claimed in _NAMES and claimed != HTML:  # a page without <html> may still be one (a fragment)
+    if claimed in _BINARY:
         raise invalid(
-            f"{doc.source_path or doc.name} is named or typed as {_NAMES[claimed]} but its bytes are not one "
+            f"{doc.source_path or doc.name} is named or typed as {_BINARY[claimed]} but its bytes are not one "
             f"({_what_it_is(data)}); it may be damaged or mislabelled: re-export or re-download it"
         )
     return claimed if claimed in (MARKDOWN, DELIMITED) else TEXT
