@@ -16,6 +16,12 @@ sections exactly where their text is. The text opens with the page's title
   headline and summary are real, visible text; falling back to all visible
   text would index menus instead.
 
+- trafilatura drops short lines of the article it found (a release date
+  above the headline, a "Sponsor:" pair of <div>s): they are put back from
+  the page's own tree, menus and other boilerplate kept out
+  (engine/extract/html_recover.py). A table's label cell ("Ages Eligible
+  for Study:") runs into its value cell as the reader reads the row.
+
 `visible_blocks` is also the EPUB path's reader (engine/extract/epub.py).
 Runs in an extraction worker process (engine/extract/pool.py).
 """
@@ -29,7 +35,7 @@ from ..errors import invalid
 from .base import Extracted, Section
 from .dtd import expand_internal_subset
 
-EXTRACTOR_VERSION = 1
+EXTRACTOR_VERSION = 2  # 2: label cells run into their values; dropped main-content lines recovered
 # Above this size a page skips trafilatura's main-content detection (its cost grows faster than the page:
 # a 40 MB saved page outlasted the 60 s extraction limit) for the linear flat pass (~5 s for 40 MB here).
 FLAT_ABOVE_BYTES = 8 * 2**20
@@ -96,12 +102,37 @@ def _extract_page(data: bytes, label: str) -> Extracted:
             description = (getattr(found, "description", None) or "").strip()
             if description and description not in main.text():
                 writer.add(description)
+        else:
+            main = _with_dropped_lines(main, title, data, label)
         writer.extend(main)
     text = writer.text()
     if not text.strip():
         raise invalid(f"{label} is an HTML page with no visible text; there is nothing to index")
     return Extracted(text=text, media_type="text/html", sections=tuple(writer.sections), title=title or None,
                      notes=tuple(notes), extractor=extractor_id())
+
+
+def _with_dropped_lines(main: BlockWriter, title: str | None, data: bytes, label: str) -> BlockWriter:
+    """trafilatura's blocks with the lines of the main region it dropped put back (engine/extract/html_recover.py)."""
+    from .html_recover import recover
+
+    main.flush()
+    kept = list(zip(main.blocks, main.levels))
+    merged = recover(kept, title, _parse(data, label), _owned_blocks)
+    if merged is kept:
+        return main
+    out = BlockWriter()
+    for text, level in merged:
+        out.add(text, level)
+    return out
+
+
+def _owned_blocks(root) -> list[tuple[str, int | None, object]]:
+    """The page's visible blocks as (text, heading level or None, the element each was read from)."""
+    out = BlockWriter()
+    out.owner = root
+    visible_blocks(root, out)
+    return list(zip(out.blocks, out.levels, out.owners))
 
 
 def _parse(data: bytes, label: str):
@@ -172,7 +203,7 @@ def flat_visible_text(page: str, out: BlockWriter) -> None:
                 out.add(" ".join("".join(heading[1]).split()), heading[0])
                 heading = None
             elif tag in _CELLS:
-                out.inline(" | ")
+                out.cell_end()
             elif tag in _BLOCKS:
                 out.flush()
             continue
@@ -257,11 +288,20 @@ class BlockWriter:
         self.length = 0
         self.sections: list[Section] = []
         self.level_offset = level_offset
+        self.levels: list[int | None] = []  # per block: its heading level, None for body text
+        self.owners: list = []  # per block: the element it was read from (`_walk` sets `owner`), for html_recover
+        self.owner = None
         self._inline: list[str] = []
 
     def inline(self, text: str | None) -> None:
         if text:
             self._inline.append(text)
+
+    def cell_end(self) -> None:
+        """A table cell closed: ' | ' between cells, but a label cell ('Ages Eligible for Study:') runs into
+        its value as a reader reads the row ('Ages Eligible for Study: 18 Years'), so a phrase can span both."""
+        last = next((piece for piece in reversed(self._inline) if piece.strip()), "")
+        self._inline.append(" " if last.rstrip().endswith(":") else " | ")
 
     def flush(self) -> None:
         if self._inline:
@@ -278,6 +318,8 @@ class BlockWriter:
         if level is not None:
             self.sections.append(Section(self.length, level + self.level_offset, text.replace("\n", " ")))
         self.blocks.append(text)
+        self.levels.append(level)
+        self.owners.append(self.owner)
         self.length += len(text)
 
     def extend(self, other: BlockWriter) -> None:
@@ -312,20 +354,25 @@ def _walk(element, out: BlockWriter, skip_first: str | None) -> None:
                 else " ".join("".join(element.itertext()).split())
             if title and title != skip_first:
                 level = int(heading.group(1)) if heading else _rend_level(element)
+                owner, out.owner = out.owner, element
                 out.add(title, level)
+                out.owner = owner
         elif tag in _BREAKS:
             out.inline("\n")
         else:
             block = tag in _BLOCKS
+            owner = out.owner
             if block:
                 out.flush()
+                out.owner = element
             out.inline(element.text)
             for child in element:
                 _walk(child, out, skip_first)
             if tag in _CELLS:
-                out.inline(" | ")
+                out.cell_end()
             if block:
                 out.flush()
+                out.owner = owner
     out.inline(element.tail)
 
 
