@@ -4,8 +4,9 @@ One small corpus is ingested once per module into its own home and every
 command names that home with `--home`; tests that only read share it. The
 texts are chosen so each retriever has something only it can answer:
 
-* refunds: a paraphrase target. "what is the refund window?" shares no content
-  word with it, while the windows note shares the word "window" and nothing else.
+* money-back: a paraphrase target. "what is the refund window?" shares no content
+  word with it, nor with its name (a document's name is a keyword field of its own),
+  while the windows note shares the word "window" and nothing else.
 * asset-tags: mentions KX-4021 once in otherwise generic text; security-keys and
   token-desk talk about hardware tokens with the look-alike codes KX-4012,
   KX-4020 and KX-4201, so they are what the model finds closest to "KX-4021".
@@ -39,7 +40,7 @@ VACATION = ("To request vacation time off, submit the leave form in the HR porta
             "before your first day away.")
 
 DOCS = {
-    "refunds": "Customers receive their money back within 30 days of purchase.",
+    "money-back": "Customers receive their money back within 30 days of purchase.",
     "windows": "Please close the office window before you leave in the evening.",
     "asset-tags": ("Every laptop is delivered with a small sticker on its lid. The sticker shows asset tag KX-4021 "
                    "next to the serial number, and the facilities team keeps the list of stickers."),
@@ -169,7 +170,7 @@ def test_a_paraphrase_is_found_first_by_dense_and_not_by_sparse(corpus: Corpus) 
     query = "what is the refund window?"
     dense = ask(corpus, query, "--mode", "dense", "--rerank", "off")
     assert dense["mode"] == "dense"
-    assert names(dense)[0] == "refunds"
+    assert names(dense)[0] == "money-back"
     assert dense["hits"][0]["dense_score"] > dense["hits"][1]["dense_score"] + 0.1  # not a near tie
 
     sparse = ask(corpus, query, "--mode", "sparse", "--rerank", "off")
@@ -199,7 +200,7 @@ def test_hybrid_ranks_a_passage_both_retrievers_liked_above_one_only_dense_liked
     assert top["document_name"] == "windows"
     assert top["dense_rank"] > 1 and top["sparse_rank"] == 1
     # dense's own first choice is in one list only, and comes second
-    assert runner_up["document_name"] == "refunds"
+    assert runner_up["document_name"] == "money-back"
     assert (runner_up["dense_rank"], runner_up["sparse_rank"]) == (1, None)
 
     both = [h for h in hits if h["dense_rank"] is not None and h["sparse_rank"] is not None]
@@ -383,7 +384,7 @@ def test_a_precomputed_query_vector_must_match_the_dataset_and_then_equals_the_t
             assert all(h.answer_span is not None for h in by_text.hits)
             assert ([h.to_dict() for h in by_vector.hits]
                     == [{**h.to_dict(), "answer_span": None} for h in by_text.hits])
-            assert by_vector.hits[0].document_name == "refunds"
+            assert by_vector.hits[0].document_name == "money-back"
             # and the CLI, with a model of its own, agrees
             cli = ask(corpus, text, "--mode", "dense", "--rerank", "on" if rerank else "off")
             assert cli["hits"] == [h.to_dict() for h in by_text.hits]
@@ -407,6 +408,7 @@ HIT_FIELDS = {
     "char_start", "char_end", "dense_rank", "dense_score", "sparse_rank", "sparse_score", "fused_score",
     "fused_rank", "mmr_moved", "duplicate_of", "page_start", "page_end", "section", "document_title",
     "source_path", "answer_span", "version", "superseded_by", "sentence_rank", "sentence_score", "lead_ratio",
+    "ocr", "ocr_confidence",
 }
 
 
@@ -415,6 +417,7 @@ def test_a_hit_carries_its_provenance_and_its_place_in_each_list(corpus: Corpus)
     assert answer["hits"]
     for hit in answer["hits"]:
         assert set(hit) == HIT_FIELDS
+        assert hit["ocr"] is False and hit["ocr_confidence"] is None  # Markdown files: nothing was OCR'd
         assert hit["chunk"] == f"[chunk {hit['chunk_index'] + 1}/{hit['chunk_count']}]"
         assert len(hit["passage_ref"]) == len(hit["document_ref"]) == 64
         original = corpus.text_of(hit["document_name"])
