@@ -63,8 +63,8 @@ class NumpyBm25:
 def main() -> None:
     from peers import Reference, load_collection
 
-    from engine.embedded.sparse import ENGLISH_STOPWORDS
     from engine.evaluation import evaluate
+    from engine.text.analysis import ENGLISH_STOPWORDS
     from engine.text.chunking import chunk_text
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -15,7 +15,6 @@ import time
 
 import numpy as np
 
-from ..atomic import read_json
 from ..errors import KxError, Status
 from ..filters import PassageFilter, Where
 from ..fingerprint import Fingerprint
@@ -23,7 +22,7 @@ from ..lineage import LineageMarks, LineageView, SimpleLineage
 from ..retrieval import MAX_QUERY_TERMS, Candidates, Searcher  # noqa: F401 - Searcher: the face it has
 from ..rows import DocumentRow, PassageRow
 from .dataset import Dataset
-from .sparse import Bm25Scorer
+from .sparse_port import SparseIndexPort, TermScorer
 from .storage_errors import damaged_catalogue
 from .store import Catalogue
 
@@ -88,7 +87,7 @@ class DatasetSearcher:
         self.dense = dataset.dense(fingerprint.dimension, self.catalogue.dataset_id)
         if previous is not None:  # the graph it loaded, where it is still the one on disk (engine/embedded/dense.py)
             self.dense.adopt(previous.dense)
-        self.sparse = dataset.sparse(fingerprint.stopwords, self.catalogue.dataset_id)
+        self.sparse: SparseIndexPort = dataset.sparse(fingerprint.stopwords, self.catalogue.dataset_id)
         # The least that every part holds: opened between a writer's commit
         # and its index catch-up, this searcher must not count as current
         # once the indexes have caught up (a long-lived gateway would keep
@@ -120,7 +119,7 @@ class DatasetSearcher:
         self._filters: dict[tuple[Where, str], PassageFilter | None] = {}
         self._exact: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(filter) -> (seqs, vectors)
         self._bm25 = (bm25_k1, bm25_b)
-        self._bm25_scorer: Bm25Scorer | None = None
+        self._bm25_scorer: TermScorer | None = None
         self._ref_of: dict[int, str] = {}
         self.notes: list[str] = []  # said with every answer from these readers (e.g. indexes behind)
         self.retry_at: float | None = None  # opened with indexes that could not catch up: when to try again
@@ -167,10 +166,7 @@ class DatasetSearcher:
         """What the state depends on, read without reading it: the catalogue's commit counter and the
         identity (inode, size, mtime) of the sidecars and of the index files they vouch for. Files are
         replaced, never rewritten in place, and a damaged one changes size or mtime. Remembers the files."""
-        files = [self.dense.sidecar, self.sparse.sidecar, self.dense.path]
-        meta = read_json(self.sparse.sidecar)
-        if isinstance(meta, dict) and isinstance(meta.get("files"), dict):
-            files += [self.sparse.folder / name for name in sorted(meta["files"])]
+        files = [self.dense.sidecar, self.dense.path, *self.sparse.signature_files()]
         self._signature_files = files
         return self.catalogue.data_version(), tuple(_identity(path) for path in files)
 
@@ -314,7 +310,7 @@ class DatasetSearcher:
         if self._sparse_unusable:
             raise KxError(Status.FAILED_PRECONDITION, self._sparse_unusable)
         counts: dict[str, float] = dict(self.sparse.term_counts(text)) if term_weights is None else term_weights
-        if not counts or not self.sparse.folder.exists() or not self._sparse_trusted:
+        if not counts or not self.sparse.exists() or not self._sparse_trusted:
             return Candidates.empty()
         scorer = self._scorer()
         # a term only superseded versions hold counts 0 in the statistics, yet an all-versions query finds it;
@@ -353,7 +349,7 @@ class DatasetSearcher:
                                      scorer.document_frequency)
         return self.sparse_candidates(text, pool, only, term_weights=weights), added
 
-    def _scorer(self) -> Bm25Scorer:
+    def _scorer(self) -> TermScorer:
         if self._bm25_scorer is None:
             # statistics from the current passages only: superseded and retired documents' never count
             hidden = self._lineages().hidden()

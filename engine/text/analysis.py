@@ -69,6 +69,13 @@ _MILVUS_WORD = re.compile(r"\w+")  # the standard tokenizer's words, as engine/m
 Spans = list[tuple[int, int]]
 
 
+def matching_spans(analyzer: Callable[..., Any], text: str, terms: set[str]) -> Spans:
+    """The character ranges of `text`'s words whose term (as `analyzer`, a build_analyzer chain, cuts
+    them) is one of `terms`: the one place a token's characters are read, for the highlighter and the
+    sparse index (engine/embedded/sparse_port.py) alike."""
+    return [(t.startchar, t.endchar) for t in analyzer(text, chars=True) if t.text in terms]
+
+
 @lru_cache(maxsize=4)
 def _kx_analyzer(stopwords: bool):  # building a whoosh chain costs more than running it: one per setting
     return build_analyzer(stopwords)
@@ -85,5 +92,4 @@ def highlighter(fingerprint: Mapping[str, Any] | None, query: str) -> Callable[[
         return lambda text: [(m.start(), m.end()) for m in _MILVUS_WORD.finditer(text) if m.group().lower() in wanted]
     analyzer = _kx_analyzer(bool(fingerprint.get("stopwords", True)))
     terms = {token.text for token in analyzer(query)}
-    return lambda text: [(t.startchar, t.endchar) for t in analyzer(text, chars=True) if t.text in terms] \
-        if terms else []
+    return lambda text: matching_spans(analyzer, text, terms) if terms else []

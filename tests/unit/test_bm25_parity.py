@@ -124,7 +124,7 @@ def test_postings_read_from_the_segments_equal_whoosh_iterating_them(hash_engine
     blocks parsed from the postings file, and (a layout not parsed here) read through whoosh's matcher."""
     from whoosh import index
 
-    from engine.embedded import sparse as sparse_module
+    from engine.embedded import sparse_segments as sparse_module
     from engine.embedded.sparse import SegmentTerms
 
     if blocks != "parsed":
