@@ -1,11 +1,12 @@
 """Bit-for-bit parity of the query path against another commit, on SciFact's 300 queries in every mode.
 
     python benchmarks/search_parity.py --baseline COMMIT      # e.g. main before a search-path change
+    python benchmarks/search_parity.py --baseline COMMIT --collection cranfield   # one whose vectors are cached
     python benchmarks/search_parity.py --dump FILE            # this tree's answers, as JSON
 
 A change meant to make queries faster must not change a single answer. This
 runs every SciFact test query through `Engine.query` in each mode (hybrid,
-dense and sparse, MMR on and off, k 10 and 50), twice more with `--where`
+dense and sparse, MMR on and off, k 10 and 50, expanded, every version), twice more with `--where`
 filters (one small enough for the exact pass, one that widens the graph
 search), once with this tree and once with COMMIT's (extracted with `git
 archive` into a temporary folder, these benchmark files copied over it),
@@ -44,6 +45,11 @@ RUNS: tuple[tuple[str, dict], ...] = (
     # (the graph searched wider until the pool is full of allowed passages)
     ("hybrid where name:1*", {"mode": "hybrid", "rerank": True, "where": ["name:1*"]}),
     ("hybrid where name:[1-4]*", {"mode": "hybrid", "rerank": True, "where": ["name:[1-4]*"]}),
+    # the second pass (query expansion) in each mode, and every version searched
+    ("hybrid expand", {"mode": "hybrid", "rerank": True, "expand": True}),
+    ("dense expand", {"mode": "dense", "rerank": False, "expand": True}),
+    ("sparse expand", {"mode": "sparse", "rerank": True, "expand": True}),
+    ("hybrid versions all", {"mode": "hybrid", "rerank": True, "versions": "all"}),
 )
 _FILES = ("search_parity.py", "common.py", "vector_cache.py")
 
@@ -59,17 +65,17 @@ def _exact(value):
     return value
 
 
-def dump(path: Path, limit: int | None) -> None:
+def dump(path: Path, limit: int | None, collection: str = "scifact") -> None:
     from engine.evaluation import read_queries
 
-    engine = ensure_dataset("scifact")
-    queries = list(read_queries(DATA / "scifact" / "queries.jsonl").values())[:limit]
+    engine = ensure_dataset(collection)
+    queries = list(read_queries(DATA / collection / "queries.jsonl").values())[:limit]
     vectors = engine.embedder().encode(queries)  # from the cache: the same floats in both trees
     out: dict[str, list] = {}
     for label, kwargs in RUNS:
         answers = []
         for text, vector in zip(queries, vectors):
-            result = engine.query("scifact", text, vector=vector, **kwargs)
+            result = engine.query(collection, text, vector=vector, **kwargs)
             answers.append({"hits": [_exact(asdict(h)) for h in result.hits], "notes": result.notes,
                             "coverage": _exact(result.dense_coverage)})
         out[label] = answers
@@ -87,9 +93,10 @@ def _baseline_tree(commit: str, folder: Path) -> Path:
     return tree
 
 
-def _run_dump(tree: Path, out: Path, limit: int | None) -> None:
+def _run_dump(tree: Path, out: Path, limit: int | None, collection: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(tree), "KX_BENCH_DIR": str(BENCH_DIR)}  # one dataset for both
-    args = [sys.executable, str(tree / "benchmarks" / "search_parity.py"), "--dump", str(out)]
+    args = [sys.executable, str(tree / "benchmarks" / "search_parity.py"), "--dump", str(out),
+            "--collection", collection]
     if limit:
         args += ["--limit", str(limit)]
     subprocess.run(args, cwd=tree, env=env, check=True)
@@ -117,18 +124,21 @@ def main() -> None:
     parser.add_argument("--baseline", help="the commit to compare this tree's answers with")
     parser.add_argument("--dump", type=Path, help="write this tree's answers to FILE and stop")
     parser.add_argument("--limit", type=int, help="only the first N queries (a quick look)")
+    # SciFact by default; another BEIR collection under data/ (cranfield, cisi) when its vectors are cached and
+    # SciFact's are not (embedding SciFact's corpus takes an hour on a loaded 2-core machine)
+    parser.add_argument("--collection", default="scifact", help="the collection to query (default scifact)")
     args = parser.parse_args()
     if args.dump:
-        dump(args.dump, args.limit)
+        dump(args.dump, args.limit, args.collection)
         return
     if not args.baseline:
         parser.error("give --baseline COMMIT (or --dump FILE)")
-    ensure_dataset("scifact")  # built once, by this tree: both trees then read the same index files
+    ensure_dataset(args.collection)  # built once, by this tree: both trees then read the same index files
     with tempfile.TemporaryDirectory(prefix="kx-parity-") as tmp:
         folder = Path(tmp)
         tree = _baseline_tree(args.baseline, folder)
-        _run_dump(tree, folder / "theirs.json", args.limit)
-        _run_dump(REPO, folder / "ours.json", args.limit)
+        _run_dump(tree, folder / "theirs.json", args.limit, args.collection)
+        _run_dump(REPO, folder / "ours.json", args.limit, args.collection)
         ours = json.loads((folder / "ours.json").read_text())
         theirs = json.loads((folder / "theirs.json").read_text())
     problems = compare(ours, theirs)
@@ -140,7 +150,7 @@ def main() -> None:
             print("  " + line)
         raise SystemExit(1)
     print(f"identical: {total} answers ({len(RUNS)} runs x {total // len(RUNS)} queries, {hits:,} hits), "
-          f"every field and float, against {args.baseline}")
+          f"every field and float, on {args.collection}, against {args.baseline}")
 
 
 if __name__ == "__main__":
