@@ -30,7 +30,7 @@ without judgements (chosen before looking at outcomes):
 
 `collect` also runs two extra arms, each query expanded in one list only
 (the other list kept as in the first pass): "rm3" (sparse expanded) and
-"rocchio" (dense expanded), by patching engine.query._expanded_lists inside
+"rocchio" (dense expanded), by patching engine.ranking._expanded_lists inside
 this process only (engine/ is unchanged); they are the rows' on_rm3 and
 on_rocchio.
 
@@ -72,7 +72,7 @@ FEATURES = ("n_terms", "n_tokens", "overlap5", "overlap10", "lead", "sparse_top1
 
 
 # Extra arms (not selective expansion itself): expansion of one list only, the other kept as in the first pass.
-# Patched into the benchmark process only (engine.query._expanded_lists); engine/ is unchanged.
+# Patched into the benchmark process only (engine.ranking._expanded_lists); engine/ is unchanged.
 ARMS = ("rm3", "rocchio")
 
 
@@ -83,7 +83,7 @@ class only_arm:
         self.arm = arm
 
     def __enter__(self):
-        import engine.query as q
+        import engine.ranking as q
 
         self.original = original = q._expanded_lists
         keep = "dense" if self.arm == "rm3" else "sparse"
@@ -97,7 +97,7 @@ class only_arm:
         q._expanded_lists = patched
 
     def __exit__(self, *exc):
-        import engine.query as q
+        import engine.ranking as q
 
         q._expanded_lists = self.original
 

@@ -20,7 +20,7 @@ hybrid, on CISI's paragraph-long ones the moved vector drifts and hybrid
 loses 0.025 (BENCHMARKS.md, "Query expansion").
 
 This module is the arithmetic only (a leaf: engine/embedded/readers.py weighs terms
-with it); the second pass over a searcher is `query._expanded_lists`.
+with it); the second pass over a searcher is `ranking._expanded_lists`.
 """
 
 from __future__ import annotations

@@ -3,26 +3,26 @@
 Everything here is a pure function. The one rule that shapes the code: the
 same inputs give the same output on any machine, so every tie breaks on
 ascending passage ref and no result depends on dict order, summation order or
-which BLAS kernel happened to run.
+which BLAS kernel happened to run. The readable spec these array versions are
+held to bit for bit (`rank_list`, `rrf`, `strengths`) is tests/fusion_spec.py;
+which lists a query fuses, and in what order the steps run, is engine/ranking.py.
 """
 
 from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from numbers import Integral
-from types import MappingProxyType
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from engine.errors import invalid
 
-__all__ = ["Ranked", "Fused", "Diversified", "Pool", "rank_list", "rrf", "fuse", "round_like_python", "mmr",
-           "strengths", "DUPLICATE_THRESHOLD"]
+__all__ = ["Diversified", "Pool", "fuse", "round_like_python", "mmr", "DUPLICATE_THRESHOLD"]
 
 # Cosine similarities are rounded to this many decimals before MMR uses them.
 # Float32 embeddings carry about 7 significant digits, so digits past the 6th
@@ -47,118 +47,6 @@ SHARPNESS = 16
 DUPLICATE_MIN_PASSES = 2
 DUPLICATE_MAX_PASSES = 4
 DUPLICATE_BAND = 0.5
-
-
-@dataclass(frozen=True)
-class Ranked:
-    """One retriever's hit: a passage ref and the retriever's raw score."""
-
-    ref: str
-    score: float
-
-
-@dataclass(frozen=True)
-class Fused:
-    """One passage after fusion, with where each retriever put it."""
-
-    ref: str
-    score: float
-    ranks: Mapping[str, int | None]
-    raw: Mapping[str, float | None]
-
-
-def rank_list(hits: Iterable[Ranked]) -> list[Ranked]:
-    """Sort hits by score descending, ties by ref; keep each ref's best hit."""
-    best: dict[str, Ranked] = {}
-    for hit in hits:
-        if math.isnan(hit.score):
-            # NaN compares false with everything, so it would make the order
-            # depend on input order.
-            raise invalid(f"score for passage {hit.ref} is NaN; retrievers must return numeric scores")
-        kept = best.get(hit.ref)
-        if kept is None or hit.score > kept.score:
-            best[hit.ref] = hit
-    return sorted(best.values(), key=lambda h: (-h.score, h.ref))
-
-
-def rrf(lists: Mapping[str, Sequence[Ranked]], k: int = 60) -> list[Fused]:
-    """Reciprocal Rank Fusion: score = sum over lists of 1 / (k + rank).
-
-    `lists` maps retriever name to hits already in rank order (rank 1 first).
-    If a ref repeats within one list only its first (best) rank counts.
-    """
-    if isinstance(k, bool) or not isinstance(k, Integral) or k < 1:
-        raise invalid(f"rrf_k must be an integer >= 1, got {k!r}; the usual value is 60")
-    k = int(k)
-    names = sorted(lists)
-    ranks: dict[str, dict[str, int]] = {}
-    raws: dict[str, dict[str, float]] = {}
-    # Float sums rank almost everything. Different rank combinations can tie
-    # exactly (1/63 + 1/140 == 1/84 + 1/90) while their float sums differ in
-    # the last bit, so runs of nearly equal floats are re-sorted by their
-    # exact rational sums, letting the ref, not rounding, break true ties.
-    totals: dict[str, float] = {}
-    for name in names:
-        for position, hit in enumerate(lists[name], start=1):
-            per_ref = ranks.setdefault(hit.ref, {})
-            if name in per_ref:
-                continue
-            per_ref[name] = position
-            raws.setdefault(hit.ref, {})[name] = hit.score
-            totals[hit.ref] = totals.get(hit.ref, 0.0) + 1.0 / (k + position)
-
-    exact_of: dict[str, Fraction] = {}
-
-    def exact(ref: str) -> Fraction:
-        value = exact_of.get(ref)
-        if value is None:
-            value = exact_of[ref] = sum((Fraction(1, k + r) for r in ranks[ref].values()), Fraction(0))
-        return value
-
-    order = sorted(totals, key=lambda ref: (-totals[ref], ref))
-    settled: list[str] = []
-    start = 0
-    while start < len(order):
-        end = start + 1
-        while end < len(order) and totals[order[start]] - totals[order[end]] <= 1e-12 * totals[order[start]]:
-            end += 1
-        run = order[start:end]
-        # A run of passages each found by one retriever is an exact tie already (1/(k+r) for one r: equal
-        # floats, equal ranks) and is in ref order; only a run with a multi-list sum needs the rationals.
-        if len(run) > 1 and any(len(ranks[ref]) > 1 for ref in run):
-            run.sort(key=lambda ref: (-exact(ref), ref))
-        settled.extend(run)
-        start = end
-
-    return [
-        Fused(
-            ref=ref,
-            # float() of a Fraction is correctly rounded: exact ties get equal floats
-            score=float(exact(ref)) if len(ranks[ref]) > 1 else totals[ref],
-            ranks=MappingProxyType({n: ranks[ref].get(n) for n in names}),
-            raw=MappingProxyType({n: raws[ref].get(n) for n in names}),
-        )
-        for ref in settled
-    ]
-
-
-def strengths(fused: Sequence[Fused], lists: Mapping[str, Sequence[Ranked]]) -> list[float]:
-    """Each fused candidate's absolute relevance on one scale: its raw score in a retriever's list over that
-    list's best score (negative scores count as 0), the highest across the lists; 0 where no list scored it.
-
-    RRF keeps only ranks, so the fifth of five noise passages and the fifth of five relevant ones fuse to
-    the same score; this is what MMR's duplicate floor reads to tell them apart.
-    """
-    tops = {name: hits[0].score for name, hits in lists.items() if hits and hits[0].score > 0}
-    out = []
-    for f in fused:
-        best = 0.0
-        for name, top in tops.items():
-            raw = f.raw.get(name)
-            if raw is not None and raw > 0:
-                best = max(best, raw / top)
-        out.append(best)
-    return out
 
 
 def round_like_python(values: np.ndarray, decimals: int) -> np.ndarray:
@@ -200,8 +88,10 @@ class Pool:
     ranked: dict[str, _RankedList] = field(default_factory=dict, repr=False, compare=False)
 
     def strengths(self, candidates: np.ndarray) -> np.ndarray:
-        """`strengths` for these candidates: the highest raw score over its list's best score (positive
-        scores only), 0 where no list scored one."""
+        """The spec's `strengths` (tests/fusion_spec.py) for these candidates: the highest raw score over its
+        list's best score (positive scores only), 0 where no list scored one. RRF keeps only ranks, so the
+        fifth of five noise passages and the fifth of five relevant ones fuse to the same score; this is
+        what MMR's duplicate floor reads to tell them apart."""
         out = np.zeros(len(candidates), dtype=np.float64)
         for name, top in self.tops.items():
             if not top > 0:
@@ -252,14 +142,18 @@ def _ranked_list(name: str, given: tuple[np.ndarray, np.ndarray], ref_order: np.
 
 def fuse(lists: Mapping[str, tuple[np.ndarray, np.ndarray]], ref_order: np.ndarray, k: int = 60,
          reuse: Pool | None = None) -> Pool:
-    """`rank_list` of each list, then `rrf`, on arrays: the same order and the same float scores.
+    """Reciprocal Rank Fusion on arrays: score = sum over lists of 1 / (k + rank).
+
+    The spec's answer (tests/fusion_spec.py: `rank_list` of each list, then
+    `rrf`, on Ranked and Fused objects and exact fractions): the same order
+    and the same float scores.
 
     `lists` maps a retriever's name to (candidate numbers, raw scores), in any
     order; `ref_order[c]` is candidate c's place in ascending passage-ref order
-    (the tie-breaker everywhere, as in `rank_list` and `rrf`). A candidate
+    (the tie-breaker everywhere, as in the spec). A candidate
     repeated within a list counts once, with its best score. No Ranked or
     Fused objects and no fractions, except inside a run of nearly equal fused
-    scores that holds a passage found by several lists (see `rrf`): the exact
+    scores that holds a passage found by several lists (`_settle_runs`): the exact
     score of a passage found by several lists, 1/(k+a) + 1/(k+b) + ..., is the
     correctly rounded quotient of two integers (over the common denominator
     (k+a)(k+b)...), one float division.
@@ -286,7 +180,7 @@ def fuse(lists: Mapping[str, tuple[np.ndarray, np.ndarray]], ref_order: np.ndarr
                 or listed.ref_order is not ref_order:
             listed = _ranked_list(name, given, ref_order, n)
         members, positions = listed.members, listed.positions
-        total[members] += 1.0 / (k + positions)  # in name order, from 0.0: rrf's float sums exactly
+        total[members] += 1.0 / (k + positions)  # in name order, from 0.0: the spec's float sums exactly
         found[members] += 1
         ranks[name], raws[name], tops[name] = listed.rank, listed.raw, listed.top
         ranked_lists[name] = listed
@@ -294,55 +188,73 @@ def fuse(lists: Mapping[str, tuple[np.ndarray, np.ndarray]], ref_order: np.ndarr
     candidates = np.flatnonzero(found)
     order = candidates[np.lexsort((ref_order[candidates], -total[candidates]))]
     multi = found > 1
-    names = list(ranks)
+    _settle_runs(order, total, multi, ranks, k, ref_order)
+    score = _exact_scores(total, multi, ranks, k)
+    return Pool(order, score, ranks, raws, tops, ranked_lists)
 
-    def exact(c: int) -> Fraction:
-        # the sum of 1/p over its places as one fraction (numerator: each product leaving one place out):
-        # a run's sort makes one of these per member, so no chain of Fraction additions
-        places = [k + int(ranks[name][c]) for name in names if ranks[name][c]]
-        denominator = math.prod(places)
-        return Fraction(sum(denominator // p for p in places), denominator)
 
-    # rrf's runs of nearly equal floats, re-sorted by their exact sums where one holds a multi-list passage.
-    # A run longer than one starts where the next sum is within the tolerance of it: only those places are
-    # visited (in order, each past the run before), not the ~200 candidates one by one.
+def _exact(ranks: dict[str, np.ndarray], k: int, c: int) -> Fraction:
+    """Candidate c's fused score as one fraction: the sum of 1/p over its places p = k + rank (numerator:
+    each product leaving one place out), so a run's sort makes one per member, no chain of additions."""
+    places = [k + int(rank[c]) for rank in ranks.values() if rank[c]]
+    denominator = math.prod(places)
+    return Fraction(sum(denominator // p for p in places), denominator)
+
+
+def _settle_runs(order: np.ndarray, total: np.ndarray, multi: np.ndarray, ranks: dict[str, np.ndarray], k: int,
+                 ref_order: np.ndarray) -> None:
+    """The spec RRF's runs of nearly equal floats (tests/fusion_spec.py `rrf`), re-sorted in place by their
+    exact sums where one holds a multi-list passage.
+
+    Different rank combinations can tie exactly (1/63 + 1/140 == 1/84 + 1/90) while their float sums differ
+    in the last bit. A run longer than one starts where the next sum is within the tolerance of it: only
+    those places are visited (in order, each past the run before), not the ~200 candidates one by one.
+    """
     ordered = total[order]
     near = np.flatnonzero(ordered[:-1] - ordered[1:] <= 1e-12 * ordered[:-1])
-    if len(near):
-        sums = ordered.tolist()
-        # how many multi-list passages precede each place: a run holds one when the count grows across it
-        several = [0] + np.cumsum(multi[order]).tolist()
-        m, past = len(sums), 0
-        for start in near.tolist():
-            if start < past:
-                continue  # inside the run before
-            end, head = start + 1, sums[start]
-            tolerance = 1e-12 * head
-            while end < m and head - sums[end] <= tolerance:
-                end += 1
-            if several[end] > several[start]:
-                run = order[start:end].tolist()
-                run.sort(key=lambda c: (-exact(c), int(ref_order[c])))
-                order[start:end] = run
-            past = end
+    if not len(near):
+        return
+    sums = ordered.tolist()
+    # how many multi-list passages precede each place: a run holds one when the count grows across it
+    several = [0] + np.cumsum(multi[order]).tolist()
+    m, past = len(sums), 0
+    for start in near.tolist():
+        if start < past:
+            continue  # inside the run before
+        end, head = start + 1, sums[start]
+        tolerance = 1e-12 * head
+        while end < m and head - sums[end] <= tolerance:
+            end += 1
+        if several[end] > several[start]:
+            run = order[start:end].tolist()
+            run.sort(key=lambda c: (-_exact(ranks, k, c), int(ref_order[c])))
+            order[start:end] = run
+        past = end
 
+
+def _exact_scores(total: np.ndarray, multi: np.ndarray, ranks: dict[str, np.ndarray], k: int) -> np.ndarray:
+    """The fused scores: the float sums, and for a passage found by several lists its exact sum, sum(1/p),
+    correctly rounded.
+
+    Over the common denominator prod(p) the numerator is sum(prod(p) / p), both integers. While both are
+    below 2**53 they are exact as floats, and one IEEE division rounds their quotient correctly: what
+    float(Fraction) gives, without a Fraction per passage (hybrid fuses 3-4 lists, ~30 such passages).
+    """
     score = total.copy()
-    if multi.any():
-        # A passage found by several lists scores its exact sum, sum(1/p), correctly rounded: over the common
-        # denominator prod(p) the numerator is sum(prod(p) / p), both integers. While both are below 2**53
-        # they are exact as floats, and one IEEE division rounds their quotient correctly: what
-        # float(Fraction) gives, without a Fraction per passage (hybrid fuses 3-4 lists, ~30 such passages).
-        if len(names) * float(k + n) ** len(names) < 2.0 ** 53:  # a bound on both: every place is <= k + n
-            chosen = np.flatnonzero(multi)
-            listed = np.stack([ranks[name][chosen] for name in names])
-            places = np.where(listed > 0, listed + k, 1)
-            denominator = np.prod(places, axis=0)
-            numerator = np.sum(np.where(listed > 0, denominator // places, 0), axis=0)
-            score[multi] = numerator.astype(np.float64) / denominator.astype(np.float64)
-        else:  # very long lists: the rationals themselves
-            for c in np.flatnonzero(multi).tolist():
-                score[c] = float(exact(c))
-    return Pool(order, score, ranks, raws, tops, ranked_lists)
+    if not multi.any():
+        return score
+    names, n = list(ranks), len(total)
+    if len(names) * float(k + n) ** len(names) < 2.0 ** 53:  # a bound on both: every place is <= k + n
+        chosen = np.flatnonzero(multi)
+        listed = np.stack([ranks[name][chosen] for name in names])
+        places = np.where(listed > 0, listed + k, 1)
+        denominator = np.prod(places, axis=0)
+        numerator = np.sum(np.where(listed > 0, denominator // places, 0), axis=0)
+        score[multi] = numerator.astype(np.float64) / denominator.astype(np.float64)
+    else:  # very long lists: the rationals themselves
+        for c in np.flatnonzero(multi).tolist():
+            score[c] = float(_exact(ranks, k, c))
+    return score
 
 
 @dataclass(frozen=True)
@@ -383,7 +295,7 @@ def mmr(
     candidates that are themselves relevant (their `strength` at least
     DUPLICATE_BAND times its own), and never to more than
     DUPLICATE_MAX_PASSES of them. `strength` is an absolute relevance on one
-    scale for the whole pool (query.py: each retriever's raw score over its
+    scale for the whole pool (ranking.py: each retriever's raw score over its
     best one), because rank-based relevance (RRF) cannot tell a relevant
     runner-up from noise; without it, rel_norm stands in.
 
@@ -400,25 +312,7 @@ def mmr(
     lam = 1 is the plain relevance order (no similarity, nothing marked).
     """
     n = len(refs)
-    if not (0.0 <= lam <= 1.0):  # also rejects NaN
-        raise invalid(f"mmr_lambda must be in [0, 1], got {lam!r}; 1 means relevance only, 0 diversity only")
-    if not (0.0 < duplicate_threshold <= 1.0):  # also rejects NaN
-        raise invalid(f"mmr_duplicate_threshold must be in (0, 1], got {duplicate_threshold!r}; "
-                      f"the cosine at which a passage counts as a near-duplicate ({DUPLICATE_THRESHOLD} by default)")
-    if isinstance(k, bool) or not isinstance(k, Integral) or k < 0:
-        raise invalid(f"mmr k must be an integer >= 0, got {k!r}")
-    if len(relevance) != n:
-        raise invalid(f"mmr got {n} refs but {len(relevance)} relevance scores; pass one score per ref")
-    if strength is not None and len(strength) != n:
-        raise invalid(f"mmr got {n} refs but {len(strength)} strengths; pass one per ref")
-    vecs = np.asarray(vectors)
-    if vecs.ndim != 2 or vecs.shape[0] != n:
-        raise invalid(f"mmr vectors must have shape ({n}, d), got {vecs.shape}; pass one row per ref")
-    if not np.all(np.isfinite(vecs)):
-        raise invalid("mmr vectors must be finite; re-embed the passages")
-    if len(set(refs)) != n:
-        # Refs are the tie-breaker; a repeated ref would leave ties undecided.
-        raise invalid("mmr refs must be unique; fuse or de-duplicate the pool first")
+    vecs = _checked_mmr_inputs(refs, relevance, vectors, k, lam, duplicate_threshold, strength)
     if n == 0 or k == 0:
         return Diversified([], [])
 
@@ -455,6 +349,32 @@ def mmr(
         sims = _cosine_matrix(vecs[order])
 
     return _greedy_picks(order, rel_norm, floor, sims.tolist(), take, lam, duplicate_threshold)
+
+
+def _checked_mmr_inputs(refs: Sequence[str], relevance: Sequence[float], vectors: np.ndarray, k: int, lam: float,
+                        duplicate_threshold: float, strength: Sequence[float] | None) -> np.ndarray:
+    """`mmr`'s arguments checked (a clear error for each bad one); the vectors as an array."""
+    n = len(refs)
+    if not (0.0 <= lam <= 1.0):  # also rejects NaN
+        raise invalid(f"mmr_lambda must be in [0, 1], got {lam!r}; 1 means relevance only, 0 diversity only")
+    if not (0.0 < duplicate_threshold <= 1.0):  # also rejects NaN
+        raise invalid(f"mmr_duplicate_threshold must be in (0, 1], got {duplicate_threshold!r}; "
+                      f"the cosine at which a passage counts as a near-duplicate ({DUPLICATE_THRESHOLD} by default)")
+    if isinstance(k, bool) or not isinstance(k, Integral) or k < 0:
+        raise invalid(f"mmr k must be an integer >= 0, got {k!r}")
+    if len(relevance) != n:
+        raise invalid(f"mmr got {n} refs but {len(relevance)} relevance scores; pass one score per ref")
+    if strength is not None and len(strength) != n:
+        raise invalid(f"mmr got {n} refs but {len(strength)} strengths; pass one per ref")
+    vecs = np.asarray(vectors)
+    if vecs.ndim != 2 or vecs.shape[0] != n:
+        raise invalid(f"mmr vectors must have shape ({n}, d), got {vecs.shape}; pass one row per ref")
+    if not np.all(np.isfinite(vecs)):
+        raise invalid("mmr vectors must be finite; re-embed the passages")
+    if len(set(refs)) != n:
+        # Refs are the tie-breaker; a repeated ref would leave ties undecided.
+        raise invalid("mmr refs must be unique; fuse or de-duplicate the pool first")
+    return vecs
 
 
 def _greedy_picks(order: list[int], rel_norm: list[float], floor: list[float], sims: list[list[float]],

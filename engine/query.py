@@ -1,4 +1,4 @@
-"""Query: dense and sparse candidate pools, Reciprocal Rank Fusion, then MMR.
+"""Query: the question checked, the dataset's readers held, the ranking (engine/ranking.py) turned into hits.
 
 Every hit says why it is where it is: its rank and raw score in each
 retriever's list, its fused score, and how far MMR moved it. Ties break on
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any, ContextManager, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, ContextManager, Protocol, Sequence
 
 import numpy as np
 
@@ -18,45 +18,18 @@ from .config import Settings
 from .embedding.cards import ModelCard
 from .embedding.embedders import no_embedder_error
 from .errors import KxError, Status, invalid
-from .expansion import FEEDBACK_PASSAGES, rocchio
-from .filters import PassageFilter, parse_where
+from .filters import parse_where
 from .fingerprint import Fingerprint, check_compatible, current_fingerprint
-from .fusion import fuse, mmr, round_like_python
 from .names import validate_name
+from .ranking import LEAD, SENTENCE, Ranking, Request, rank
 from .records import Hit, QueryResult, RetrievalMode, VersionView, ocr_confidence
-from .retrieval import MAX_QUERY_TERMS, Candidates, Searcher
+from .retrieval import Searcher
 from .setting_values import served_model
-from .text.answer_span import SentenceMemo, best_sentence_scores, with_answer_spans, word_vectors
+from .text.answer_span import SentenceMemo, with_answer_spans
 from .vectors import checked_vectors
 
 if TYPE_CHECKING:
     from .embedding.embedders import Embedder
-
-# Hybrid fuses a third list: of the best SENTENCE_DEPTH fused passages, those both retrievers found, ranked
-# again by their best sentence (answer_span's scorer: word-piece cosine to the query plus the share of its
-# stems). Dense and sparse score a passage as a whole, so inside the right document they prefer the passage
-# that repeats the query's topic words (an introduction) over the one whose sentence answers. The list only
-# reorders that head (each of its passages gains at least 1/(K + SENTENCE_DEPTH), a passage below it none),
-# and only passages the two lists agree on: a paraphrase only dense found keeps its plain RRF place, since
-# the word-level sentence score cannot see a paraphrase. The passages met there are the ones answer_span
-# scores next, from its cache. Measured (BENCHMARKS.md): QA success@1 0.778 -> 0.833, SciFact nDCG@10
-# 0.7217 -> 0.730, Cranfield and CISI within 0.001.
-SENTENCE_DEPTH = 10
-SENTENCE = "sentence"
-# Hybrid's lead vote: when sparse's best passage scores at least LEAD_RATIO times its runner-up, RRF counts
-# it once more, at rank 1 (a one-passage list, LEAD). RRF keeps ranks only, so a passage whose rare query
-# words no other passage holds (BM25 26.6 against 15.2 next) weighs as little as a narrow first place, and
-# a middling dense rank (32nd among passages of the same paper) pulled it to 8th. A BM25 margin that wide is
-# rarely wrong where answers are one passage: such a first passage was right for 21 of 22 QA questions and
-# 31 of 42 SciFact queries, against 0.83 and 0.61 for hybrid's first hit. Sparse only: BM25 scores grow
-# with the query words' rarity and a ratio of them means something, while cosines crowd into a narrow band
-# (a dense lead at 1.2 x cost SciFact 0.001 more and gained nothing). Needs a runner-up to compare with.
-# Measured (BENCHMARKS.md, "The lead vote"): QA success@1 0.815 -> 0.833, success@5 0.944 -> 0.963,
-# Cranfield +0.001, CISI +0.003, SciFact -0.001 (nDCG@10, MMR on); 1.4 was the best ratio of 1.3-1.75
-# on all four sets together.
-LEAD_RATIO = 1.4
-LEAD = "lead"
-
 
 class QueryEngine(Protocol):
     """What a query needs of the engine: settings, model, and the dataset's cached, thread-held readers."""
@@ -116,12 +89,63 @@ def run_query(
     chosen_mode = _check_mode(engine.settings, mode)
     rerank = engine.settings.rerank if rerank is None else bool(rerank)
     expand = engine.settings.query_expansion if expand is None else bool(expand)
-    requested = engine.settings.default_k if k is None else k
+    requested, k_used = _checked_k(engine.settings, k, notes)
+    query_vector, chosen_mode = _checked_question(text, vector, chosen_mode, notes)
+
+    loading = _load_model_meanwhile(engine, name, chosen_mode, text, query_vector)
+    try:
+        searcher = engine.searcher(name)
+    except BaseException:
+        if loading is not None:
+            loading.join()  # never leave ONNX Runtime half-loaded behind an error
+        raise
+    fingerprint = searcher.fingerprint
+    notes.extend(searcher.notes)
+    use_sparse = chosen_mode.uses_sparse
+    card, embedder, use_dense = _query_model(engine, name, fingerprint, chosen_mode, text, query_vector, notes)
+    pool = max(engine.settings.candidate_pool, k_used)
+    if use_dense and query_vector is None:
+        # outside the searcher's lock: embedding is the slow part, and
+        # concurrent queries may embed side by side
+        assert embedder is not None and text is not None  # dense without a vector: the model was loaded above
+        t = time.perf_counter()
+        try:
+            query_vector = embedder.encode([text])[0]
+        except KxError as exc:  # a served model that stopped answering since its card was made
+            use_dense = _keep_dense_after(exc, use_sparse, notes)
+        timings["embed"] = _ms(t)
+    sentences: SentenceMemo = {}   # this query's sentence scores (the sentence list's, then the answer spans')
+    with engine.reading(name, searcher) as searcher:
+        coverage = _coverage(name, searcher, use_dense, use_sparse, notes)
+        t = time.perf_counter()
+        only = searcher.passage_filter(narrowing, view)
+        if narrowing:
+            timings["filter"] = _ms(t)
+        request = Request(text, query_vector, use_dense, use_sparse, pool, k_used, rerank, expand, only, card,
+                          notes, timings, sentences)
+        hits, expanded_terms = _search(engine.settings, searcher, request)
+    t = time.perf_counter()
+    hits = with_answer_spans(hits, text, card, sentences)
+    timings["answer_span"] = _ms(t)
+    timings["total"] = _ms(started)
+    return QueryResult(name, text, chosen_mode, rerank, k_used, requested, hits, notes, timings, coverage,
+                       expanded_terms)
+
+
+def _checked_k(settings: Settings, k: int | None, notes: list[str]) -> tuple[int, int]:
+    """The k asked for (default the setting) and the k used (at most the operator's maximum, with a note)."""
+    requested = settings.default_k if k is None else k
     if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
         raise invalid(f"k must be a whole number of at least 1, got {requested!r}")
-    k_used = min(requested, engine.settings.max_k)
+    k_used = min(requested, settings.max_k)
     if k_used != requested:
         notes.append(f"k clamped from {requested} to {k_used} (the operator's maximum, KX_MAX_K)")
+    return requested, k_used
+
+
+def _checked_question(text: str | None, vector: Sequence[float] | np.ndarray | None, chosen_mode: RetrievalMode,
+                      notes: list[str]) -> tuple[np.ndarray | None, RetrievalMode]:
+    """The query text checked, the vector as a checked array, and the mode (dense when there is no text)."""
     if text is not None and not isinstance(text, str):
         raise invalid("query text must be a string")
     if text is not None and not text.strip():
@@ -136,16 +160,14 @@ def run_query(
             raise invalid("sparse search needs query text; a vector alone can only search dense")
         notes.append("no query text: searched dense only")
         chosen_mode = RetrievalMode.DENSE
+    return query_vector, chosen_mode
 
-    loading = _load_model_meanwhile(engine, name, chosen_mode, text, query_vector)
-    try:
-        searcher = engine.searcher(name)
-    except BaseException:
-        if loading is not None:
-            loading.join()  # never leave ONNX Runtime half-loaded behind an error
-        raise
-    fingerprint = searcher.fingerprint
-    notes.extend(searcher.notes)
+
+def _query_model(engine: QueryEngine, name: str, fingerprint: Fingerprint, chosen_mode: RetrievalMode,
+                 text: str | None, query_vector: np.ndarray | None, notes: list[str]
+                 ) -> tuple[ModelCard | None, Embedder | None, bool]:
+    """The model card (the sentence scorer's word vectors), the embedder when the query text must be
+    embedded, and whether dense search still runs; the dataset's fingerprint checked against the model."""
     use_dense, use_sparse = chosen_mode.uses_dense, chosen_mode.uses_sparse
     embedder = None
     card: ModelCard | None = None
@@ -175,40 +197,7 @@ def run_query(
             card = None  # sparse search does not need the model
         _check_query_fingerprint(engine, name, fingerprint, card)
 
-    pool = max(engine.settings.candidate_pool, k_used)
-    if use_dense and query_vector is None:
-        # outside the searcher's lock: embedding is the slow part, and
-        # concurrent queries may embed side by side
-        assert embedder is not None and text is not None  # dense without a vector: the model was loaded above
-        t = time.perf_counter()
-        try:
-            query_vector = embedder.encode([text])[0]
-        except KxError as exc:  # a served model that stopped answering since its card was made
-            use_dense = _keep_dense_after(exc, use_sparse, notes)
-        timings["embed"] = _ms(t)
-    sentences: SentenceMemo = {}   # this query's sentence scores (the sentence list's, then the answer spans')
-    with engine.reading(name, searcher) as searcher:
-        if use_dense and not use_sparse and searcher.dense_problem:
-            raise KxError(Status.FAILED_PRECONDITION, searcher.dense_problem)
-        coverage = _dense_coverage(name, searcher, use_dense, notes)
-        _sparse_coverage(name, searcher, use_sparse, notes)
-        if use_dense and not use_sparse and searcher.total_passages and not searcher.dense_passages:
-            raise KxError(Status.FAILED_PRECONDITION,
-                          f"dense search covers none of dataset '{name}''s {searcher.total_passages:,} passages yet "
-                          "(they are committed, but not embedded); ask with --mode sparse or hybrid meanwhile, "
-                          f"and let the ingest finish embedding (or run: kx datasets embed {name})")
-        t = time.perf_counter()
-        only = searcher.passage_filter(narrowing, view)
-        if narrowing:
-            timings["filter"] = _ms(t)
-        hits, expanded_terms = _search(engine.settings, searcher, text, query_vector, use_dense, use_sparse, pool,
-                                       k_used, rerank, notes, timings, only, card, expand, sentences)
-    t = time.perf_counter()
-    hits = with_answer_spans(hits, text, card, sentences)
-    timings["answer_span"] = _ms(t)
-    timings["total"] = _ms(started)
-    return QueryResult(name, text, chosen_mode, rerank, k_used, requested, hits, notes, timings, coverage,
-                       expanded_terms)
+    return card, embedder, use_dense
 
 
 def _keep_dense_after(error: KxError, use_sparse: bool, notes: list[str]) -> bool:
@@ -235,6 +224,21 @@ def _load_model_meanwhile(engine: QueryEngine, name: str, mode: RetrievalMode, t
     return engine.load_model_in_background(name)
 
 
+def _coverage(name: str, searcher: Searcher, use_dense: bool, use_sparse: bool, notes: list[str]) -> float:
+    """The share of passages dense search sees, with a note on each index that holds fewer than all; a
+    dense-only query over a damaged or still empty dense index is refused (with what to do)."""
+    if use_dense and not use_sparse and searcher.dense_problem:
+        raise KxError(Status.FAILED_PRECONDITION, searcher.dense_problem)
+    coverage = _dense_coverage(name, searcher, use_dense, notes)
+    _sparse_coverage(name, searcher, use_sparse, notes)
+    if use_dense and not use_sparse and searcher.total_passages and not searcher.dense_passages:
+        raise KxError(Status.FAILED_PRECONDITION,
+                      f"dense search covers none of dataset '{name}''s {searcher.total_passages:,} passages yet "
+                      "(they are committed, but not embedded); ask with --mode sparse or hybrid meanwhile, "
+                      f"and let the ingest finish embedding (or run: kx datasets embed {name})")
+    return coverage
+
+
 def _dense_coverage(name: str, searcher: Searcher, use_dense: bool, notes: list[str]) -> float:
     """The share of passages dense search sees; a note when a dense-using query saw less than all."""
     total, held = searcher.total_passages, searcher.dense_passages
@@ -258,108 +262,21 @@ def _sparse_coverage(name: str, searcher: Searcher, use_sparse: bool, notes: lis
                      f"{name}` indexes them once the dataset's folder can be written")
 
 
-def _search(settings: Settings, searcher: Searcher, text: str | None, query_vector: np.ndarray | None,
-            use_dense: bool, use_sparse: bool, pool: int, k_used: int, rerank: bool, notes: list[str],
-            timings: dict[str, float], only: PassageFilter | None = None, card: ModelCard | None = None,
-            expand: bool = False, sentences: SentenceMemo | None = None) -> tuple[list[Hit], list[str] | None]:
-    """Candidate pools, fusion, MMR and the hits, under the searcher's lock.
+def _search(settings: Settings, searcher: Searcher, request: Request) -> tuple[list[Hit], list[str] | None]:
+    """Candidates -> fuse -> diversify (engine/ranking.py `rank`) -> hits, under the searcher's lock.
 
-    Passages travel as candidate numbers and arrays (engine/fusion.py `fuse`):
-    refs are read once per passage per reader (the ties' tie-breaker), and
     Hit records are made for the k passages returned only.
     """
-    lists: dict[str, Candidates] = {}
-    if use_dense:
-        assert query_vector is not None  # given, or embedded by run_query
-        t = time.perf_counter()
-        lists["dense"] = searcher.dense_candidates(query_vector, pool, only)
-        timings["dense"] = _ms(t)
-    if use_sparse:
-        assert text is not None  # sparse needs words: a vector-only query is dense (run_query)
-        t = time.perf_counter()
-        lists["sparse"] = searcher.sparse_candidates(text, pool, only)
-        timings["sparse"] = _ms(t)
+    ranking = rank(settings, searcher, request)
+    return _hits(searcher, ranking), ranking.added
 
-    t = time.perf_counter()
-    keys, refs, columns = _candidate_set(searcher, lists)
-    ref_order = _ref_order(refs)
-    if len(lists) > 1:
-        _add_lead(columns, ref_order)
-    no_words = ""
-    if use_sparse:
-        sparse = lists["sparse"]
-        if not len(columns["sparse"][0]):
-            # with a filter the words may well be indexed, in passages the filter leaves out (older or retired
-            # versions, other documents): saying they are unknown would send the user the wrong way
-            no_words = ("no query word is in the sparse index (only stopwords, punctuation or unknown words)"
-                        if only is None and searcher.sparse_passages >= searcher.total_passages else
-                        "no query word is in the passages the keyword index holds so far" if only is None else
-                        "no passage searched holds a query word (passages outside the --where filter and "
-                        "superseded or retired versions are left out; --versions all searches every version)")
-            notes.append(no_words)
-        if sparse.dropped_terms:
-            notes.append(f"sparse search used the {MAX_QUERY_TERMS} {sparse.kept_terms} of the query's "
-                         "indexed terms "
-                         f"({sparse.dropped_terms} more were left out)")
-    fused = fuse(columns, ref_order, settings.rrf_k)
-    timings["fusion"] = _ms(t)
-    added: list[str] | None = None
-    known_rows: dict[Any, Any] = {}
-    if expand and len(fused.order):
-        t = time.perf_counter()
-        top = fused.order[:FEEDBACK_PASSAGES].tolist()
-        lists, added = _expanded_lists(searcher, text, query_vector, lists, [keys[c] for c in top],
-                                      [float(fused.score[c]) for c in top], pool, only, notes)
-        keys, refs, columns = _candidate_set(searcher, lists)
-        ref_order = _ref_order(refs)
-        if len(lists) > 1:
-            _add_lead(columns, ref_order)
-        fused = fuse(columns, ref_order, settings.rrf_k)
-        timings["expand"] = _ms(t)
-        if no_words and "sparse" in columns and len(columns["sparse"][0]):
-            # the first pass's sparse list was empty, the expanded one is not: say where its passages came from
-            terms = f" ({', '.join(added)})" if added else ""
-            notes[notes.index(no_words)] = (f"{no_words}; the sparse list holds the passages the expansion's "
-                                           f"added terms{terms} found")
-    retrievers = fused  # dense and sparse alone: what MMR's duplicate floor reads (raw scores)
-    if len(lists) > 1 and text is not None and len(fused.order):
-        # hybrid's third list: the fused head's passages that both retrievers found, ranked by their best
-        # sentence (see SENTENCE_DEPTH)
-        t = time.perf_counter()
-        agreed = [c for c in fused.order[:SENTENCE_DEPTH].tolist() if all(fused.ranks[n][c] for n in lists)]
-        rows = searcher.passages([keys[c] for c in agreed])
-        scores = best_sentence_scores([rows[keys[c]].text for c in agreed], text, word_vectors(card), sentences)
-        known_rows = rows  # the hits are mostly among them: not read again below
-        columns[SENTENCE] = (np.asarray(agreed, dtype=np.int64), round_like_python(np.asarray(scores), 6))
-        fused = fuse(columns, ref_order, settings.rrf_k, reuse=fused)  # dense, sparse and lead as ranked above
-        timings["sentence"] = _ms(t)
 
-    # The relevance MMR trades against diversity: the fused score in hybrid
-    # mode, the retriever's own score in a single mode.
-    single = next(iter(lists)) if len(lists) == 1 else None
-    if single:
-        raw = fused.raw[single]
-        relevance = np.where(raw == 0.0, 0.0, raw)  # a raw -0.0 counts as 0.0
-    else:
-        relevance = fused.score
-    order = fused.order  # candidate numbers, fused order
-    positions = list(range(min(len(order), k_used)))  # the chosen hits' places in the fused order
-    duplicate_of: dict[int, int] = {}   # place in the fused order -> place of the pick it nearly repeats
-    if rerank and len(order) > 1:
-        # MMR reorders the head of the fused list only, so the first picks
-        # do not depend on k, and a weak tail candidate cannot jump ahead
-        # just for being unlike everything else. Its picks are greedy: the
-        # first k of a longer run are these k.
-        t = time.perf_counter()
-        depth = min(len(order), settings.mmr_depth)
-        head = order[:depth]
-        vectors = searcher.vectors([keys[c] for c in head.tolist()])
-        picks = mmr([refs[c] for c in head.tolist()], relevance[head].tolist(), vectors, min(k_used, depth),
-                    settings.mmr_lambda, settings.mmr_duplicate_threshold, retrievers.strengths(head).tolist())
-        duplicate_of = {i: d for i, d in zip(picks.order, picks.duplicate_of) if d is not None}
-        positions = (picks.order + list(range(depth, len(order))))[:k_used]
-        timings["mmr"] = _ms(t)
-
+def _hits(searcher: Searcher, ranking: Ranking) -> list[Hit]:
+    """The chosen candidates as hits: each with its rank and raw score in every list, its fused score and
+    place, how far MMR moved it, and its passage's and document's fields."""
+    fusion, positions, relevance = ranking.fusion, ranking.positions, ranking.relevance
+    fused, keys, refs, known_rows = fusion.fused, fusion.keys, fusion.refs, ranking.known_rows
+    order = fused.order
     chosen = [int(order[p]) for p in positions]
     rows = {key: known_rows[key] for key in (keys[c] for c in chosen) if key in known_rows}
     rows.update(searcher.passages([key for key in (keys[c] for c in chosen) if key not in rows]))
@@ -375,11 +292,12 @@ def _search(settings: Settings, searcher: Searcher, text: str | None, query_vect
         return float(raws[name][c]) if name in raws and ranks[name][c] else None
 
     hits = []
-    for rank, (position, c) in enumerate(zip(positions, chosen), start=1):
+    for place, (position, c) in enumerate(zip(positions, chosen), start=1):
         row = rows[keys[c]]
         document = documents.get(row.doc_ref)
+        duplicate_of = ranking.duplicate_of.get(position)
         hits.append(Hit(
-            rank=rank,
+            rank=place,
             score=float(relevance[c]),
             text=row.text,
             passage_ref=refs[c],
@@ -398,8 +316,8 @@ def _search(settings: Settings, searcher: Searcher, text: str | None, query_vect
             lead_ratio=raw_in(LEAD, c),
             fused_score=float(fused.score[c]),
             fused_rank=position + 1,
-            mmr_moved=position + 1 - rank,
-            duplicate_of=refs[int(order[duplicate_of[position]])] if position in duplicate_of else None,
+            mmr_moved=position + 1 - place,
+            duplicate_of=refs[int(order[duplicate_of])] if duplicate_of is not None else None,
             page_start=row.page_start,
             page_end=row.page_end,
             section=row.section,
@@ -410,7 +328,7 @@ def _search(settings: Settings, searcher: Searcher, text: str | None, query_vect
             ocr=ocr_confidence(document.extractor if document else None) is not None,
             ocr_confidence=ocr_confidence(document.extractor if document else None),
         ))
-    return hits, added
+    return hits
 
 
 def _check_query_text(text: str) -> None:
@@ -428,67 +346,6 @@ def _check_query_text(text: str) -> None:
                       f"({shown_surrogates(text[exc.start:exc.end])} at character "
                       f"{exc.start + 1}: bytes that are not UTF-8, or an unpaired surrogate); check the "
                       "terminal's or the file's encoding and send UTF-8") from None
-
-
-def _ref_order(refs: list[str]) -> np.ndarray:
-    """Each candidate's place in ascending ref order (the tie-breaker everywhere)."""
-    order = np.empty(len(refs), dtype=np.int64)
-    order[sorted(range(len(refs)), key=refs.__getitem__)] = np.arange(len(refs))
-    return order
-
-
-def _add_lead(columns: dict[str, tuple[np.ndarray, np.ndarray]], ref_order: np.ndarray) -> None:
-    """Hybrid's lead vote (see LEAD_RATIO): sparse's best candidate as a one-passage list, scored by its BM25
-    score over the runner-up's, when that is at least LEAD_RATIO. Ranked as `fuse` ranks (score, then ref)."""
-    columns.pop(LEAD, None)
-    if "sparse" not in columns:
-        return
-    numbers, scores = columns["sparse"]
-    if len(numbers) < 2:
-        return
-    ranked = np.lexsort((ref_order[numbers], -scores))[:2]
-    first, second = float(scores[ranked[0]]), float(scores[ranked[1]])
-    if second > 0 and first >= LEAD_RATIO * second:
-        columns[LEAD] = (numbers[ranked[:1]], np.asarray([round(first / second, 6)]))
-
-
-def _candidate_set(searcher: Searcher, lists: dict[str, Candidates]
-                   ) -> tuple[list[Any], list[str], dict[str, tuple[np.ndarray, np.ndarray]]]:
-    """Every list's passages numbered once: their keys, their refs, and per list (numbers, scores).
-
-    A passage the catalogue no longer holds (no ref) is left out of every list, before ranks are counted.
-    """
-    numbered, keys = _numbered([found.keys for found in lists.values()])
-    members = dict(zip(lists, numbered))
-    refs = searcher.refs(keys)
-    columns = {name: (np.asarray(members[name], dtype=np.int64), found.scores) for name, found in lists.items()}
-    if None in refs:
-        known = [c for c, ref in enumerate(refs) if ref is not None]
-        renumber = np.full(len(keys), -1, dtype=np.int64)
-        renumber[known] = np.arange(len(known))
-        keys, refs = [keys[c] for c in known], [refs[c] for c in known]
-        for name, (numbers, scores) in list(columns.items()):
-            kept = renumber[numbers] >= 0
-            columns[name] = (renumber[numbers][kept], scores[kept])
-    return keys, refs, columns  # type: ignore[return-value]  # None left out above
-
-
-def _numbered(lists: list[list[Any]]) -> tuple[list[Any], list[Any]]:
-    """Each list's keys as numbers (0, 1, ... in order of first appearance across the lists), and the keys
-    by number. Integer keys (seqs) are numbered with numpy: ~200 candidates a query."""
-    flat = [key for keys in lists for key in keys]
-    if flat and all(type(key) is int for key in flat):
-        array = np.asarray(flat, dtype=np.int64)
-        unique, first, inverse = np.unique(array, return_index=True, return_inverse=True)
-        by_appearance = np.argsort(first, kind="stable")
-        number = np.empty(len(unique), dtype=np.int64)
-        number[by_appearance] = np.arange(len(unique))
-        numbers = number[inverse.reshape(-1)]
-        bounds = np.cumsum([0] + [len(keys) for keys in lists])
-        return [numbers[a:b] for a, b in zip(bounds[:-1], bounds[1:])], unique[by_appearance].tolist()
-    known: dict[Any, int] = {}
-    out = [[known.setdefault(key, len(known)) for key in keys] for keys in lists]
-    return out, list(known)
 
 
 def _check_mode(settings: Settings, mode: str | None) -> RetrievalMode:
@@ -521,24 +378,3 @@ def _check_query_fingerprint(engine: QueryEngine, name: str, stored: Fingerprint
 
 def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000.0, 3)
-
-
-def _expanded_lists(searcher: Searcher, text: str | None, query_vector: np.ndarray | None,
-                   lists: Mapping[str, Candidates], top_keys: Sequence[Any], top_scores: Sequence[float], pool: int,
-                   only: PassageFilter | None, notes: list[str]) -> tuple[dict[str, Candidates], list[str]]:
-    """The second pass's lists (each retriever of the first pass, expanded) and the terms added.
-
-    `top_keys` and `top_scores`: the first pass's best fused passages (the feedback) and their fused scores.
-    """
-    out, added = dict(lists), list[str]()
-    keys = list(top_keys)
-    if "sparse" in lists and text is not None:
-        if not searcher.expands_sparse:
-            notes.append("query expansion: this backend expands the dense list only")
-        else:
-            rows = searcher.passages(keys)
-            out["sparse"], added = searcher.sparse_expanded(
-                text, [(rows[k].text, w) for k, w in zip(keys, top_scores)], pool, only)
-    if "dense" in lists and query_vector is not None and keys:
-        out["dense"] = searcher.dense_candidates(rocchio(query_vector, searcher.vectors(keys)), pool, only)
-    return out, added

@@ -264,11 +264,11 @@ class Hit:
     answer_span: tuple[int, int] | None = None
     version: int | None = None         # which version of its lineage (1 = first ingested); None: not tracked
     superseded_by: str | None = None   # the ref of the lineage's current version, when this is an older one
-    # hybrid's third list (engine/query.py, SENTENCE_DEPTH): the passage's rank among the fused head by its
+    # hybrid's third list (engine/ranking.py, SENTENCE_DEPTH): the passage's rank among the fused head by its
     # best sentence, and that sentence's score; None outside the head or in a single-retriever mode
     sentence_rank: int | None = None
     sentence_score: float | None = None
-    # hybrid's lead vote (engine/query.py, LEAD_RATIO): set on sparse's best passage when its BM25 score is at
+    # hybrid's lead vote (engine/ranking.py, LEAD_RATIO): set on sparse's best passage when its BM25 score is at
     # least 1.4 times the runner-up's (this is that ratio); RRF then counts it once more, at rank 1
     lead_ratio: float | None = None
     # the passage's document was (partly) read by OCR, and the mean confidence of that reading

@@ -6,10 +6,11 @@ reads the best fused passages it has not read yet, so a passage that several
 parts of the goal rank well is read before one that a single fragment ranks
 first. Fusion is Reciprocal Rank Fusion with a weight per ranking:
 
-    score(p) = sum over rankings r of weight(r) / (RRF_K + rank_r(p))
+    score(p) = sum over rankings r of weight(r) / (rrf_k + rank_r(p))
 
 over ranks, not retriever scores, because scores of different queries are
-not comparable. Ties break on the order passages were first seen (an
+not comparable; rrf_k is settings.rrf_k (KX_RRF_K, 60 by default), the
+engine's own fusion constant (engine/ranking.py). Ties break on the order passages were first seen (an
 earlier, broader search's rank first), so one reading gives one order.
 """
 
@@ -19,13 +20,11 @@ from collections.abc import Container, Iterable, Sequence
 
 from ..records import Hit
 
-RRF_K = 60  # the usual constant (Cormack et al. 2009), as in the engine's own fusion
-
 
 class FusedCandidates:
     """Passages ranked by any search of the run, in weighted-RRF order."""
 
-    def __init__(self, rrf_k: int = RRF_K) -> None:
+    def __init__(self, rrf_k: int) -> None:
         self.rrf_k = rrf_k
         self.hits: dict[str, Hit] = {}       # ref -> the hit as first ranked
         self._score: dict[str, float] = {}

@@ -82,7 +82,7 @@ def run_agent(
                                "engine runs (in-process, or through the gateway's /v1/agent/runs)")
         from .offline import OfflineBrain
 
-        brain: Brain = OfflineBrain(embed)
+        brain: Brain = OfflineBrain(embed, rrf_k=settings.rrf_k)
     return brain.run(goal, Reader(backend, dataset, bounds, on_step))
 
 

@@ -94,8 +94,9 @@ class _Sentence:
 class OfflineBrain:
     """Sub-queries, pseudo-relevance feedback, extractive answer. See the module head."""
 
-    def __init__(self, embed: EmbedFn) -> None:
+    def __init__(self, embed: EmbedFn, rrf_k: int) -> None:
         self.embed = embed
+        self.rrf_k = rrf_k  # settings.rrf_k: the engine's own fusion constant
         self._vectors: dict[str, np.ndarray] = {}
         self._top: dict[str, float] = {}   # ref -> sum of weight / rank over the run's searches (no RRF damping)
         self._goal = ""
@@ -112,7 +113,7 @@ class OfflineBrain:
     def run(self, goal: str, reader: Reader) -> AgentRun:
         self._goal = goal
         goal_vector = self._vectors_for([goal])[0]
-        fused = FusedCandidates()
+        fused = FusedCandidates(self.rrf_k)
         relevance: dict[str, float] = {}
         asked: set[str] = set()
         answer_keys: tuple[str, ...] | None = None

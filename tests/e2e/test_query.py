@@ -146,7 +146,7 @@ def ask(corpus: Corpus, text: str, *args: str, dataset: str = "corpus") -> dict:
 
 def extra_terms(hit: dict) -> float:
     """A hybrid hit's RRF share from the third list (the fused head ranked by best sentence), 0 outside it,
-    and from the lead vote (sparse's best by a wide BM25 margin, engine/query.py LEAD_RATIO), 0 without it."""
+    and from the lead vote (sparse's best by a wide BM25 margin, engine/ranking.py LEAD_RATIO), 0 without it."""
     sentence = 0.0 if hit["sentence_rank"] is None else 1 / (60 + hit["sentence_rank"])
     return sentence + (0.0 if hit["lead_ratio"] is None else 1 / 61)
 
@@ -478,7 +478,7 @@ def test_mode_and_rerank_defaults_come_from_settings(corpus: Corpus, monkeypatch
 
 
 def test_hybrid_third_list_ranks_the_agreed_head_by_best_sentence(corpus: Corpus) -> None:
-    """engine/query.py SENTENCE_DEPTH: of the fused top 10, the passages both lists found, ranked by their
+    """engine/ranking.py SENTENCE_DEPTH: of the fused top 10, the passages both lists found, ranked by their
     best sentence (answer_span's scorer), are RRF's third list; nothing else gets a sentence rank."""
     from engine.embedding.cards import model_card_for
     from engine.text.answer_span import best_sentence_scores, word_vectors
@@ -501,9 +501,9 @@ def test_hybrid_third_list_ranks_the_agreed_head_by_best_sentence(corpus: Corpus
 
 
 def test_hybrid_lead_vote_counts_sparses_decisive_best_once_more(corpus: Corpus) -> None:
-    """engine/query.py LEAD_RATIO: when sparse's best passage scores at least 1.5 times its runner-up, RRF
+    """engine/ranking.py LEAD_RATIO: when sparse's best passage scores at least 1.5 times its runner-up, RRF
     counts it once more at rank 1 (`lead_ratio` carries the ratio); with a narrower margin nobody gets it."""
-    from engine.query import LEAD_RATIO
+    from engine.ranking import LEAD_RATIO
 
     seen = set()
     for question in ("which sticker shows asset tag KX-4021", "submit the vacation leave form in the HR portal"):

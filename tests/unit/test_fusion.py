@@ -18,13 +18,10 @@ from engine.fusion import (
     DUPLICATE_BAND,
     DUPLICATE_MAX_PASSES,
     DUPLICATE_MIN_PASSES,
-    Fused,
-    Ranked,
     mmr,
-    rank_list,
-    rrf,
-    strengths,
 )
+
+from ..fusion_spec import Fused, Ranked, rank_list, rrf, strengths
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,13 +1,13 @@
 """The lean query path (arrays through fusion and MMR) gives the same answers, bit for bit, as the spec.
 
-engine/fusion.py keeps `rank_list`, `rrf`, `strengths` and `mmr` as the
+tests/fusion_spec.py keeps `rank_list`, `rrf` and `strengths` (and engine/fusion.py `mmr`) as the
 readable definition of the ranking (Ranked and Fused objects, exact
-fractions). engine/query.py runs the same ranking on arrays (`fuse`,
+fractions). engine/ranking.py runs the same ranking on arrays (`fuse`,
 `Pool.strengths`, MMR stopped after k picks). These tests hold the two
 together: on random lists full of ties, and on real queries over a small
 corpus built to tie (the same words in several documents, one passage found
 by both retrievers at ranks whose reciprocal sums tie exactly), in every mode, hybrid with its third
-list (the agreed head ranked by best sentence, engine/query.py SENTENCE_DEPTH) and its lead vote (LEAD_RATIO).
+list (the agreed head ranked by best sentence, engine/ranking.py SENTENCE_DEPTH) and its lead vote (LEAD_RATIO).
 benchmarks/search_parity.py does the same against an older commit on SciFact.
 """
 
@@ -20,20 +20,13 @@ import pytest
 
 from engine import Engine, load_settings
 from engine.embedded.readers import dense_ef
-from engine.fusion import (
-    Ranked,
-    fuse,
-    mmr,
-    rank_list,
-    round_like_python,
-    rrf,
-    strengths,
-)
-from engine.query import LEAD, LEAD_RATIO, SENTENCE, SENTENCE_DEPTH
+from engine.fusion import fuse, mmr, round_like_python
+from engine.ranking import LEAD, LEAD_RATIO, SENTENCE, SENTENCE_DEPTH
 from engine.text.answer_span import best_sentence_scores, word_vectors
 from engine.text.inputs import from_text
 from engine.vectors import checked_vectors
 
+from ..fusion_spec import Ranked, rank_list, rrf, strengths
 from ..helpers import HashEmbedder
 
 
@@ -188,10 +181,10 @@ def _spec_answer(engine: Engine, text: str, vector: np.ndarray, mode: str, reran
         sparse = lists.get("sparse", [])
         first, second = (sparse[0].score, sparse[1].score) if len(sparse) > 1 else (0.0, 0.0)
         if len(lists) > 1 and second > 0 and first >= LEAD_RATIO * second:
-            # hybrid's lead vote (query.py LEAD_RATIO): sparse's best, once more at rank 1
+            # hybrid's lead vote (ranking.py LEAD_RATIO): sparse's best, once more at rank 1
             lists[LEAD] = [Ranked(sparse[0].ref, round(first / second, 6))]
         fused = rrf(lists, s.rrf_k)
-        if len(retrievers) > 1:  # hybrid's third list: the agreed head by best sentence (query.py SENTENCE_DEPTH)
+        if len(retrievers) > 1:  # hybrid's third list: the agreed head by best sentence (ranking.py SENTENCE_DEPTH)
             agreed = [f for f in fused[:SENTENCE_DEPTH] if all(f.ranks[n] is not None for n in retrievers)]
             rows = searcher.passages([seq_of[f.ref] for f in agreed])
             scores = best_sentence_scores([rows[seq_of[f.ref]].text for f in agreed], text,
