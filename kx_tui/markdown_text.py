@@ -9,23 +9,15 @@ from typing import Callable, Sequence
 
 from rich.text import Text
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*\n(.*?)(?:^ {0,3}\1[ \t]*(?:\n|\Z)|\Z)", re.M | re.S)
-_CODE = re.compile(r"(`+)([^`\n]|[^`\n].*?[^`\n])\1")
+from engine.text.markdown_plain import FENCE, INLINE_CODE, QUOTE, STRONG, is_markdown
+
+# what the CLI and the screens ask: the engine's one test of Markdown (its name or its signs)
+looks_like_markdown = is_markdown
+
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$", re.M)
-_QUOTE = re.compile(r"^ {0,3}>[ \t]?", re.M)
 _LINK = re.compile(r"(!?)\[([^\]\n]*)\]\(([^)\n]*)\)")
-_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _EMPHASIS = (re.compile(r"(?<![\w*])(\*)(?=[^\s*])(.+?)(?<=[^\s*])\*(?![\w*])"),
              re.compile(r"(?<![\w_])(_)(?=[^\s_])(.+?)(?<=[^\s_])_(?![\w_])"))
-_MARKDOWN_SIGNS = re.compile(r"^ {0,3}#{1,6}[ \t]|\*\*\S|\]\(|^ {0,3}(`{3}|~{3})", re.M)
-_MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdx", ".mkd")
-
-
-def looks_like_markdown(source_path: str | None, text: str) -> bool:
-    """A Markdown file by its name, or text that carries Markdown's unmistakable signs (headings, **, links)."""
-    if source_path and source_path.lower().endswith(_MARKDOWN_SUFFIXES):
-        return True
-    return bool(_MARKDOWN_SIGNS.search(text))
 
 
 class _Markup:
@@ -55,13 +47,13 @@ class _Markup:
 
 def _markup(text: str) -> _Markup:
     m = _Markup(text)
-    for match in _FENCE.finditer(text):
+    for match in FENCE.finditer(text):
         body_start, body_end = match.span(2)
         m.cut(match.start(), body_start)
         m.cut(body_end, match.end())
         m.style(body_start, body_end, "cyan")
         m.lock(match.start(), match.end())
-    for match in _CODE.finditer(text):
+    for match in INLINE_CODE.finditer(text):
         if m.free(*match.span()):
             m.cut(match.start(), match.start(2))
             m.cut(match.end(2), match.end())
@@ -72,7 +64,7 @@ def _markup(text: str) -> _Markup:
             m.cut(match.start(), match.start(2))
             m.cut(match.end(2), match.end())
             m.style(*match.span(2), "bold")
-    for match in _QUOTE.finditer(text):
+    for match in QUOTE.finditer(text):
         if m.free(*match.span()):
             m.cut(*match.span())
     for match in _LINK.finditer(text):
@@ -80,7 +72,7 @@ def _markup(text: str) -> _Markup:
             m.cut(match.start(), match.start(2))       # "![" or "["
             m.cut(match.end(2), match.end())           # "](target)"
             m.style(*match.span(2), "underline")
-    for pattern, style in ((_STRONG, "bold"), *((p, "italic") for p in _EMPHASIS)):
+    for pattern, style in ((STRONG, "bold"), *((p, "italic") for p in _EMPHASIS)):
         for match in pattern.finditer(text):
             if m.free(*match.span()) and not any(m.dropped[match.start():match.end()]):
                 m.cut(match.start(), match.start(2))

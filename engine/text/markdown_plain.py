@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import re
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*\n(.*?)(?:^ {0,3}\1[ \t]*(?:\n|\Z)|\Z)", re.M | re.S)
-_CODE = re.compile(r"(`+)([^`\n]|[^`\n].*?[^`\n])\1")
+# FENCE, INLINE_CODE, QUOTE and STRONG are shared with the TUI's styling (kx_tui/markdown_text.py)
+FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*\n(.*?)(?:^ {0,3}\1[ \t]*(?:\n|\Z)|\Z)", re.M | re.S)
+INLINE_CODE = re.compile(r"(`+)([^`\n]|[^`\n].*?[^`\n])\1")
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$", re.M)
-_QUOTE = re.compile(r"^ {0,3}>[ \t]?", re.M)
+QUOTE = re.compile(r"^ {0,3}>[ \t]?", re.M)
 _LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\n]*\)")
-_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _EMPHASIS = (re.compile(r"(?<![\w*])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![\w*])"),
              re.compile(r"(?<![\w_])_(?=[^\s_])(.+?)(?<=[^\s_])_(?![\w_])"))
 _SIGNS = re.compile(r"^ {0,3}#{1,6}[ \t]|\*\*\S|\]\(|^ {0,3}(`{3}|~{3})", re.M)
@@ -39,12 +40,12 @@ def as_text(text: str) -> str:
         held.append(code)
         return f"\x00{len(held) - 1}\x00"
 
-    out = _FENCE.sub(lambda m: hold(m.group(2)), text.replace("\x00", ""))
-    out = _CODE.sub(lambda m: hold(m.group(2)), out)
+    out = FENCE.sub(lambda m: hold(m.group(2)), text.replace("\x00", ""))
+    out = INLINE_CODE.sub(lambda m: hold(m.group(2)), out)
     out = _HEADING.sub(r"\1", out)
-    out = _QUOTE.sub("", out)
+    out = QUOTE.sub("", out)
     out = _LINK.sub(r"\1", out)
-    out = _STRONG.sub(r"\2", out)
+    out = STRONG.sub(r"\2", out)
     for pattern in _EMPHASIS:
         out = pattern.sub(r"\1", out)
     return _HELD.sub(lambda m: held[int(m.group(1))], out)
