@@ -25,6 +25,7 @@ import re
 
 from ..errors import invalid
 from .base import Extracted, Limits, Section
+from .ooxml import Package
 
 EXTRACTOR_VERSION = 1
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
@@ -78,14 +79,9 @@ def _index(reference: str) -> int:
 
 
 def extract_xlsx(data: bytes, label: str, limits: Limits) -> Extracted:
-    from .slides import Package
-
     package = Package(data, label, "Excel workbook", limits)
     try:
-        workbook = package.xml("xl/workbook.xml")
-        if workbook is None:
-            raise invalid(f"{label} is not a readable Excel workbook: it has no xl/workbook.xml; re-save it "
-                          "from Excel or LibreOffice")
+        workbook = package.main_part("xl/workbook.xml", "Excel")
         rels = package.relations("xl/workbook.xml")
         strings = _shared_strings(package)
         pieces, sections, offset = [], [], 0

@@ -19,11 +19,9 @@ Runs in an extraction worker process (engine/extract/pool.py).
 
 from __future__ import annotations
 
-import posixpath
-
 from ..errors import invalid
 from .base import Extracted, Limits, Section
-from .zipsafe import SafeZip
+from .ooxml import Package
 
 EXTRACTOR_VERSION = 1
 PAGE_SEPARATOR = "\n\n"
@@ -31,7 +29,6 @@ NOTES_MARK = "Notes: "
 _P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
 _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 _R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
-_REL = "{http://schemas.openxmlformats.org/package/2006/relationships}"
 _NOTES_TYPE = "/notesSlide"
 _TITLES = ("title", "ctrTitle")
 
@@ -42,53 +39,10 @@ def extractor_id() -> str:
     return f"pptx/lxml-{'.'.join(map(str, etree.LXML_VERSION[:3]))}/{EXTRACTOR_VERSION}"
 
 
-class Package:
-    """An OOXML package's parts as parsed XML, read through SafeZip (shared with the spreadsheet reader)."""
-
-    def __init__(self, data: bytes, label: str, kind: str, limits: Limits) -> None:
-        from lxml import etree
-
-        self.label, self.kind = label, kind
-        self.archive = SafeZip(data, label, kind, limits)
-        self._parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
-
-    def xml(self, name: str):
-        from lxml import etree
-
-        raw = self.archive.read(name)
-        if raw is None:
-            return None
-        try:
-            return etree.fromstring(raw, self._parser)
-        except etree.XMLSyntaxError as exc:
-            raise invalid(f"{self.label} is not a readable {self.kind}: {name} is not well-formed XML ({exc}); "
-                          "re-save it from its application") from None
-
-    def relations(self, part: str) -> dict[str, tuple[str, str, bool]]:
-        """rId -> (type, target part path, external?) for `part` (e.g. 'ppt/presentation.xml')."""
-        folder, name = posixpath.split(part)
-        rels = self.xml(posixpath.join(folder, "_rels", name + ".rels"))
-        out: dict[str, tuple[str, str, bool]] = {}
-        for rel in rels if rels is not None else []:
-            if rel.tag != f"{_REL}Relationship":
-                continue
-            external = rel.get("TargetMode") == "External"
-            target = rel.get("Target", "")
-            path = target if external else posixpath.normpath(posixpath.join(folder, target)).lstrip("/")
-            out[rel.get("Id", "")] = (rel.get("Type", ""), path, external)
-        return out
-
-    def close(self) -> None:
-        self.archive.close()
-
-
 def extract_pptx(data: bytes, label: str, limits: Limits) -> Extracted:
     package = Package(data, label, "PowerPoint presentation", limits)
     try:
-        presentation = package.xml("ppt/presentation.xml")
-        if presentation is None:
-            raise invalid(f"{label} is not a readable PowerPoint presentation: it has no ppt/presentation.xml; "
-                          "re-save it from PowerPoint or LibreOffice")
+        presentation = package.main_part("ppt/presentation.xml", "PowerPoint")
         rels = package.relations("ppt/presentation.xml")
         slides = [rels[sid.get(f"{_R}id", "")][1] for sid in presentation.iter(f"{_P}sldId")
                   if sid.get(f"{_R}id", "") in rels and not rels[sid.get(f"{_R}id", "")][2]]
