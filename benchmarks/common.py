@@ -51,3 +51,32 @@ def percentile(values: list[float], q: float) -> float:
         return float("nan")
     index = min(len(ordered) - 1, max(0, round(q / 100.0 * (len(ordered) - 1))))
     return ordered[index]
+
+
+def cpu_name() -> str:
+    """The processor's model name, for a figure's record (which CPU made it)."""
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def scifact_passages(limit: int) -> list[str]:
+    """The first `limit` passages of SciFact's corpus, cut as kx's default chunking cuts them (1000/200)."""
+    import json
+
+    from engine.text.chunking import chunk_text
+
+    texts: list[str] = []
+    with (DATA / "scifact" / "corpus.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            doc = json.loads(line)
+            texts.extend(c.text for c in chunk_text(f"{doc['title']}\n\n{doc['text']}", 1000, 200))
+            if len(texts) >= limit:
+                return texts[:limit]
+    return texts

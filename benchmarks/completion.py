@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -28,17 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from common import REPO, cpu_name
 
 
 def _timed(argv: list[str], env: dict[str, str]) -> float:
@@ -76,7 +65,7 @@ def main() -> None:
             click_ms.append(1000 * _timed([sys.executable, "-m", "kx_tui"], click_env))
             bare_ms.append(1000 * _timed([sys.executable, "-c", "pass"], env))
     result = {
-        "cpu": _cpu(), "cores": len(os.sched_getaffinity(0)), "load_average": os.getloadavg()[0],
+        "cpu": cpu_name(), "cores": len(os.sched_getaffinity(0)), "load_average": os.getloadavg()[0],
         "datasets": args.datasets, "tabs": args.tabs, "rounds": args.rounds,
         "bash_script_ms": round(statistics.median(script_ms), 2),
         "click_callback_ms": round(statistics.median(click_ms), 1),

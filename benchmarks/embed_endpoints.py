@@ -34,22 +34,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from common import DATA, HOME, REPO
+from common import HOME, REPO, scifact_passages
 
 sys.path.insert(0, str(REPO))
-
-
-def _passages(limit: int) -> list[str]:
-    from engine.text.chunking import chunk_text
-
-    texts: list[str] = []
-    with (DATA / "scifact" / "corpus.jsonl").open(encoding="utf-8") as fh:
-        for line in fh:
-            doc = json.loads(line)
-            texts.extend(c.text for c in chunk_text(f"{doc['title']}\n\n{doc['text']}", 1000, 200))
-            if len(texts) >= limit:
-                return texts[:limit]
-    return texts
 
 
 def _free_port() -> int:
@@ -104,7 +91,7 @@ def main() -> None:
     from engine.embedding.embedders import load_embedder
 
     HOME.mkdir(parents=True, exist_ok=True)
-    texts = _passages(args.passages)
+    texts = scifact_passages(args.passages)
     local = load_embedder(model_card_for("default"), load_settings({"home": str(HOME)}, env={}))
     assert local is not None
     local.encode(["warm up"])  # the export, once, before any server loads it

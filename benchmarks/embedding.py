@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import DATA, HOME, REPO, percentile
+from common import DATA, HOME, REPO, percentile, scifact_passages
 
 OUT = REPO / "benchmarks" / "out"
 
@@ -65,19 +65,6 @@ def _queries(limit: int) -> list[str]:
     from engine.evaluation import read_queries
 
     return list(read_queries(DATA / "scifact" / "queries.jsonl").values())[:limit]
-
-
-def _passages(limit: int) -> list[str]:
-    from engine.text.chunking import chunk_text
-
-    texts: list[str] = []
-    with (DATA / "scifact" / "corpus.jsonl").open(encoding="utf-8") as fh:
-        for line in fh:
-            doc = json.loads(line)
-            texts.extend(c.text for c in chunk_text(f"{doc['title']}\n\n{doc['text']}", 1000, 200))
-            if len(texts) >= limit:
-                return texts[:limit]
-    return texts
 
 
 def query_latency(embedders: dict, queries: list[str]) -> dict:
@@ -314,7 +301,7 @@ def main() -> None:
         result["query"] = query_latency(_embedders(0), _queries(args.queries))
         print(json.dumps(result["query"], indent=1), flush=True)
     if "throughput" in args.parts:
-        result["throughput"] = throughput(_passages(args.passages), args.rounds)
+        result["throughput"] = throughput(scifact_passages(args.passages), args.rounds)
         print(json.dumps(result["throughput"], indent=1), flush=True)
     if "cold" in args.parts:
         result["cold"] = cold(args.cold_rounds, args.cold_baseline, torch=not args.cold_without_torch,

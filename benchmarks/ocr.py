@@ -26,12 +26,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
-from pathlib import Path
 
+from common import cpu_name
 from paths import BENCH_DIR, DATA, REPO
 
 sys.path.insert(0, str(REPO))
@@ -39,16 +38,6 @@ sys.path.insert(0, str(REPO))
 LAYOUTS = (  # (font px, columns, paragraphs' source)
     (26, 1, "PARAGRAPHS"), (22, 2, "HARBOUR"), (16, 1, "PARAGRAPHS"), (34, 1, "HARBOUR"),
 )
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _pages(count: int):
@@ -136,7 +125,7 @@ def main() -> None:
         summary["fixed_over_measured_cpu"] = round(sum(r["cpu_s"] for r in modes["fixed-300dpi"])
                                                    / sum(r["cpu_s"] for r in measured_same), 2)
     scanned = _shared_scans(args.threads)
-    out = {"cpu": _cpu(), "cores": os.cpu_count(), "threads": args.threads, "load": os.getloadavg(),
+    out = {"cpu": cpu_name(), "cores": os.cpu_count(), "threads": args.threads, "load": os.getloadavg(),
            "engine": ocr.version(), "summary": summary, "pages": modes, "shared_scans": scanned}
     BENCH_DIR.mkdir(parents=True, exist_ok=True)
     (BENCH_DIR / "ocr.json").write_text(json.dumps(out, indent=2))

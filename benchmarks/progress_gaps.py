@@ -26,14 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _cpu() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
+from common import REPO, cpu_name
 
 
 def _files(folder: Path, count: int) -> None:
@@ -94,7 +87,7 @@ def main() -> None:
                 p.kill()
                 p.wait()
     print(json.dumps({
-        "cpu": _cpu(), "cores": len(os.sched_getaffinity(0)), "load_average": round(os.getloadavg()[0], 1),
+        "cpu": cpu_name(), "cores": len(os.sched_getaffinity(0)), "load_average": round(os.getloadavg()[0], 1),
         "busy_processes": args.busy, "files": args.files,
         "off_a_terminal": {"run_s": round(took, 1), "lines": len(lines),
                            "first_line_s_after_process_start": round(lines[0], 2) if lines else None,
