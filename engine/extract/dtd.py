@@ -60,19 +60,9 @@ def expand_internal_subset(data: bytes, label: str) -> tuple[bytes, tuple[str, .
 
 def _split_doctype(data: bytes, at: int) -> tuple[bytes, list[bytes], int] | None:
     """(the doctype's words before `[`, the subset's declarations, the offset after the closing `]>`) or None."""
-    position, quote = at, None
-    while position < len(data):  # the words before the subset: a name, PUBLIC/SYSTEM and quoted literals
-        ch = data[position:position + 1]
-        if quote:
-            quote = None if ch == quote else quote
-        elif ch in (b'"', b"'"):
-            quote = ch
-        elif ch == b">":
-            return None
-        elif ch == b"[":
-            break
-        position += 1
-    else:
+    # the words before the subset (a name, PUBLIC/SYSTEM and quoted literals) end at `[`; a `>` first: no subset
+    position = _first_unquoted(data, at, b">[")
+    if position < 0 or data[position:position + 1] == b">":
         return None
     public_part, position = data[at:position], position + 1
     declarations: list[bytes] = []
@@ -105,15 +95,21 @@ def _split_doctype(data: bytes, at: int) -> tuple[bytes, list[bytes], int] | Non
 
 def _declaration_end(data: bytes, position: int) -> int:
     """The offset after the `>` closing the declaration at `position` (quoted `>`s skipped), or -1."""
+    end = _first_unquoted(data, position + 1, b">")
+    return end + 1 if end >= 0 else -1
+
+
+def _first_unquoted(data: bytes, start: int, stops: bytes) -> int:
+    """The offset of the first byte of `stops` at or after `start` outside a quoted literal, or -1."""
     quote = None
-    for offset in range(position + 1, len(data)):
+    for offset in range(start, len(data)):
         ch = data[offset:offset + 1]
         if quote:
             quote = None if ch == quote else quote
         elif ch in (b'"', b"'"):
             quote = ch
-        elif ch == b">":
-            return offset + 1
+        elif ch in stops:
+            return offset
     return -1
 
 
