@@ -31,6 +31,11 @@ def ensure_dataset(collection: str, home: Path = HOME, **settings):
     if collection in names:
         try:
             engine.query(collection, "probe", mode="sparse", rerank=False)
+            # an ingest stopped in stage 2 (a killed benchmark) leaves passages without vectors: dense would
+            # be measured over part of the collection, so the backlog is finished first
+            if engine.dataset_summary(collection).backlog:
+                print(f"embedding {collection}'s backlog ...", file=sys.stderr, flush=True)
+                engine.embed(collection)
             return engine
         except KxError as exc:  # built under another tokenizer or chunk config: rebuild it
             if exc.status is not Status.FAILED_PRECONDITION:
