@@ -20,6 +20,26 @@ from .sparse_segments import SegmentTerms, _iterated, field_lengths, stored_seqs
 NAME_WEIGHT = 0.5
 
 
+Postings = tuple[np.ndarray, np.ndarray, int]  # document numbers, term frequencies, live documents holding it
+
+
+def add_bm25(scores: np.ndarray, matched: np.ndarray, postings: Sequence[Postings | None],
+             counts: Sequence[float] | None, counted: int, k1: float, norm: np.ndarray, scale: float = 1.0) -> None:
+    """Add each query term's BM25 contribution to `scores` (and mark `matched`) over one field.
+
+    `postings[i]` is term i's (None: not in the field); `counts[i]` how often it occurs in the query;
+    `norm` the field's per-document length normalisation; `scale` the field's weight (1.0 is exact, so the
+    text field's scores are what they were before the name field shared this)."""
+    for i, found in enumerate(postings):
+        if found is None:
+            continue
+        ids, tfs, having = found
+        idf = math.log(1.0 + (counted - having + 0.5) / (having + 0.5))
+        weight = scale * idf * (counts[i] if counts is not None else 1)
+        scores[ids] += weight * tfs * (k1 + 1.0) / (tfs + norm[ids])
+        matched[ids] = True
+
+
 class Bm25Scorer:
     """BM25 over whoosh's postings, scored with numpy instead of whoosh's matcher tree.
 
@@ -116,15 +136,8 @@ class Bm25Scorer:
         """
         scores = np.zeros(self.total, dtype=np.float64)
         matched = np.zeros(self.total, dtype=bool)
-        for i, term in enumerate(terms):
-            postings = self._postings_of(term)
-            if postings is None:
-                continue
-            ids, tfs, having = postings
-            idf = math.log(1.0 + (self.counted - having + 0.5) / (having + 0.5))
-            weight = idf * (counts[i] if counts is not None else 1)
-            scores[ids] += weight * tfs * (self.k1 + 1.0) / (tfs + self._norm[ids])
-            matched[ids] = True
+        add_bm25(scores, matched, [self._postings_of(term) for term in terms], counts, self.counted, self.k1,
+                 self._norm)
         if self._names is not None:
             self._names.add_scores(terms, counts, scores, matched)
         if self._live is not None:
@@ -207,12 +220,5 @@ class _NameField:
 
     def add_scores(self, terms: list[str], counts: Sequence[float] | None, scores: np.ndarray,
                    matched: np.ndarray) -> None:
-        for i, term in enumerate(terms):
-            postings = self.postings(term)
-            if postings is None:
-                continue
-            ids, tfs, having = postings
-            idf = math.log(1.0 + (self.counted - having + 0.5) / (having + 0.5))
-            weight = NAME_WEIGHT * idf * (counts[i] if counts is not None else 1)
-            scores[ids] += weight * tfs * (self.k1 + 1.0) / (tfs + self._norm[ids])
-            matched[ids] = True
+        add_bm25(scores, matched, [self.postings(term) for term in terms], counts, self.counted, self.k1,
+                 self._norm, NAME_WEIGHT)
