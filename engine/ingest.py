@@ -201,69 +201,88 @@ def run_ingest(
         for result in refusals:
             emit(result)
         return IngestReport(name, refusals, False, 0, 0, [])
-    unusable_model = False
     # stage 2 runs beside stage 1 from its first commit: the model loads (a first use exports it) and then
     # embeds while extraction goes on in its worker processes; no wait before the first keyword answer
     beside = stage_two(engine, dataset, emit, should_stop) if given is None and stage_two is not None else None
     if beside is not None:
         emit = beside.emit  # both stages' events reach the caller one at a time
-    totals = (0, 0)
-    results: list[DocumentResult | None] = [None] * len(docs)
-    committer: _Committer | None = None
+    run = _Run(engine, name, dataset, docs, given, card, current, emit, stage_two is not None, beside)
     try:
         # storage failures become KxErrors here already, so a full disk can be told with what went in first
         with dataset.storage_guard(), \
                 dataset.writing(on_wait=lambda message: emit(Notice("waiting", message))) as catalogue:
-            stored = catalogue.fingerprint()
-            if stored is not None:
-                _check_stored(name, stored, current, given is not None, engine)
-            elif given is None and hasattr(catalogue, "set_meta") and _named_by_setting(engine.settings, card):
-                # the model as the setting that named it: later commands use it unless told otherwise
-                catalogue.set_meta(MODEL_SETTING_KEY, engine.settings.embed_model)
-            fingerprint = stored or current
-            committer = _Committer(engine, dataset, catalogue, fingerprint, results, emit,
-                                   stage_two is not None, len(docs), beside)
-            try:
-                _prepare(engine.settings, docs, given, catalogue, results, emit, committer)
-                committer.flush()
-                if committer.defers:  # a stop or a crash during an earlier command's keyword indexing: finish it
-                    dataset.sync_sparse(catalogue, on_progress=committer.part("indexing for keyword search"))
-                # stored bytes offered again are their lineage's current version (a new name takes them on)
-                catalogue.record_current(committer.revived)
-                totals = catalogue.counts()
-                if beside is not None:
-                    try:
-                        beside.complete(catalogue)
-                    except KxError as exc:
-                        # the model cannot embed: a dataset this command created would be pinned to it for
-                        # good (its fingerprint), so it goes; an existing one keeps its commits as a backlog
-                        unusable_model = exc.status is Status.FAILED_PRECONDITION
-                        raise
-                elif committer.defers:  # the caller's vectors: no model was checked against the dataset's
-                    dataset.sync_dense(catalogue)
-                else:
-                    dataset.sync_indexes(catalogue,
-                                         on_stage=lambda stage: emit(Progress(f"indexing {stage}", 0, 1)))
-            finally:
-                if beside is not None:
-                    beside.stop()  # before the lock is let go; never leave ONNX Runtime running at exit
+            run.write(catalogue)
     except KxError as exc:
-        added = sum(1 for r in results if r is not None and r.status == DocumentStatus.ADDED)
+        added = sum(1 for r in run.results if r is not None and r.status == DocumentStatus.ADDED)
         if exc.status is Status.RESOURCE_EXHAUSTED and added:
             raise KxError(exc.status, f"{exc.message}. Before that, this command committed {added} document(s) "
                                       "to the catalogue; they stay, and what their indexes lack is completed "
                                       "from the catalogue by the next command on this dataset") from None
         raise
     finally:
-        stored = committer is not None and committer.stored > 0  # committed, if not yet reported (a stop)
-        if created and (unusable_model or totals[0] == 0 and not stored and not any(
-                r is not None and r.status == DocumentStatus.ADDED for r in results)):
+        if created and run.stored_nothing():
             # nothing went in (all refused, or a failure before the first commit): leave no empty
             # dataset behind. A failure or a stop AFTER a commit keeps the dataset: its documents are in.
             dataset.discard()
     advisories = [chat_model_advisory(card)] if card is not None and card.causal_lm else []
-    return IngestReport(name, [r for r in results if r is not None], created and totals[0] > 0,
-                        totals[0], totals[1], advisories)
+    return IngestReport(name, [r for r in run.results if r is not None], created and run.totals[0] > 0,
+                        run.totals[0], run.totals[1], advisories)
+
+
+class _Run:
+    """One ingest's work under the dataset's write lock, and what it leaves for `run_ingest`'s clean-up
+    (the results so far, the totals, whether the model proved unusable) even when it raises."""
+
+    def __init__(self, engine: IngestEngine, name: str, dataset: Any, docs: list[DocumentInput],
+                 given: np.ndarray | None, card: ModelCard | None, current: Fingerprint, emit: EventFn,
+                 has_stage_two: bool, beside: StageTwo | None) -> None:
+        self.engine, self.name, self.dataset, self.docs = engine, name, dataset, docs
+        self.given, self.card, self.current, self.emit = given, card, current, emit
+        self.has_stage_two, self.beside = has_stage_two, beside
+        self.results: list[DocumentResult | None] = [None] * len(docs)
+        self.committer: _Committer | None = None
+        self.totals = (0, 0)
+        self.unusable_model = False
+
+    def write(self, catalogue: Any) -> None:
+        engine, dataset, beside, given = self.engine, self.dataset, self.beside, self.given
+        stored = catalogue.fingerprint()
+        if stored is not None:
+            _check_stored(self.name, stored, self.current, given is not None, engine)
+        elif given is None and hasattr(catalogue, "set_meta") and _named_by_setting(engine.settings, self.card):
+            # the model as the setting that named it: later commands use it unless told otherwise
+            catalogue.set_meta(MODEL_SETTING_KEY, engine.settings.embed_model)
+        committer = self.committer = _Committer(engine, dataset, catalogue, stored or self.current, self.results,
+                                                self.emit, self.has_stage_two, len(self.docs), beside)
+        try:
+            _prepare(engine.settings, self.docs, given, catalogue, self.results, self.emit, committer)
+            committer.flush()
+            if committer.defers:  # a stop or a crash during an earlier command's keyword indexing: finish it
+                dataset.sync_sparse(catalogue, on_progress=committer.part("indexing for keyword search"))
+            # stored bytes offered again are their lineage's current version (a new name takes them on)
+            catalogue.record_current(committer.revived)
+            self.totals = catalogue.counts()
+            if beside is not None:
+                try:
+                    beside.complete(catalogue)
+                except KxError as exc:
+                    # the model cannot embed: a dataset this command created would be pinned to it for
+                    # good (its fingerprint), so it goes; an existing one keeps its commits as a backlog
+                    self.unusable_model = exc.status is Status.FAILED_PRECONDITION
+                    raise
+            elif committer.defers:  # the caller's vectors: no model was checked against the dataset's
+                dataset.sync_dense(catalogue)
+            else:
+                dataset.sync_indexes(catalogue, on_stage=lambda stage: self.emit(Progress(f"indexing {stage}", 0, 1)))
+        finally:
+            if beside is not None:
+                beside.stop()  # before the lock is let go; never leave ONNX Runtime running at exit
+
+    def stored_nothing(self) -> bool:
+        """Whether the model proved unusable, or nothing is in the dataset and nothing was committed or added."""
+        committed = self.committer is not None and self.committer.stored > 0  # if not yet reported (a stop)
+        return self.unusable_model or self.totals[0] == 0 and not committed and not any(
+            r is not None and r.status == DocumentStatus.ADDED for r in self.results)
 
 
 def _named_by_setting(settings: Settings, card: ModelCard | None) -> bool:

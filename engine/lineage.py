@@ -199,6 +199,21 @@ class LineageState:
                 append(lineage, head)
             last[lineage] = head
             touched[lineage] = None
+        if not self._moved_current(versions, members, last, touched, current, current_home, shown, hidden):
+            return None
+        state = LineageState(versions, last, dict(self.paths), names)
+        state.__dict__.update(_members=members, _by_name=self._by_name, _skipped=False, current=current,
+                              _positions=positions, _home=home, _current_home=current_home, _shared=shared,
+                              _shown=shown, _hidden=frozenset(hidden),
+                              _strays=strays | set(added_strays) if added_strays else strays)
+        return state
+
+    def _moved_current(self, versions: dict[str, list[str]], members: dict[str, set[str]],
+                       last: dict[str, str | None], touched: dict[str, None], current: dict[str, str | None],
+                       current_home: dict[str, str], shown: set[str], hidden: set[str]) -> bool:
+        """`advanced`'s second half: each touched or new lineage's current version moved in the copied maps
+        (`current`, `current_home`, `shown`, `hidden`, updated in place); False where a ref shared by two
+        lineages is involved, which only the full rebuild gets right."""
         # lineages new to `versions` were appended at its end, in the order current() lists them too
         new = len(versions) - len(self.versions)
         appended = list(itertools.islice(reversed(versions), new))[::-1]
@@ -207,14 +222,14 @@ class LineageState:
             refs = versions[lineage]
             head = last[lineage] if lineage in last else refs[-1]
             after = head if head is None or head in members[lineage] else refs[-1]
-            if before in shared or after in shared:
-                return None
+            if before in self._shared or after in self._shared:
+                return False
             current[lineage] = after
             if before is not None and current_home.get(before) == lineage:
                 del current_home[before]
             if after is not None:
                 current_home[after] = lineage
-            # no ref here is in a second lineage (else rebuilt above): shown means current in this one
+            # no ref here is in a second lineage (else rebuilt in full): shown means current in this one
             if before is not None:
                 shown.discard(before)
                 hidden.add(before)
@@ -222,12 +237,7 @@ class LineageState:
             if after is not None:
                 shown.add(after)
                 hidden.discard(after)
-        state = LineageState(versions, last, dict(self.paths), names)
-        state.__dict__.update(_members=members, _by_name=self._by_name, _skipped=False, current=current,
-                              _positions=positions, _home=home, _current_home=current_home, _shared=shared,
-                              _shown=shown, _hidden=frozenset(hidden),
-                              _strays=strays | set(added_strays) if added_strays else strays)
-        return state
+        return True
 
     @cached_property  # computed once: callers ask it per document (an O(n) walk each time would be O(n^2))
     def current(self) -> dict[str, str | None]:

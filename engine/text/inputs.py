@@ -235,22 +235,9 @@ def from_jsonl(path: Path | str, max_bytes: int) -> Iterator[DocumentInput]:
     different ids stay two documents.
     """
     path = Path(path)
-    try:
-        handle = open_regular_binary(path)  # a FIFO or device given as --jsonl must not hang the command
-    except KxError as exc:
-        yield DocumentInput(path.name, source_path=str(path), error=exc)
-        return
-    except FileNotFoundError:
-        yield DocumentInput(path.name, source_path=str(path), error=KxError(
-            Status.NOT_FOUND, f"{path} does not exist; check the path"))
-        return
-    except OSError as exc:
-        yield DocumentInput(path.name, source_path=str(path), error=invalid(
-            f"{path} cannot be read ({exc.strerror}); check the file"))
-        return
-    except ValueError:
-        yield DocumentInput(path.name, source_path=repr(str(path)), error=invalid(
-            f"the path {str(path)!r} holds a NUL byte; no file has that name"))
+    handle = _open_jsonl(path)
+    if isinstance(handle, DocumentInput):
+        yield handle
         return
     source = str(path.resolve())
     first_line: dict[str, int] = {}  # id -> the line that first used it
@@ -265,32 +252,11 @@ def from_jsonl(path: Path | str, max_bytes: int) -> Iterator[DocumentInput]:
                 continue
             if not raw.strip():
                 continue
-            try:
-                record = json.loads(raw)
-            except (ValueError, UnicodeDecodeError):
-                yield DocumentInput(where, source_path=source, error=invalid(
-                    f"{where} is not a JSON object; each line needs {{\"_id\", \"title\", \"text\"}}"))
+            parsed = _record_fields(raw, where, source)
+            if isinstance(parsed, DocumentInput):
+                yield parsed
                 continue
-            except RecursionError:  # nested deeper than Python's parser goes (thousands of brackets)
-                yield DocumentInput(where, source_path=source, error=invalid(
-                    f"{where} nests its JSON too deep to read; each line needs a flat object "
-                    "{\"_id\", \"title\", \"text\"}"))
-                continue
-            if not isinstance(record, dict):
-                yield DocumentInput(where, source_path=source, error=invalid(
-                    f"{where} is not a JSON object; each line needs {{\"_id\", \"title\", \"text\"}}"))
-                continue
-            doc_id = record.get("_id", record.get("id"))
-            text, title = record.get("text"), record.get("title") or ""
-            if doc_id is not None and (isinstance(doc_id, bool) or not isinstance(doc_id, (str, int))):
-                yield DocumentInput(where, source_path=source, error=invalid(
-                    f"{where} needs an \"_id\" (or \"id\") that is a string or a whole number, not "
-                    f"{_json_kind(doc_id)}"))
-                continue
-            if doc_id is None or not isinstance(text, str) or not isinstance(title, str):
-                yield DocumentInput(where, source_path=source, error=invalid(
-                    f"{where} needs an \"_id\" (or \"id\") and a string \"text\" (\"title\" optional)"))
-                continue
+            doc_id, title, text = parsed
             try:
                 check_document_name(str(doc_id), where)
             except KxError as exc:
@@ -317,6 +283,50 @@ def from_jsonl(path: Path | str, max_bytes: int) -> Iterator[DocumentInput]:
                     f"record {doc_id} ({where}) is over the {max_bytes:,}-byte limit (KX_MAX_DOCUMENT_BYTES)"))
                 continue
             yield DocumentInput(str(doc_id), data=data, source_path=source, media_type=RECORD_MEDIA_TYPE)
+
+
+def _open_jsonl(path: Path) -> BinaryIO | DocumentInput:
+    """The JSONL file open for reading, or one refused input saying why it cannot be."""
+    try:
+        return open_regular_binary(path)  # a FIFO or device given as --jsonl must not hang the command
+    except KxError as exc:
+        return DocumentInput(path.name, source_path=str(path), error=exc)
+    except FileNotFoundError:
+        return DocumentInput(path.name, source_path=str(path), error=KxError(
+            Status.NOT_FOUND, f"{path} does not exist; check the path"))
+    except OSError as exc:
+        return DocumentInput(path.name, source_path=str(path), error=invalid(
+            f"{path} cannot be read ({exc.strerror}); check the file"))
+    except ValueError:
+        return DocumentInput(path.name, source_path=repr(str(path)), error=invalid(
+            f"the path {str(path)!r} holds a NUL byte; no file has that name"))
+
+
+def _record_fields(raw: bytes, where: str, source: str) -> tuple[str | int, str, str] | DocumentInput:
+    """One JSONL line's (id, title, text), or the line refused with why (not JSON, not an object, an id of the
+    wrong kind, no string text)."""
+    try:
+        record = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return DocumentInput(where, source_path=source, error=invalid(
+            f"{where} is not a JSON object; each line needs {{\"_id\", \"title\", \"text\"}}"))
+    except RecursionError:  # nested deeper than Python's parser goes (thousands of brackets)
+        return DocumentInput(where, source_path=source, error=invalid(
+            f"{where} nests its JSON too deep to read; each line needs a flat object "
+            "{\"_id\", \"title\", \"text\"}"))
+    if not isinstance(record, dict):
+        return DocumentInput(where, source_path=source, error=invalid(
+            f"{where} is not a JSON object; each line needs {{\"_id\", \"title\", \"text\"}}"))
+    doc_id = record.get("_id", record.get("id"))
+    text, title = record.get("text"), record.get("title") or ""
+    if doc_id is not None and (isinstance(doc_id, bool) or not isinstance(doc_id, (str, int))):
+        return DocumentInput(where, source_path=source, error=invalid(
+            f"{where} needs an \"_id\" (or \"id\") that is a string or a whole number, not "
+            f"{_json_kind(doc_id)}"))
+    if doc_id is None or not isinstance(text, str) or not isinstance(title, str):
+        return DocumentInput(where, source_path=source, error=invalid(
+            f"{where} needs an \"_id\" (or \"id\") and a string \"text\" (\"title\" optional)"))
+    return doc_id, title, text
 
 
 # A JSONL line longer than this many times KX_MAX_DOCUMENT_BYTES (plus 64 KiB) is refused unread: a record's
