@@ -5,7 +5,7 @@
     name:GLOB         the document's name or its source path matches GLOB (`name:guide/*`, `name:*.pdf`)
     type:KIND         media type: pdf, docx, pptx, xlsx, odt, odp, csv, tsv, html, epub, md, txt, rst, record
                       (JSONL), image (png, jpeg, tiff, webp, bmp), or a full type (text/csv); `type:ocr` is the
-                      documents read by OCR
+                      documents read by OCR. The kinds are the formats' (engine/formats.py TYPE_KINDS).
     ocr:yes|no        documents (partly) read by OCR (a scan, an image), or those not
     after:YYYY-MM-DD  ingested on or after that day (UTC)
     before:YYYY-MM-DD ingested before that day (UTC)
@@ -28,30 +28,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
 from .errors import invalid
+from .formats import TYPE_KINDS
 
 if TYPE_CHECKING:  # numpy loads where passages are filtered: `kx datasets list` never pays for it
     import numpy as np
 
 EXAMPLE = "e.g. --where name:guide/* --where type:pdf --where after:2026-12-01 --where pages:1-10 --where ref:e535e0"
 
-_MEDIA = {
-    "pdf": ("application/pdf",),
-    "docx": ("application/vnd.openxmlformats-officedocument.wordprocessingml.document",),
-    "word": ("application/vnd.openxmlformats-officedocument.wordprocessingml.document",),
-    "html": ("text/html", "application/xhtml+xml"),
-    "epub": ("application/epub+zip",),
-    "md": ("text/markdown",), "markdown": ("text/markdown",),
-    "txt": ("text/plain",), "text": ("text/plain",),
-    "rst": ("text/x-rst",),
-    "record": ("application/x-kx-record+json",), "jsonl": ("application/x-kx-record+json",),
-    "png": ("image/png",), "jpeg": ("image/jpeg",), "jpg": ("image/jpeg",), "tiff": ("image/tiff",),
-    "tif": ("image/tiff",), "webp": ("image/webp",), "bmp": ("image/bmp",),
-    "image": ("image/png", "image/jpeg", "image/tiff", "image/webp", "image/bmp"),
-    "pptx": ("application/vnd.openxmlformats-officedocument.presentationml.presentation",),
-    "xlsx": ("application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",),
-    "odt": ("application/vnd.oasis.opendocument.text",), "odp": ("application/vnd.oasis.opendocument.presentation",),
-    "csv": ("text/csv",), "tsv": ("text/tab-separated-values",),
-}
 OCR_TYPE = "ocr"  # `type:ocr`: not a media type but how the text was read (the same as `ocr:yes`)
 _KINDS = ("name", "type", "after", "before", "pages", "ref", "ocr")
 MAX_PAGE = 999_999_999  # nine digits: what the gateway's schema (engine/server/schema.py WHERE_PATTERN) takes
@@ -158,9 +141,9 @@ def parse_where(clauses: Sequence[str] | str | None) -> Where:
                 raise _bad(clause, "a document cannot be both read by OCR and not")
             ocr = wanted
         elif kind == "type":
-            found = _MEDIA.get(value.lower().lstrip("."))
+            found = TYPE_KINDS.get(value.lower().lstrip("."))
             if found is None and "/" not in value:
-                raise _bad(clause, f"type is one of {', '.join(sorted([*_MEDIA, OCR_TYPE]))} or a media type like "
+                raise _bad(clause, f"type is one of {', '.join(sorted([*TYPE_KINDS, OCR_TYPE]))} or a media type like "
                            "text/csv")
             media.extend(found or (value.lower(),))
         elif kind == "after":

@@ -1,5 +1,6 @@
-"""Office files written by the formats' own writers (python-pptx, XlsxWriter, odfpy) from known text, and
-hostile ones built by hand, for tests/unit/test_office_formats.py and tests/e2e/test_office_formats.py."""
+"""Office files written by the formats' own writers (python-pptx, XlsxWriter, odfpy, EbookLib) from known text,
+a minimal DOCX and hostile ones built by hand, for tests/unit/test_office_formats.py,
+tests/e2e/test_office_formats.py and tests/unit/test_formats.py."""
 
 from __future__ import annotations
 
@@ -90,6 +91,35 @@ def odp(path: Path) -> Path:
             notes.addElement(frame)
             page.addElement(notes)
     doc.save(str(path))
+    return path
+
+
+def docx(path: Path, text: str = "The harbour ledger lists every ship that came in.") -> Path:
+    """The smallest Word document Word's readers take: one paragraph in word/document.xml."""
+    ns = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("[Content_Types].xml", "<Types/>")
+        archive.writestr("word/document.xml", f"<w:document {ns}><w:body><w:p><w:r><w:t>{text}</w:t></w:r></w:p>"
+                                              "</w:body></w:document>")
+    return path
+
+
+def epub(path: Path, text: str = "The keeper of the harbour light wrote one chapter.") -> Path:
+    """A one-chapter EPUB written by EbookLib."""
+    from ebooklib import epub as ebook
+
+    book = ebook.EpubBook()
+    book.set_identifier("kx-test-chapter")
+    book.set_title("One Chapter")
+    book.set_language("en")
+    chapter = ebook.EpubHtml(title="The Chapter", file_name="chapter.xhtml", lang="en")
+    chapter.content = f"<h1>The Chapter</h1><p>{text}</p>"
+    book.add_item(chapter)
+    book.toc = (chapter,)
+    book.add_item(ebook.EpubNcx())
+    book.add_item(ebook.EpubNav())
+    book.spine = ["nav", chapter]
+    ebook.write_epub(str(path), book)
     return path
 
 

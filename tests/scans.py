@@ -153,6 +153,22 @@ def with_text_page(pdf_bytes: bytes, text: str, at: int = 0) -> bytes:
     return out.getvalue()
 
 
+def text_pdf(text: str) -> bytes:
+    """A one-page PDF with `text` in its text layer (no scan, nothing for OCR to do)."""
+    import pypdfium2 as pdfium
+
+    out = io.BytesIO()
+    blank = pdfium.PdfDocument.new()
+    blank.new_page(595, 842)  # PDFium cannot reopen a PDF of no pages: one blank page, dropped below
+    blank.save(out)
+    pdf = pdfium.PdfDocument(with_text_page(out.getvalue(), text))
+    pdf.del_page(1)
+    out = io.BytesIO()
+    pdf.save(out)
+    pdf.close()
+    return out.getvalue()
+
+
 def words(text: str) -> list[str]:
     import re
 

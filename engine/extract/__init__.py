@@ -7,12 +7,14 @@ document's own title. `extract_many` does the same for a stream of
 documents. A document that cannot be read raises (or yields) a `KxError`
 with the reason a user can act on.
 
-The format comes from the bytes (engine/extract/detect.py). Plain text,
-JSONL records and Markdown are read in-process (cheap, and no parser to
-crash); PDF, DOCX, HTML and EPUB go to worker processes with a time and a
-memory limit (engine/extract/pool.py), so a hostile file is refused and the
-rest go in. `EXTRACTORS` maps each of those formats to its extractor by
-import path ("module:function" taking `(data, label, limits)`); the worker
+The formats are declared once, in engine/formats.py; which one a document
+is comes from its bytes (engine/extract/detect.py). Plain text, JSONL
+records, Markdown and CSV/TSV are read in-process (cheap, and no parser to
+crash); PDF, Office, HTML, EPUB and images go to worker processes with a
+time and a memory limit (engine/extract/pool.py), so a hostile file is
+refused and the rest go in. `EXTRACTORS` maps each of those formats to its
+extractor by import path ("module:function" taking `(data, label, limits)`,
+as the registry names it); the worker
 imports it, which keeps every parser out of the commands that never read a
 document, and lets a test substitute an extractor that hangs or crashes.
 """
@@ -23,9 +25,10 @@ from collections import deque
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from ..errors import KxError
+from ..formats import DELIMITED, FORMATS, MARKDOWN
 from ..text.inputs import DocumentInput, extract_text
 from .base import Extracted, Limits, Section, page_span, section_path
-from .detect import DELIMITED, FORMATS, MARKDOWN, detect_format
+from .detect import detect_format
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -34,7 +37,7 @@ __all__ = ["EXTRACTORS", "Extracted", "Limits", "Section", "extract", "extract_m
 
 EXTRACTOR_VERSION = "text/1"
 
-# the formats read in worker processes, by import path (detect.FORMATS says which); a test may swap one
+# the formats read in worker processes, by import path (engine/formats.py says which); a test may swap one
 EXTRACTORS: dict[str, str] = {fmt: spec.extractor for fmt, spec in FORMATS.items() if spec.extractor}
 
 

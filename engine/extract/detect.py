@@ -9,6 +9,7 @@ have their say: Markdown and plain text are told apart by name, and a file
 named like a binary format whose bytes are not that format is refused rather
 than read as text.
 
+The formats and what claims each are declared in engine/formats.py; the checks of their bytes are here.
 Stdlib only: `kx datasets list` imports this module's package.
 """
 
@@ -17,59 +18,21 @@ from __future__ import annotations
 import io
 import re
 import zipfile
-from dataclasses import dataclass
 
 from ..errors import invalid
+from ..formats import DELIMITED, FORMATS, HTML, IMAGE, MARKDOWN, PDF, RECORD, TEXT
 from ..text.inputs import RECORD_MEDIA_TYPE, DocumentInput
 
-PDF, DOCX, EPUB, HTML, MARKDOWN, TEXT, RECORD = "pdf", "docx", "epub", "html", "markdown", "text", "record"
-IMAGE = "image"
-PPTX, XLSX, ODT, ODP, DELIMITED = "pptx", "xlsx", "odt", "odp", "delimited"
-
-@dataclass(frozen=True)
-class FormatSpec:
-    """One format kx reads: how a refusal names it, the media types and file name endings that claim it, and
-    the extractor that reads it in a worker process ("module:function"; None: read in-process, cheaply)."""
-
-    name: str
-    media_types: tuple[str, ...]
-    suffixes: tuple[str, ...]
-    extractor: str | None = None
-
-
-# Every format in one table: detection by name, the mislabelled-binary refusal and the worker extractors
-# (engine/extract/__init__.py EXTRACTORS) are read from here. Adding a format: a row here, its detection by
-# content in detect_format, its `type:` kinds in engine/filters.py (the gateway's schema takes those).
-FORMATS: dict[str, FormatSpec] = {
-    PDF: FormatSpec("a PDF", ("application/pdf",), (".pdf",), "engine.extract.pdf:extract_pdf"),
-    DOCX: FormatSpec("a Word (DOCX) document",
-                     ("application/vnd.openxmlformats-officedocument.wordprocessingml.document",), (".docx",),
-                     "engine.extract.docx:extract_docx"),
-    PPTX: FormatSpec("a PowerPoint (PPTX) presentation",
-                     ("application/vnd.openxmlformats-officedocument.presentationml.presentation",), (".pptx",),
-                     "engine.extract.slides:extract_pptx"),
-    XLSX: FormatSpec("an Excel (XLSX) workbook",
-                     ("application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",), (".xlsx",),
-                     "engine.extract.sheets:extract_xlsx"),
-    ODT: FormatSpec("an OpenDocument text (ODT)", ("application/vnd.oasis.opendocument.text",), (".odt",),
-                    "engine.extract.opendocument:extract_odt"),
-    ODP: FormatSpec("an OpenDocument presentation (ODP)", ("application/vnd.oasis.opendocument.presentation",),
-                    (".odp",), "engine.extract.opendocument:extract_odp"),
-    EPUB: FormatSpec("an EPUB book", ("application/epub+zip",), (".epub",), "engine.extract.epub:extract_epub"),
-    HTML: FormatSpec("an HTML page", ("text/html", "application/xhtml+xml"), (".html", ".htm", ".xhtml"),
-                     "engine.extract.html:extract_html"),
-    IMAGE: FormatSpec("an image", ("image/png", "image/jpeg", "image/tiff", "image/webp", "image/bmp"),
-                      (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".bmp"),
-                      "engine.extract.image:extract_image"),
-    MARKDOWN: FormatSpec("Markdown", ("text/markdown", "text/x-markdown"), (".md", ".markdown")),
-    DELIMITED: FormatSpec("CSV/TSV", ("text/csv", "text/tab-separated-values"), (".csv", ".tsv")),
-}
-_BY_MEDIA = {media: fmt for fmt, spec in FORMATS.items() for media in spec.media_types}
-_BY_SUFFIX = {suffix: fmt for fmt, spec in FORMATS.items() for suffix in spec.suffixes}
+# What a name or a media type claims when the bytes say nothing (engine/formats.py; text and records are what
+# is left, never claimed by name)
+_NAMED = [fmt for fmt in FORMATS.values() if fmt.by_name]
+_BY_MEDIA = {media: fmt.id for fmt in _NAMED for media in fmt.media_types}
+_BY_SUFFIX = {suffix: fmt.id for fmt in _NAMED for suffix in fmt.suffixes}
 # formats whose bytes always say what they are: a file named like one whose bytes are not is refused
-_BINARY = {fmt: spec.name for fmt, spec in FORMATS.items() if spec.extractor and fmt != HTML}
-_ODF = {b"application/vnd.oasis.opendocument.text": ODT, b"application/vnd.oasis.opendocument.presentation": ODP,
-        b"application/epub+zip": EPUB}
+_BINARY = {fmt.id: fmt.label for fmt in FORMATS.values() if fmt.binary}
+# a ZIP holding this member is this format (Office Open XML); one whose `mimetype` member says this (ODF, EPUB)
+_ZIP_PARTS = {fmt.zip_part: fmt.id for fmt in FORMATS.values() if fmt.zip_part}
+_ZIP_MIMETYPES = {fmt.media_type.encode(): fmt.id for fmt in FORMATS.values() if fmt.zip_mimetype}
 # the images OCR reads, by their first bytes (BMP's two letters only count with a sane header behind them)
 _IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*")
 
@@ -128,16 +91,13 @@ def _zip_format(data: bytes) -> str | None:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             names = set(archive.namelist())
-            if "word/document.xml" in names:
-                return DOCX
-            if "ppt/presentation.xml" in names:
-                return PPTX
-            if "xl/workbook.xml" in names:
-                return XLSX
+            for part, fmt in _ZIP_PARTS.items():
+                if part in names:
+                    return fmt
             if "mimetype" in names:
                 info = archive.getinfo("mimetype")
                 if info.file_size < 100:
-                    return _ODF.get(archive.read("mimetype").strip())
+                    return _ZIP_MIMETYPES.get(archive.read("mimetype").strip())
     except (zipfile.BadZipFile, KeyError, OSError, EOFError, NotImplementedError, RuntimeError):
         return None
     return None

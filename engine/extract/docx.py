@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import invalid
+from ..formats import DOCX, media_type
 from .base import Extracted, Limits, Section
 from .zipsafe import SafeZip
 
@@ -135,7 +136,7 @@ def extract_docx(data: bytes, label: str, limits: Limits) -> Extracted:
     text = out.text()
     if not text.strip():
         raise invalid(f"{label} is a Word document with no text; there is nothing to index")
-    return Extracted(text=text, media_type="application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    return Extracted(text=text, media_type=media_type(DOCX),
                      sections=tuple(out.sections), title=_core_title(core) or title, extractor=extractor_id())
 
 

@@ -17,6 +17,7 @@ import posixpath
 from urllib.parse import unquote
 
 from ..errors import invalid
+from ..formats import EPUB, media_type
 from .base import Extracted, Limits
 from .html import BlockWriter, visible_blocks
 from .zipsafe import SafeZip
@@ -91,7 +92,7 @@ def extract_epub(data: bytes, label: str, limits: Limits) -> Extracted:
     text = writer.text()
     if not text.strip():
         raise invalid(f"{label} is an EPUB book with no text in its spine; there is nothing to index")
-    return Extracted(text=text, media_type="application/epub+zip", sections=tuple(writer.sections),
+    return Extracted(text=text, media_type=media_type(EPUB), sections=tuple(writer.sections),
                      title=book_title, extractor=extractor_id())
 
 

@@ -32,6 +32,7 @@ import dataclasses
 import re
 
 from ..errors import invalid
+from ..formats import HTML, media_type
 from .base import Extracted, Section
 from .dtd import expand_internal_subset
 
@@ -108,7 +109,7 @@ def _extract_page(data: bytes, label: str) -> Extracted:
     text = writer.text()
     if not text.strip():
         raise invalid(f"{label} is an HTML page with no visible text; there is nothing to index")
-    return Extracted(text=text, media_type="text/html", sections=tuple(writer.sections), title=title or None,
+    return Extracted(text=text, media_type=media_type(HTML), sections=tuple(writer.sections), title=title or None,
                      notes=tuple(notes), extractor=extractor_id())
 
 
@@ -243,7 +244,7 @@ def _flat_extract(data: bytes, label: str, why: str) -> Extracted:
                       "there is nothing to index")
     note = (f"{why}; all of its visible text was read with a flat pass instead (no main-content detection, "
             "so menus and footers may be included)")
-    return Extracted(text=text, media_type="text/html", sections=tuple(writer.sections), title=title,
+    return Extracted(text=text, media_type=media_type(HTML), sections=tuple(writer.sections), title=title,
                      notes=(note,), extractor=extractor_id())
 
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 import io
 
 from ..errors import KxError, Status, invalid
+from ..formats import SUFFIX_MEDIA
 from .base import Extracted, Limits, ocr_extractor
 from .pdf import PAGE_SEPARATOR, _clean_pages
 
 EXTRACTOR_VERSION = 1
-MEDIA_TYPES = {"PNG": "image/png", "JPEG": "image/jpeg", "TIFF": "image/tiff", "WEBP": "image/webp",
-               "BMP": "image/bmp", "MPO": "image/jpeg"}
+# Pillow's name for an image kind -> the suffix whose media type it stores (an MPO is a JPEG with more frames)
+_PILLOW_SUFFIX = {"MPO": ".jpeg"}
 
 
 def extractor_id() -> str:
@@ -77,7 +78,8 @@ def extract_image(data: bytes, label: str, limits: Limits) -> Extracted:
         starts.append(offset)
         offset += len(text) + len(PAGE_SEPARATOR)
     confidence = ocr.mean_confidence(list(pages.values()))
-    return Extracted(text=PAGE_SEPARATOR.join(texts), media_type=MEDIA_TYPES.get(kind, "image/" + kind.lower()),
+    media = SUFFIX_MEDIA.get(_PILLOW_SUFFIX.get(kind, "." + kind.lower()), "image/" + kind.lower())
+    return Extracted(text=PAGE_SEPARATOR.join(texts), media_type=media,
                      page_starts=tuple(starts), notes=ocr.low_confidence_notes(label, pages),
                      extractor=ocr_extractor(extractor_id(), ocr.ocr_id(), confidence),
                      metadata={"pages": str(len(sizes)), "ocr_pages": str(len(sizes))})

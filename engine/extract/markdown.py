@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 from ..errors import invalid
+from ..formats import MARKDOWN, media_type
 from ..text.inputs import DocumentInput, extract_text
 from .base import Extracted, Section
 
@@ -35,7 +36,7 @@ def extract_markdown(doc: DocumentInput) -> Extracted:
     sections = tuple(_headings(text))
     # the front matter's title, else the first heading's words (a README's `# Refunds and Returns`)
     title = metadata.pop("title", None) or (sections[0].title if sections else None)
-    return Extracted(text=text, media_type="text/markdown", sections=sections, title=title,
+    return Extracted(text=text, media_type=media_type(MARKDOWN), sections=sections, title=title,
                      notes=tuple(notes), extractor=EXTRACTOR_ID, metadata=metadata)
 
 

@@ -17,13 +17,12 @@ Runs in an extraction worker process (engine/extract/pool.py).
 from __future__ import annotations
 
 from ..errors import invalid
+from ..formats import ODP, ODT, media_type
 from .base import Extracted, Limits, Section
 from .slides import NOTES_MARK, PAGE_SEPARATOR
 from .zipsafe import SafeZip
 
 EXTRACTOR_VERSION = 1
-TEXT_TYPE = "application/vnd.oasis.opendocument.text"
-SLIDES_TYPE = "application/vnd.oasis.opendocument.presentation"
 _T = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
 _TABLE = "{urn:oasis:names:tc:opendocument:xmlns:table:1.0}"
 _DRAW = "{urn:oasis:names:tc:opendocument:xmlns:drawing:1.0}"
@@ -111,7 +110,7 @@ def extract_odt(data: bytes, label: str, limits: Limits) -> Extracted:
     if not lines:
         raise invalid(f"{label} is an OpenDocument text with no text; there is nothing to index")
     title = next((s.title for s in sections if s.level == 1), None)
-    return Extracted(text="\n\n".join(lines), media_type=TEXT_TYPE, sections=tuple(sections), title=title,
+    return Extracted(text="\n\n".join(lines), media_type=media_type(ODT), sections=tuple(sections), title=title,
                      extractor=extractor_id())
 
 
@@ -151,6 +150,6 @@ def extract_odp(data: bytes, label: str, limits: Limits) -> Extracted:
         if title:
             sections.append(Section(offset, 1, title))
         offset += len(text) + len(PAGE_SEPARATOR)
-    return Extracted(text=PAGE_SEPARATOR.join(pages), media_type=SLIDES_TYPE, page_starts=tuple(starts),
+    return Extracted(text=PAGE_SEPARATOR.join(pages), media_type=media_type(ODP), page_starts=tuple(starts),
                      sections=tuple(sections), title=next((t for t in titles if t), None),
                      extractor=extractor_id(), metadata={"pages": str(len(pages))})

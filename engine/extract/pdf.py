@@ -36,6 +36,7 @@ import unicodedata
 from collections import Counter
 
 from ..errors import KxError, Status, invalid
+from ..formats import PDF, media_type
 from .base import Extracted, Limits, Section, ocr_extractor
 
 EXTRACTOR_VERSION = 1
@@ -140,7 +141,7 @@ def extract_pdf(data: bytes, label: str, limits: Limits) -> Extracted:
         notes.extend(ocr.low_confidence_notes(label, read))
         extractor = ocr_extractor(extractor, ocr.ocr_id(), ocr.mean_confidence(list(read.values())))
         metadata["ocr_pages"] = _page_list(sorted(read))
-    return Extracted(text=text, media_type="application/pdf", page_starts=tuple(starts),
+    return Extracted(text=text, media_type=media_type(PDF), page_starts=tuple(starts),
                      sections=_sections(outline, text, starts), title=title, notes=tuple(notes),
                      extractor=extractor, metadata=metadata)
 

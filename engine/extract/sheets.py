@@ -24,11 +24,11 @@ import io
 import re
 
 from ..errors import invalid
+from ..formats import SUFFIX_MEDIA, XLSX, media_type
 from .base import Extracted, Limits, Section
 from .ooxml import Package
 
 EXTRACTOR_VERSION = 1
-MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 _S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 _R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
 _COLUMN = re.compile(r"[A-Z]+")
@@ -101,7 +101,7 @@ def extract_xlsx(data: bytes, label: str, limits: Limits) -> Extracted:
         package.close()
     if not pieces:
         raise invalid(f"{label} is a workbook with no values in its sheets; there is nothing to index")
-    return Extracted(text="\n\n".join(pieces), media_type=MEDIA_TYPE, sections=tuple(sections),
+    return Extracted(text="\n\n".join(pieces), media_type=media_type(XLSX), sections=tuple(sections),
                      extractor=extractor_id(), metadata={"sheets": str(len(pieces))})
 
 
@@ -180,5 +180,5 @@ def extract_delimited(data: bytes, label: str, name: str) -> Extracted:
     lines = records(rows)
     if not lines:
         raise invalid(f"{label} is empty or only whitespace; there is nothing to index")
-    media = "text/tab-separated-values" if delimiter == "\t" else "text/csv"
+    media = SUFFIX_MEDIA[".tsv" if delimiter == "\t" else ".csv"]
     return Extracted(text="\n".join(lines), media_type=media, extractor=f"delimited/csv/{EXTRACTOR_VERSION}")

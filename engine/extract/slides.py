@@ -20,6 +20,7 @@ Runs in an extraction worker process (engine/extract/pool.py).
 from __future__ import annotations
 
 from ..errors import invalid
+from ..formats import PPTX, media_type
 from .base import Extracted, Limits, Section
 from .ooxml import Package
 
@@ -68,12 +69,10 @@ def extract_pptx(data: bytes, label: str, limits: Limits) -> Extracted:
             sections.append(Section(offset, 1, title))
         offset += len(text) + len(PAGE_SEPARATOR)
     first_title = next((t for t in titles if t), None)
-    return Extracted(text=PAGE_SEPARATOR.join(pages), media_type=MEDIA_TYPE, page_starts=tuple(starts),
+    return Extracted(text=PAGE_SEPARATOR.join(pages), media_type=media_type(PPTX), page_starts=tuple(starts),
                      sections=tuple(sections), title=first_title, extractor=extractor_id(),
                      metadata={"pages": str(len(pages))})
 
-
-MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
 
 
 def _slide(package: Package, path: str) -> tuple[str | None, str]:

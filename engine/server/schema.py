@@ -4,12 +4,15 @@ it documents (pydantic models; the OpenAPI document and the TypeScript SDK's typ
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from fastapi import Path as PathParam
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from ..backend import MAX_OFFSET, MAX_QUERY_CHARS
+from ..filters import OCR_TYPE
+from ..formats import TYPE_KINDS
 from ..names import NAME_PATTERN, NAME_RULE
 from ..records import RetrievalMode, VersionView
 from ..text.inputs import MAX_NAME_CHARS, UNSHOWABLE_CLASS
@@ -86,9 +89,10 @@ class IngestIn(_Body):
 
 
 # The shape of one --where clause (engine/filters.py); a date that is no calendar day, or pages B < A, are
-# refused by the engine with INVALID_ARGUMENT (rules a pattern cannot state).
-WHERE_PATTERN = (r"^(name:.*\S.*|type:(pdf|docx|word|html|epub|md|markdown|txt|text|rst|record|jsonl"
-                 r"|png|jpeg|jpg|tiff|tif|webp|bmp|image|ocr|pptx|xlsx|odt|odp|csv|tsv"
+# refused by the engine with INVALID_ARGUMENT (rules a pattern cannot state). The `type:` kinds are the
+# formats' own (engine/formats.py TYPE_KINDS), so a format added there is taken here too.
+_TYPE_KINDS = "|".join(re.escape(kind) for kind in sorted([*TYPE_KINDS, OCR_TYPE]))
+WHERE_PATTERN = (rf"^(name:.*\S.*|type:({_TYPE_KINDS}"
                  r"|[A-Za-z0-9.+-]+/[A-Za-z0-9.+-]+)|(after|before):[0-9]{4}-[0-9]{2}-[0-9]{2}|ocr:(yes|no|true|false)"
                  r"|pages:[1-9][0-9]{0,8}(-[1-9][0-9]{0,8})?|ref:[0-9a-fA-F]{6,64}(,[0-9a-fA-F]{6,64})*)$")
 

@@ -16,26 +16,11 @@ from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from ..errors import KxError, Status, invalid
+
+# what kx reads (the accepted list in refusals), a file's media type by its name's ending, a JSONL record's
+# media type: all from the one table of formats
+from ..formats import ACCEPTED, RECORD_MEDIA_TYPE, SUFFIX_MEDIA
 from .safe_read import Vet, open_regular_binary, read_regular_file
-
-RECORD_MEDIA_TYPE = "application/x-kx-record+json"  # one JSONL line: {"id", "title", "text"}
-ACCEPTED = ("PDF (scans read by OCR), images (.png, .jpg, .tif, .webp, .bmp; OCR), Word (.docx), PowerPoint "
-            "(.pptx), Excel (.xlsx), OpenDocument (.odt, .odp), CSV/TSV, HTML/XHTML, EPUB, UTF-8 text files "
-            "(.txt, .md, .rst, source code, ...), --text strings and JSONL records")
-
-_TEXT_TYPES = {
-    ".md": "text/markdown", ".markdown": "text/markdown", ".rst": "text/x-rst", ".txt": "text/plain",
-    ".csv": "text/csv", ".tsv": "text/tab-separated-values", ".json": "application/json",
-    ".yaml": "text/yaml", ".yml": "text/yaml", ".toml": "text/x-toml", ".py": "text/x-python",
-    ".pdf": "application/pdf", ".epub": "application/epub+zip",
-    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-    ".html": "text/html", ".htm": "text/html", ".xhtml": "application/xhtml+xml",
-    ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".tif": "image/tiff", ".tiff": "image/tiff",
-    ".webp": "image/webp", ".bmp": "image/bmp",
-    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-    ".odt": "application/vnd.oasis.opendocument.text", ".odp": "application/vnd.oasis.opendocument.presentation",
-}
 
 
 @dataclass(frozen=True)
@@ -223,7 +208,7 @@ def from_file(path: Path | str, max_bytes: int, *, follow_symlinks: bool = True,
     except ValueError:  # a NUL byte in the path: no file can have that name
         return DocumentInput(name, source_path=repr(str(path)), error=invalid(
             f"the path {str(path)!r} holds a NUL byte; no file has that name"))
-    media = _TEXT_TYPES.get(path.suffix.lower()) or mimetypes.guess_type(path.name)[0] or "text/plain"
+    media = SUFFIX_MEDIA.get(path.suffix.lower()) or mimetypes.guess_type(path.name)[0] or "text/plain"
     return DocumentInput(name, data=data, source_path=str(path.resolve()), media_type=media)
 
 

@@ -156,10 +156,11 @@ def test_pages_read_with_low_confidence_are_named_in_a_note() -> None:
 def test_every_type_the_engine_reads_is_one_the_gateways_schema_takes() -> None:
     import re
 
-    from engine.filters import _MEDIA, OCR_TYPE
+    from engine.filters import OCR_TYPE
+    from engine.formats import TYPE_KINDS
     from engine.server.schema import WHERE_PATTERN
 
-    for kind in [*_MEDIA, OCR_TYPE]:
+    for kind in [*TYPE_KINDS, OCR_TYPE]:
         assert re.fullmatch(WHERE_PATTERN, f"type:{kind}"), kind
     for value in ("yes", "no"):
         assert re.fullmatch(WHERE_PATTERN, f"ocr:{value}")
