@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 
 from . import setting_values as values
 from .errors import KxError, Status, invalid
-from .records import RetrievalMode
+from .records import Doc, RetrievalMode
 
 
 class Runtime(StrEnum):
@@ -282,6 +282,18 @@ SPECS: tuple[SettingSpec, ...] = tuple(SettingSpec(name=f.name, **f.metadata["kx
                                        for f in dataclasses.fields(Settings) if "kx" in f.metadata)
 SPEC_BY_NAME = {spec.name: spec for spec in SPECS}
 AREAS = ("engine", "extract", "gateway", "milvus", "agent")
+
+
+def option_help(doc: Doc | None, server: bool = False) -> str | None:
+    """A query option's description (engine/records.py QueryOptions) as a door shows it: its text, then the
+    setting its absent value comes from, by that setting's own environment name ("(default KX_DEFAULT_K)");
+    `server`: said by a door whose default is the serving side's (a gateway, `kx mcp`)."""
+    if doc is None:
+        return None
+    if doc.default is None:
+        return doc.text
+    owner = "the server's " if server else ""
+    return f"{doc.text.removesuffix('.')}; default {owner}{SPEC_BY_NAME[doc.default].env}."
 
 
 def settings_table() -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import Any, Literal, TypedDict, overload
+from typing import Annotated, Any, Literal, TypedDict, get_args, get_origin, get_type_hints, overload
 
 
 def chunk_label(index: int, count: int) -> str:
@@ -16,18 +16,61 @@ def chunk_label(index: int, count: int) -> str:
     return f"[chunk {index + 1}/{count}]"
 
 
-class QueryOptions(TypedDict, total=False):
-    """A query's options beside its dataset and text, written once: every Backend's `query(name, text,
-    **options)` takes these, and engine/query.py's `run_query` is their one definition (a unit test holds
-    the two together). Whatever is not given is the settings' (over a gateway: the server's)."""
+@dataclass(frozen=True)
+class Doc:
+    """A field's one description, in `Annotated[type, Doc(...)]`: every door that documents the field shows it
+    (the gateway's OpenAPI and so the TypeScript SDK's types, MCP's `search` schema, the CLI's --help).
 
-    vector: Sequence[float] | Any    # a pre-computed query vector (a list, or a numpy array)
-    k: int | None
-    mode: RetrievalMode | str | None
-    rerank: bool | None
-    where: Sequence[str] | None      # filter clauses (engine/filters.py)
-    versions: str | None             # "latest" (each lineage's current version) or "all"
-    expand: bool | None              # pseudo-relevance feedback (engine/expansion.py)
+    `default`: the setting (a `Settings` field) an absent query option takes, named by each door from the
+    settings' own declaration. `programs_only`: an option no person or model types (a pre-computed vector),
+    offered by the SDKs and the HTTP API but not by the CLI or MCP.
+    """
+
+    text: str
+    default: str | None = None
+    programs_only: bool = False
+
+
+def described(record: type) -> dict[str, tuple[Any, Doc | None]]:
+    """Each field of a TypedDict or a dataclass: its type (the `Annotated` unwrapped) and its `Doc`, if any."""
+    out: dict[str, tuple[Any, Doc | None]] = {}
+    for name, hint in get_type_hints(record, include_extras=True).items():
+        kind, doc = hint, None
+        if get_origin(hint) is Annotated:
+            kind, *extras = get_args(hint)
+            doc = next((e for e in extras if isinstance(e, Doc)), None)
+        out[name] = (kind, doc)
+    return out
+
+
+class QueryOptions(TypedDict, total=False):
+    """A query's options beside its dataset and text, declared once: every Backend's `query(name, text,
+    **options)` takes these, and engine/query.py's `run_query` is their one definition (a unit test holds
+    the two together). The gateway's `QueryIn`, MCP's `search`, the CLI's query options and the TypeScript
+    SDK's `QueryOptions` are derived from them (engine/server/schema.py, mcp_server.py, kx_tui/cli/query_options.py).
+    Whatever is not given is the settings' (over a gateway: the server's)."""
+
+    vector: Annotated[Sequence[float] | Any, Doc(
+        "A pre-computed query embedding (searches dense; with text, it stands in for the text's own).",
+        programs_only=True)]
+    k: Annotated[int | None, Doc("How many passages to return (clamped to the operator's KX_MAX_K).",
+                                 default="default_k")]
+    mode: Annotated[RetrievalMode | str | None, Doc(
+        "Which retrievers answer: hybrid (meaning and exact words fused), dense (meaning) or sparse (BM25: "
+        "exact words, names, codes).", default="default_mode")]
+    rerank: Annotated[bool | None, Doc("The MMR pass that keeps near-duplicate passages apart.", default="rerank")]
+    where: Annotated[Sequence[str] | None, Doc(
+        "Filters (engine/filters.py), all of which must hold (two of one kind: either): name:GLOB (document "
+        "name or source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD (a calendar day), pages:A-B "
+        "(1 <= A <= B), ref:REF[,REF] (6 to 64 hex digits). Applied inside both retrievers, before fusion: k "
+        "hits still come back when k matching passages exist.")]
+    versions: Annotated[str | None, Doc(
+        "latest (the default): each document's current version only; all: every stored version, superseded "
+        "and retired ones too.")]
+    expand: Annotated[bool | None, Doc(
+        "Expand the query from a first pass's top passages (engine/expansion.py): RM3 terms for the sparse "
+        "list, a Rocchio-moved vector for the dense list; the added terms are in the answer.",
+        default="query_expansion")]
 
 
 class RetrievalMode(StrEnum):
@@ -234,46 +277,58 @@ def provenance_label(page_start: int | None, page_end: int | None, section: str 
 
 @dataclass(frozen=True)
 class Hit:
-    """One passage in a query's answer, with everything needed to explain its place."""
+    """One passage of an answer: where it lies (chunk, characters, pages, section) and why it ranks where it does.
 
-    rank: int
-    score: float                   # the mode's relevance: fused RRF (hybrid), cosine (dense), BM25 (sparse)
+    Each field's `Doc` is its one description: the gateway's `HitOut` (engine/server/schema.py) is derived
+    from these fields, and the TypeScript SDK's `Hit` from that.
+    """
+
+    rank: Annotated[int, Doc("Its place in the answer, from 1.")]
+    score: Annotated[float, Doc("The mode's relevance: fused RRF (hybrid), cosine (dense) or BM25 (sparse).")]
     text: str
     passage_ref: str
     document_ref: str
-    document_name: str
-    chunk_index: int
+    document_name: Annotated[str, Doc("A watched folder's documents are named by their path in it (guide/index); "
+                                      "a file's by its name without extension.")]
+    chunk_index: Annotated[int, Doc("The passage's place in its document, from 0 (`chunk` counts from 1).")]
     chunk_count: int
-    char_start: int
+    char_start: Annotated[int, Doc("Where the passage begins in the document's stored text.")]
     char_end: int
-    dense_rank: int | None         # None: not in the dense list
+    dense_rank: Annotated[int | None, Doc("Its rank in the dense list; null: not in it.")]
     dense_score: float | None
-    sparse_rank: int | None        # None: not in the sparse list
+    sparse_rank: Annotated[int | None, Doc("Its rank in the sparse (BM25) list; null: not in it.")]
     sparse_score: float | None
-    fused_score: float             # RRF: sum of 1 / (K + rank) over the lists it is in (dense, sparse, sentence, lead)
-    fused_rank: int                # position before MMR
-    mmr_moved: int                 # fused_rank - rank: > 0 MMR moved it up, < 0 down, 0 untouched
-    duplicate_of: str | None = None  # MMR: the passage ref of a higher hit this one nearly repeats
-    page_start: int | None = None  # 1-based pages the passage spans; None for formats without pages
-    page_end: int | None = None
-    section: str | None = None     # heading path at the passage's start; None when no heading precedes it
-    document_title: str | None = None  # the document's own title (PDF metadata, front matter, <title>)
-    source_path: str | None = None     # the file the document was read from, when it came from one
-    # the sentence or two of the passage that best answer the query: [start, end) in the document's text
-    # (engine/text/answer_span.py); None without query text
-    answer_span: tuple[int, int] | None = None
-    version: int | None = None         # which version of its lineage (1 = first ingested); None: not tracked
-    superseded_by: str | None = None   # the ref of the lineage's current version, when this is an older one
-    # hybrid's third list (engine/ranking.py, SENTENCE_DEPTH): the passage's rank among the fused head by its
-    # best sentence, and that sentence's score; None outside the head or in a single-retriever mode
-    sentence_rank: int | None = None
-    sentence_score: float | None = None
-    # hybrid's lead vote (engine/ranking.py, LEAD_RATIO): set on sparse's best passage when its BM25 score is at
-    # least 1.4 times the runner-up's (this is that ratio); RRF then counts it once more, at rank 1
-    lead_ratio: float | None = None
-    # the passage's document was (partly) read by OCR, and the mean confidence of that reading
-    ocr: bool = False
-    ocr_confidence: float | None = None
+    fused_score: Annotated[float, Doc(
+        "RRF: the sum of 1 / (K + rank) over the lists it is in (dense, sparse, sentence, lead).")]
+    fused_rank: Annotated[int, Doc("Its place before MMR.")]
+    mmr_moved: Annotated[int, Doc("fused_rank - rank: > 0 MMR moved it up, < 0 down, 0 untouched.")]
+    duplicate_of: Annotated[str | None, Doc(
+        "MMR: the passage ref of a higher hit this one nearly repeats, else null.")] = None
+    page_start: Annotated[int | None, Doc("First page of the passage (1-based); null without pages.")] = None
+    page_end: Annotated[int | None, Doc("Last page of the passage; null without pages.")] = None
+    section: Annotated[str | None, Doc('Heading path at the passage\'s start, e.g. "3 Model › 3.1 LRS model"; '
+                                       "null when no heading precedes it.")] = None
+    document_title: Annotated[str | None, Doc(
+        "The document's own title (PDF metadata, front matter, <title>), if any.")] = None
+    source_path: Annotated[str | None, Doc("The file the document was read from, if it came from one.")] = None
+    answer_span: Annotated[tuple[int, int] | None, Doc(
+        "[start, end) in the document's text of the sentence or two of the passage that best answer the query "
+        "(engine/text/answer_span.py); null without query text.")] = None
+    version: Annotated[int | None, Doc(
+        "Which version of its lineage (1 = first ingested); null: not tracked.")] = None
+    superseded_by: Annotated[str | None, Doc(
+        "The ref of the lineage's current version when this hit is from an older one (versions=all).")] = None
+    sentence_rank: Annotated[int | None, Doc(
+        "Hybrid's third list (engine/ranking.py, SENTENCE_DEPTH): the passage's rank among the best fused "
+        "passages by its best sentence; null outside that head or in a single-retriever mode.")] = None
+    sentence_score: Annotated[float | None, Doc("Hybrid: that best sentence's score.")] = None
+    lead_ratio: Annotated[float | None, Doc(
+        "Hybrid's lead vote (engine/ranking.py): set on sparse's best passage when its BM25 score is at least "
+        "LEAD_RATIO times the runner-up's (this is that ratio); RRF then counts it once more, at rank 1.")] = None
+    ocr: Annotated[bool, Doc("The passage's document was (partly) read by OCR (a scan or an image): its text "
+                             "may hold misread words.")] = False
+    ocr_confidence: Annotated[float | None, Doc(
+        "That OCR's mean confidence (0-1); null when the document was not read by OCR.")] = None
 
     @property
     def label(self) -> str:
@@ -411,3 +466,12 @@ class QueryResult(Sequence[Hit]):
             "expanded_terms": self.expanded_terms,
             "hits": [h.to_dict() for h in self.hits],
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> QueryResult:
+        """The answer `to_dict()` gave, by field name (derived fields, such as `clamped`, and unknown ones a
+        newer server sends left out; a field an older one lacks takes its default)."""
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        fields["mode"] = RetrievalMode(fields["mode"])
+        fields["hits"] = [Hit.from_dict(h) for h in fields["hits"]]
+        return cls(**fields)

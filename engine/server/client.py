@@ -24,7 +24,6 @@ from ..records import (
     DocumentStatus,
     DocumentSummary,
     EmbedReport,
-    Hit,
     IngestReport,
     Notice,
     PassageSpan,
@@ -128,23 +127,12 @@ class KxClient:
                               f"document {i} is a {type(item).__name__}; pass str or bytes")
         return self.ingest(name, docs, vectors)
 
-    def query_dataset(
-        self,
-        name: str,
-        text: str | None = None,
-        vector: Sequence[float] | Any | None = None,
-        k: int | None = None,
-        mode: RetrievalMode | str | None = None,
-        rerank: bool | None = None,
-        where: Sequence[str] | None = None,
-        versions: str | None = None,
-        expand: bool | None = None,
-    ) -> QueryResult:
+    def query_dataset(self, name: str, text: str | None = None, **options: Unpack[QueryOptions]) -> QueryResult:
         """Query with `where` filters (["type:pdf", "name:guide/*"]), `versions` ("latest" or "all") and
-        `expand` (pseudo-relevance feedback). Whatever is not given is the server's: `k` its default_k,
-        `mode` its default_mode, `rerank` its rerank, `expand` its query_expansion setting."""
-        return self.query(name, text, vector=vector, k=k, mode=mode, rerank=rerank, where=where, versions=versions,
-                          expand=expand)
+        `expand` (pseudo-relevance feedback): any QueryOptions field (engine/records.py). Whatever is not
+        given is the server's: `k` its default_k, `mode` its default_mode, `rerank` its rerank, `expand` its
+        query_expansion setting."""
+        return self.query(name, text, **options)
 
     def run_agent(self, goal: str, dataset: str | None = None, max_steps: int | None = None,
                   on_step: Callable[[Step], None] | None = None) -> AgentRun:
@@ -278,21 +266,10 @@ class KxClient:
         if unknown:  # as a Python call with a wrong keyword would say, before anything is sent
             raise TypeError(f"query() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
         body: dict[str, Any] = {} if text is None else {"text": text}
-        vector, mode, where, versions = (options.get("vector"), options.get("mode"), options.get("where"),
-                                         options.get("versions"))
-        if vector is not None:
-            body["vector"] = _vector_rows([vector])[0]
-        if mode is not None:
-            body["mode"] = mode.value if isinstance(mode, RetrievalMode) else mode
-        if where is not None:
-            # in the schema's one spelling: 'type:PDF' means to the gateway what it means in-process
-            body["where"] = [spelled(c) for c in ([where] if isinstance(where, str) else where)]
-        if versions is not None:
-            body["versions"] = str(versions)
-        for key in ("k", "rerank", "expand"):  # absent: the server's default_k, rerank, query_expansion
-            if options.get(key) is not None:
-                body[key] = options.get(key)
-        return _query_result(self._call("POST", f"/v1/datasets/{_segment(name)}/query", body))
+        for key, value in options.items():
+            if value is not None:  # absent: the server's own default (default_k, default_mode, rerank, ...)
+                body[key] = _WIRE_FORMS.get(key, _as_is)(value)
+        return QueryResult.from_dict(self._call("POST", f"/v1/datasets/{_segment(name)}/query", body))
 
     # -- transport ----------------------------------------------------------------------
 
@@ -324,6 +301,19 @@ class KxClient:
         if refusals and response.is_client_error and isinstance(data, dict) and isinstance(data.get("results"), list):
             return data
         raise _error_from(response.status_code, data, response.text)
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+# An option's Python value in the JSON body, where JSON has no form for it as given: a vector may be a numpy
+# array; a filter goes in the schema's one spelling ('type:PDF' means to the gateway what it means
+# in-process). Every other option goes as it is (a mode or a view is a str enum: a JSON string).
+_WIRE_FORMS: dict[str, Callable[[Any], Any]] = {
+    "vector": lambda vector: _vector_rows([vector])[0],
+    "where": lambda where: [spelled(c) for c in ([where] if isinstance(where, str) else where)],
+}
 
 
 def _error_from(http_status: int, data: Any, text: str) -> KxError:
@@ -373,16 +363,6 @@ def _known(record: Any, data: dict[str, Any]) -> dict[str, Any]:
     """The fields of `data` that `record` (a dataclass) has: a newer server may send more."""
     fields = record.__dataclass_fields__
     return {k: v for k, v in data.items() if k in fields}
-
-
-def _query_result(data: dict[str, Any]) -> QueryResult:
-    hits = [Hit(**_known(Hit, h)) for h in data["hits"]]
-    # JSON has no tuples: the span comes back as a two-item list
-    hits = [dataclasses.replace(h, answer_span=tuple(h.answer_span)) if isinstance(h.answer_span, list) else h
-            for h in hits]
-    return QueryResult(data["dataset"], data["query"], RetrievalMode(data["mode"]), data["rerank"], data["k"],
-                       data["requested_k"], hits, list(data.get("notes", [])), dict(data.get("timings_ms", {})),
-                       float(data.get("dense_coverage", 1.0)), data.get("expanded_terms"))
 
 
 __all__ = ["DEFAULT_URL", "KxClient", "RetrievalMode", "read_token", "token_path"]

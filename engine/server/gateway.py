@@ -173,8 +173,7 @@ def create_app(engine: Engine | MilvusBackend, token: str | None, *, allow_local
         validate_name(name)
         # the engine holds each dataset's readers under a lock of their own and
         # embeds outside it, so queries overlap where they can
-        result = engine.query(name, body.text, vector=body.vector, k=body.k, mode=body.mode, rerank=body.rerank,
-                              where=body.where, versions=body.versions, expand=body.expand)
+        result = engine.query(name, body.text, **body.model_dump(exclude={"text"}))  # every QueryOptions field
         # plain json.dumps of plain data: FastAPI's jsonable_encoder walk of
         # every hit's fields cost more than the engine's own fusion and MMR
         return JSONResponse(result.to_dict())

@@ -5,16 +5,17 @@ it documents (pydantic models; the OpenAPI document and the TypeScript SDK's typ
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Path as PathParam
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model, model_validator
 
 from ..backend import MAX_OFFSET, MAX_QUERY_CHARS
+from ..config import option_help
 from ..filters import OCR_TYPE
 from ..formats import TYPE_KINDS
 from ..names import NAME_PATTERN, NAME_RULE
-from ..records import RetrievalMode, VersionView
+from ..records import Hit, QueryOptions, RetrievalMode, VersionView, described
 from ..text.inputs import MAX_NAME_CHARS, UNSHOWABLE_CLASS
 
 _NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
@@ -104,10 +105,12 @@ def _json_number(value: Any) -> Any:
     return value
 
 
-class QueryIn(_Body):
+class _QueryText(_Body):
     """Text, or a vector (which searches dense: not with mode sparse), or both."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"anyOf": [
+    # oneOf, not anyOf: the two never both hold (the second wants no text), and openapi-typescript writes
+    # oneOf as `fields & (A | B)`, so the TypeScript SDK's QueryOptions is this type as it stands
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"oneOf": [
         {"required": ["text"], "properties": {"text": {"type": "string"}}},
         {"required": ["vector"], "properties": {"vector": {"type": "array"}, "text": {"type": "null"},
                                                 "mode": {"enum": ["dense", "hybrid", None]}}},
@@ -115,26 +118,47 @@ class QueryIn(_Body):
 
     text: str | None = Field(None, max_length=MAX_QUERY_CHARS, pattern=_NOT_BLANK,
                              description="The question or words to search for (not blank).")
-    vector: list[Number] | None = Field(None, min_length=1, json_schema_extra=_SOME_NONZERO,
-                                        description="A pre-computed query embedding (searches dense).")
+
+
+# How the JSON body narrows an option's Python type (engine/records.py QueryOptions): a vector is a list of
+# finite float32 numbers, a mode or a view one of its enum's values, a filter one clause of the form the
+# engine reads. An option not named here goes on the wire as its Python type, so a field added to
+# QueryOptions reaches the gateway (its OpenAPI, the TypeScript SDK's types) without a line here.
+_WIRE_FORMS: dict[str, tuple[Any, dict[str, Any]]] = {
+    "vector": (list[Number] | None, {"min_length": 1, "json_schema_extra": _SOME_NONZERO}),
     # lax, so 10.0 (an integer to JSON Schema) is taken; a string or a boolean is not a number at all
-    k: Annotated[int | None, BeforeValidator(_json_number)] = Field(
-        None, ge=1, le=MAX_OFFSET, strict=False, description="Hits wanted (clamped to the operator's KX_MAX_K).")
-    mode: RetrievalMode | None = Field(None, strict=False,  # strict bodies would want an enum object, not "dense"
-                                       description="hybrid, dense or sparse (default KX_DEFAULT_MODE).")
-    rerank: bool | None = Field(None, description="Apply the MMR pass (default KX_RERANK).")
-    expand: bool | None = Field(None, description="Expand the query from a first pass's top passages: RM3 terms "
-                                                  "for the sparse list, a Rocchio-moved vector for the dense "
-                                                  "list (default KX_QUERY_EXPANSION).")
-    where: list[Annotated[str, Field(max_length=1000, pattern=WHERE_PATTERN)]] | None = Field(
-        None, max_length=64,
-        description="Filters, all of which must hold (two of one kind: either): name:GLOB (document name or "
-                    "source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD (a calendar day), pages:A-B "
-                    "(1 <= A <= B), ref:REF[,REF] (6 to 64 hex digits). Applied inside both retrievers, before "
-                    "fusion.")
-    versions: VersionView | None = Field(None, strict=False,
-                                         description="latest (default): each lineage's current version only; "
-                                                     "all: every stored version.")
+    "k": (Annotated[int | None, BeforeValidator(_json_number)], {"ge": 1, "le": MAX_OFFSET, "strict": False}),
+    # strict bodies would want an enum object, not "dense"
+    "mode": (RetrievalMode | None, {"strict": False}),
+    "where": (list[Annotated[str, Field(max_length=1000, pattern=WHERE_PATTERN)]] | None, {"max_length": 64}),
+    "versions": (VersionView | None, {"strict": False}),
+}
+
+
+def _option_fields() -> dict[str, Any]:
+    """QueryIn's fields: every QueryOptions field, in its wire form, described by its one Doc."""
+    fields: dict[str, Any] = {}
+    for name, (kind, doc) in described(QueryOptions).items():
+        wire, constraints = _WIRE_FORMS.get(name, (kind, {}))
+        fields[name] = (wire, Field(None, description=option_help(doc), **constraints))
+    return fields
+
+
+def _hit_fields() -> dict[str, Any]:
+    """HitOut's fields: every Hit field as `Hit.to_dict()` sends it (always: each is required), with its
+    Doc, and the `chunk` label that to_dict adds."""
+    fields: dict[str, Any] = {"chunk": (str, Field(description='"[chunk i/N]"'))}
+    for name, (kind, doc) in described(Hit).items():
+        fields[name] = (kind, Field(description=doc.text if doc else None))
+    return fields
+
+
+if TYPE_CHECKING:  # the fields below are made at run time; to a type checker, the bodies as declared
+    QueryIn = _QueryText
+    HitOut = BaseModel
+else:
+    QueryIn = create_model("QueryIn", __base__=_QueryText, __doc__=_QueryText.__doc__, **_option_fields())
+    HitOut = create_model("HitOut", __doc__=Hit.__doc__.split("\n")[0], **_hit_fields())
 
 
 class AgentRunIn(_Body):
@@ -153,55 +177,6 @@ class ErrorOut(BaseModel):
     results: list[dict[str, Any]] | None = Field(
         None, description="Only when an ingest stored nothing because every document was refused: each "
                           "document's result (name, status 'refused', code, reason), as a 200's results.")
-
-
-class HitOut(BaseModel):
-    """One passage of an answer: where it lies (chunk, characters, pages, section) and why it ranks where it does."""
-
-    rank: int
-    score: float = Field(description="The mode's relevance: fused RRF (hybrid), cosine (dense) or BM25 (sparse).")
-    text: str
-    passage_ref: str
-    document_ref: str
-    document_name: str = Field(description="A watched folder's documents are named by their path in it "
-                                           "(guide/index); a file's by its name without extension.")
-    document_title: str | None = Field(description="The document's own title (metadata, front matter), if any.")
-    source_path: str | None = Field(description="The file the document was read from, if it came from one.")
-    chunk: str = Field(description='"[chunk i/N]"')
-    chunk_index: int
-    chunk_count: int
-    char_start: int = Field(description="Where the passage begins in the document's stored text.")
-    char_end: int
-    page_start: int | None = Field(description="First page of the passage (1-based); null without pages.")
-    page_end: int | None = Field(description="Last page of the passage; null without pages.")
-    section: str | None = Field(description='Heading path at the passage\'s start, e.g. "3 Model › 3.1 LRS '
-                                            'model"; null when no heading precedes it.')
-    dense_rank: int | None
-    dense_score: float | None
-    sparse_rank: int | None
-    sparse_score: float | None
-    fused_score: float
-    fused_rank: int
-    mmr_moved: int
-    duplicate_of: str | None = Field(
-        default=None, description="MMR: the passage ref of a higher hit this one nearly repeats, else null.")
-    answer_span: tuple[int, int] | None = Field(
-        default=None, description="[start, end) in the document's text of the sentence or two of the passage "
-                                  "that best answer the query; null without query text.")
-    version: int | None = Field(default=None, description="Which version of its lineage (1 = first ingested).")
-    superseded_by: str | None = Field(default=None, description="The ref of the lineage's current version when "
-                                                                "this hit is from an older one (versions=all).")
-    sentence_rank: int | None = Field(
-        default=None, description="Hybrid: the passage's rank among the best fused passages by its best sentence "
-                                  "(the third RRF list); null outside that head or in a single-retriever mode.")
-    sentence_score: float | None = Field(default=None, description="Hybrid: that best sentence's score.")
-    lead_ratio: float | None = Field(
-        default=None, description="Hybrid: set on sparse's best passage when its BM25 score is at least 1.4 times "
-                                  "the runner-up's (this ratio); RRF then counts it once more, at rank 1.")
-    ocr: bool = Field(default=False, description="The passage's document was (partly) read by OCR (a scan or an "
-                                                 "image): its text may hold misread words.")
-    ocr_confidence: float | None = Field(default=None, description="That OCR's mean confidence (0-1); null when "
-                                                                   "the document was not read by OCR.")
 
 
 class QueryOut(BaseModel):

@@ -36,24 +36,13 @@ export type QueryFields = Omit<Schemas["QueryOut"], "hits">;
  */
 export type QueryResult = Hit[] & QueryFields & { hits: Hit[] };
 
-export interface QueryOptions {
-  /** The question or words to search for. */
-  text?: string | undefined;
-  /** A pre-computed query embedding (searches dense). */
-  vector?: number[] | undefined;
-  /** Hits wanted, a whole number >= 1 (default: the gateway's KX_DEFAULT_K; it clamps to its KX_MAX_K). */
-  k?: number | undefined;
-  /** hybrid, dense or sparse (default: the gateway's KX_DEFAULT_MODE). */
-  mode?: RetrievalMode | undefined;
-  /** The MMR pass that keeps near-duplicates apart (default: the gateway's KX_RERANK). */
-  rerank?: boolean | undefined;
-  /** Filters, e.g. ["type:pdf", "name:guide/*", "after:2026-12-01", "pages:1-10", "ref:e535e0"]. */
-  where?: string[] | undefined;
-  /** "latest" (default): each document's current version; "all": every stored version. */
-  versions?: "latest" | "all" | undefined;
-  /** Expand the query from a first pass's top passages (default: the gateway's KX_QUERY_EXPANSION, off). */
-  expand?: boolean | undefined;
-}
+/**
+ * A query: its text or a pre-computed vector (or both), and its options (`k`, `mode`, `rerank`, `where`,
+ * `versions`, `expand`, ...), each described where it is declared (the gateway's `QueryIn`, derived from the
+ * engine's `QueryOptions`): an option the engine gains reaches this type with `npm run generate`. Left out,
+ * an option is the gateway's own default (`KX_DEFAULT_K`, `KX_DEFAULT_MODE`, ...).
+ */
+export type QueryOptions = Schemas["QueryIn"];
 
 /** What one dataset holds (`GET /v1/datasets`). */
 export interface DatasetSummary {
@@ -312,17 +301,11 @@ export class KxClient {
   }
 
   /** Ask dataset `name` a question: the hits, as an array that also carries the query's other fields. */
-  async queryDataset(name: string, options: QueryOptions = {}): Promise<QueryResult> {
-    // k and mode left out are the gateway's KX_DEFAULT_K and KX_DEFAULT_MODE, as for the CLI and the Python SDK
-    const body: Schemas["QueryIn"] = {};
-    if (options.k !== undefined) body.k = wholeNumber("k", options.k);
-    if (options.mode !== undefined) body.mode = options.mode;
-    if (options.text !== undefined) body.text = options.text;
-    if (options.vector !== undefined) body.vector = options.vector;
-    if (options.rerank !== undefined) body.rerank = options.rerank;
-    if (options.where !== undefined) body.where = options.where;
-    if (options.versions !== undefined) body.versions = options.versions;
-    if (options.expand !== undefined) body.expand = options.expand;
+  async queryDataset(name: string, options: QueryOptions): Promise<QueryResult> {
+    // sent as given, every option by its own name: one left out is the gateway's default. A k that JSON
+    // cannot carry (NaN, Infinity: written as null) is refused here, not taken for "the default"
+    const body: QueryOptions = { ...options };
+    if (body.k != null) body.k = wholeNumber("k", body.k);
     const answer = await this.#call<Schemas["QueryOut"]>("POST", `/v1/datasets/${segment(name)}/query`, body);
     const { hits, ...fields } = answer;
     return Object.assign([...hits] as Hit[], fields, { hits: hits as Hit[] });

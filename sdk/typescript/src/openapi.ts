@@ -277,9 +277,9 @@ export interface components {
         HitOut: {
             /**
              * Answer Span
-             * @description [start, end) in the document's text of the sentence or two of the passage that best answer the query; null without query text.
+             * @description [start, end) in the document's text of the sentence or two of the passage that best answer the query (engine/text/answer_span.py); null without query text.
              */
-            answer_span?: [
+            answer_span: [
                 number,
                 number
             ] | null;
@@ -297,9 +297,15 @@ export interface components {
             chunk: string;
             /** Chunk Count */
             chunk_count: number;
-            /** Chunk Index */
+            /**
+             * Chunk Index
+             * @description The passage's place in its document, from 0 (`chunk` counts from 1).
+             */
             chunk_index: number;
-            /** Dense Rank */
+            /**
+             * Dense Rank
+             * @description Its rank in the dense list; null: not in it.
+             */
             dense_rank: number | null;
             /** Dense Score */
             dense_score: number | null;
@@ -312,36 +318,44 @@ export interface components {
             document_ref: string;
             /**
              * Document Title
-             * @description The document's own title (metadata, front matter), if any.
+             * @description The document's own title (PDF metadata, front matter, <title>), if any.
              */
             document_title: string | null;
             /**
              * Duplicate Of
              * @description MMR: the passage ref of a higher hit this one nearly repeats, else null.
              */
-            duplicate_of?: string | null;
-            /** Fused Rank */
+            duplicate_of: string | null;
+            /**
+             * Fused Rank
+             * @description Its place before MMR.
+             */
             fused_rank: number;
-            /** Fused Score */
+            /**
+             * Fused Score
+             * @description RRF: the sum of 1 / (K + rank) over the lists it is in (dense, sparse, sentence, lead).
+             */
             fused_score: number;
             /**
              * Lead Ratio
-             * @description Hybrid: set on sparse's best passage when its BM25 score is at least 1.4 times the runner-up's (this ratio); RRF then counts it once more, at rank 1.
+             * @description Hybrid's lead vote (engine/ranking.py): set on sparse's best passage when its BM25 score is at least LEAD_RATIO times the runner-up's (this is that ratio); RRF then counts it once more, at rank 1.
              */
-            lead_ratio?: number | null;
-            /** Mmr Moved */
+            lead_ratio: number | null;
+            /**
+             * Mmr Moved
+             * @description fused_rank - rank: > 0 MMR moved it up, < 0 down, 0 untouched.
+             */
             mmr_moved: number;
             /**
              * Ocr
              * @description The passage's document was (partly) read by OCR (a scan or an image): its text may hold misread words.
-             * @default false
              */
             ocr: boolean;
             /**
              * Ocr Confidence
              * @description That OCR's mean confidence (0-1); null when the document was not read by OCR.
              */
-            ocr_confidence?: number | null;
+            ocr_confidence: number | null;
             /**
              * Page End
              * @description Last page of the passage; null without pages.
@@ -354,7 +368,10 @@ export interface components {
             page_start: number | null;
             /** Passage Ref */
             passage_ref: string;
-            /** Rank */
+            /**
+             * Rank
+             * @description Its place in the answer, from 1.
+             */
             rank: number;
             /**
              * Score
@@ -368,20 +385,23 @@ export interface components {
             section: string | null;
             /**
              * Sentence Rank
-             * @description Hybrid: the passage's rank among the best fused passages by its best sentence (the third RRF list); null outside that head or in a single-retriever mode.
+             * @description Hybrid's third list (engine/ranking.py, SENTENCE_DEPTH): the passage's rank among the best fused passages by its best sentence; null outside that head or in a single-retriever mode.
              */
-            sentence_rank?: number | null;
+            sentence_rank: number | null;
             /**
              * Sentence Score
              * @description Hybrid: that best sentence's score.
              */
-            sentence_score?: number | null;
+            sentence_score: number | null;
             /**
              * Source Path
              * @description The file the document was read from, if it came from one.
              */
             source_path: string | null;
-            /** Sparse Rank */
+            /**
+             * Sparse Rank
+             * @description Its rank in the sparse (BM25) list; null: not in it.
+             */
             sparse_rank: number | null;
             /** Sparse Score */
             sparse_score: number | null;
@@ -389,14 +409,14 @@ export interface components {
              * Superseded By
              * @description The ref of the lineage's current version when this hit is from an older one (versions=all).
              */
-            superseded_by?: string | null;
+            superseded_by: string | null;
             /** Text */
             text: string;
             /**
              * Version
-             * @description Which version of its lineage (1 = first ingested).
+             * @description Which version of its lineage (1 = first ingested); null: not tracked.
              */
-            version?: number | null;
+            version: number | null;
         };
         /** HTTPValidationError */
         HTTPValidationError: {
@@ -418,19 +438,19 @@ export interface components {
         QueryIn: {
             /**
              * Expand
-             * @description Expand the query from a first pass's top passages: RM3 terms for the sparse list, a Rocchio-moved vector for the dense list (default KX_QUERY_EXPANSION).
+             * @description Expand the query from a first pass's top passages (engine/expansion.py): RM3 terms for the sparse list, a Rocchio-moved vector for the dense list; the added terms are in the answer; default KX_QUERY_EXPANSION.
              */
             expand?: boolean | null;
             /**
              * K
-             * @description Hits wanted (clamped to the operator's KX_MAX_K).
+             * @description How many passages to return (clamped to the operator's KX_MAX_K); default KX_DEFAULT_K.
              */
             k?: number | null;
-            /** @description hybrid, dense or sparse (default KX_DEFAULT_MODE). */
+            /** @description Which retrievers answer: hybrid (meaning and exact words fused), dense (meaning) or sparse (BM25: exact words, names, codes); default KX_DEFAULT_MODE. */
             mode?: components["schemas"]["RetrievalMode"] | null;
             /**
              * Rerank
-             * @description Apply the MMR pass (default KX_RERANK).
+             * @description The MMR pass that keeps near-duplicate passages apart; default KX_RERANK.
              */
             rerank?: boolean | null;
             /**
@@ -440,24 +460,24 @@ export interface components {
             text?: string | null;
             /**
              * Vector
-             * @description A pre-computed query embedding (searches dense).
+             * @description A pre-computed query embedding (searches dense; with text, it stands in for the text's own).
              */
             vector?: (number | 0 | unknown | unknown)[] | null;
-            /** @description latest (default): each lineage's current version only; all: every stored version. */
+            /** @description latest (the default): each document's current version only; all: every stored version, superseded and retired ones too. */
             versions?: components["schemas"]["VersionView"] | null;
             /**
              * Where
-             * @description Filters, all of which must hold (two of one kind: either): name:GLOB (document name or source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD (a calendar day), pages:A-B (1 <= A <= B), ref:REF[,REF] (6 to 64 hex digits). Applied inside both retrievers, before fusion.
+             * @description Filters (engine/filters.py), all of which must hold (two of one kind: either): name:GLOB (document name or source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD (a calendar day), pages:A-B (1 <= A <= B), ref:REF[,REF] (6 to 64 hex digits). Applied inside both retrievers, before fusion: k hits still come back when k matching passages exist.
              */
             where?: string[] | null;
-        } | {
+        } & ({
             text: string;
         } | {
             /** @enum {unknown} */
             mode?: "dense" | "hybrid" | null;
             text?: null;
             vector: unknown[];
-        };
+        });
         /** QueryOut */
         QueryOut: {
             /** Clamped */
