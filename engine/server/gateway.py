@@ -75,7 +75,24 @@ def create_app(engine: Engine | MilvusBackend, token: str | None, *, allow_local
     app = FastAPI(title="kx gateway", version=__version__, docs_url=None, redoc_url=None,
                   description="kx's engine over HTTP: datasets, ingest and hybrid retrieval. Every request "
                               "except health needs 'Authorization: Bearer <token>'. Errors are {code, message}.")
+    _add_error_handlers(app)
+    _add_reading_routes(app, engine)
+    _add_writing_routes(app, engine)
+    _add_agent_route(app, engine)
     limit = max_request_bytes if max_request_bytes is not None else engine.settings.max_request_bytes
+    policy = HostPolicy(
+        bind_host,
+        engine.settings.gateway_allowed_hosts if allowed_hosts is None else allowed_hosts,
+        engine.settings.gateway_allowed_origins if allowed_origins is None else allowed_origins,
+    )
+    app.add_middleware(_Guard, token=token, max_bytes=limit, allow_local=allow_local,
+                       health_needs_token=health_needs_token, policy=policy)
+    app.add_middleware(_AnswerWhenCancelled)  # added last: outside the guard, so any request it let in
+    return app
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Every refusal as `{code, message}` with the code's HTTP status, in words a client can act on."""
 
     @app.exception_handler(KxError)
     async def _kx_error(_request: Request, exc: KxError) -> JSONResponse:
@@ -105,6 +122,10 @@ def create_app(engine: Engine | MilvusBackend, token: str | None, *, allow_local
             message = f"{_request.method} is not served on {_request.url.path}; see /openapi.json for its methods"
         # the HTTP status is always the code's, so a client can read either (405 reads as 400)
         return JSONResponse({"code": status.name, "message": message}, status_code=status.http_status)
+
+
+def _add_reading_routes(app: FastAPI, engine: Engine | MilvusBackend) -> None:
+    """Health, info, and what the datasets hold."""
 
     @app.get(HEALTH_PATH, tags=["meta"])
     def health() -> dict[str, Any]:
@@ -144,6 +165,10 @@ def create_app(engine: Engine | MilvusBackend, token: str | None, *, allow_local
         validate_name(name)
         return {"ref": ref, "text": engine.document_text(name, ref)}
 
+
+def _add_writing_routes(app: FastAPI, engine: Engine | MilvusBackend) -> None:
+    """Ingest, embed and query: the routes that take a body."""
+
     @app.post(f"{API_PREFIX}/datasets/{{name}}/documents", tags=["datasets"], responses=_ERRORS,
               response_model=dict[str, Any])  # the 200's schema; a refusal answers its own JSONResponse
     def ingest(name: Name, body: IngestIn) -> Any:
@@ -178,11 +203,10 @@ def create_app(engine: Engine | MilvusBackend, token: str | None, *, allow_local
         # every hit's fields cost more than the engine's own fusion and MMR
         return JSONResponse(result.to_dict())
 
-    policy = HostPolicy(
-        bind_host,
-        engine.settings.gateway_allowed_hosts if allowed_hosts is None else allowed_hosts,
-        engine.settings.gateway_allowed_origins if allowed_origins is None else allowed_origins,
-    )
+
+def _add_agent_route(app: FastAPI, engine: Engine | MilvusBackend) -> None:
+    """A bounded agent run."""
+
     @app.post(f"{API_PREFIX}/agent/runs", tags=["agent"], responses=_ERRORS, response_class=JSONResponse)
     def agent_run(body: AgentRunIn) -> JSONResponse:
         if body.dataset is not None:
@@ -190,10 +214,6 @@ def create_app(engine: Engine | MilvusBackend, token: str | None, *, allow_local
         # bounded by the gateway's own KX_AGENT_* settings; runs in the threadpool like every engine call
         return JSONResponse(engine.run_agent(body.goal, body.dataset, max_steps=body.max_steps).to_dict())
 
-    app.add_middleware(_Guard, token=token, max_bytes=limit, allow_local=allow_local,
-                       health_needs_token=health_needs_token, policy=policy)
-    app.add_middleware(_AnswerWhenCancelled)  # added last: outside the guard, so any request it let in
-    return app
 
 
 STOPPING = KxError(Status.UNAVAILABLE, "kx is stopping: this request was still running when the gateway stopped "

@@ -15,6 +15,7 @@ from mcp.types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, JSONRPCError
 from pydantic import ValidationError
 
 from ..errors import KxError, Status, invalid, not_found
+from ..records import QueryOptions
 from ..text.inputs import shown_surrogates
 
 SERVER_ERROR = -32000  # JSON-RPC's range for a server's own errors (-32000 to -32099); MCP names none for this
@@ -257,8 +258,7 @@ def _describe(tool: str, error: ValidationError) -> str:
 
 
 # The search tool's arguments under the gateway's own names: `query` is the gateway's `text`
-_SEARCH_AS_QUERY = {"query": "text", "k": "k", "mode": "mode", "rerank": "rerank", "where": "where",
-                    "versions": "versions", "expand": "expand"}
+_SEARCH_AS_QUERY = {"query": "text", **{option: option for option in QueryOptions.__annotations__}}
 
 
 def search_refusal(arguments: dict[str, Any]) -> KxError | None:

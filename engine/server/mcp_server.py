@@ -26,6 +26,7 @@ answers to exactly what `kx serve` answers to.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 from typing import Annotated, Any, Callable
 
@@ -35,9 +36,9 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError, Un
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from ..backend import MAX_DOCUMENTS_PAGE, MAX_OFFSET, Backend
+from ..backend import MAX_DOCUMENTS_PAGE, Backend
 from ..errors import KxError, invalid, not_found
-from ..records import RetrievalMode, VersionView
+from ..records import QueryOptions, described
 from ..version import __version__
 from .mcp_http import STOPPING, AnswerWhenStopping, http_app
 from .mcp_jsonrpc import (
@@ -51,7 +52,7 @@ from .mcp_jsonrpc import (
 )
 from .mcp_policy import Policy
 from .mcp_schemas import declare_output_schemas
-from .mcp_tools import DEFAULT_K, MAX_READ_CHARS, KxTools, _error, citation
+from .mcp_tools import MAX_READ_CHARS, KxTools, _error, citation
 
 __all__ = ["STOPPING", "AnswerWhenStopping", "build_server", "citation", "http_app"]
 
@@ -185,9 +186,62 @@ def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
     server = _Server(SERVER_NAME, title="kx: your own documents", version=__version__,
                      instructions=INSTRUCTIONS, log_level="WARNING")
     server.backend = backend
-    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    _add_reading_tools(server, tools)
+    _add_search(server, tools)
+    if tools.policy.allow_ingest:
+        _add_ingest_tools(server, tools)
+    _add_resources(server, tools)
+    _add_prompt(server)
+    declare_output_schemas(server._tool_manager)
+    return server
 
-    @server.tool(annotations=read_only)
+
+_READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+_WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+
+def _search_signature() -> inspect.Signature:
+    """The search tool's parameters: the dataset, the question, then every query option a model can type
+    (engine/records.py QueryOptions), each as the gateway's QueryIn declares it (type, limits, description).
+
+    The SDK reads a tool's input schema off its signature, so a field added to QueryOptions reaches MCP
+    clients without a line here. Every option defaults to None, the backend's own default: k is the server's
+    KX_DEFAULT_K, as over the gateway and the CLI.
+    """
+    from .schema import QueryIn
+
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    parameters = [
+        inspect.Parameter("dataset", keyword, annotation=DatasetArg),
+        inspect.Parameter("query", keyword, annotation=Annotated[str, Field(
+            description="The question or the words to look for, in plain language.")]),
+    ]
+    for name, (_kind, doc) in described(QueryOptions).items():
+        if doc is None or doc.programs_only:
+            continue
+        field = QueryIn.model_fields[name]
+        declared = Field(description=field.description, json_schema_extra=field.json_schema_extra)
+        parameters.append(inspect.Parameter(name, keyword, default=None,
+                                            annotation=Annotated[(field.annotation, *field.metadata, declared)]))
+    return inspect.Signature(parameters, return_annotation=CallToolResult)
+
+
+def _add_search(server: MCPServer, tools: KxTools) -> None:
+    async def search(dataset: str, query: str, **options: Any) -> CallToolResult:
+        """Search a dataset for the passages that answer a question (hybrid dense + BM25 retrieval).
+
+        Each hit carries the passage text, its document's name and title, a ready citation such as
+        [report p. 6, chunk 3/12] to quote, its pages, section heading path, character range,
+        document_ref and passage_ref (for read_document), and its rank in the dense and sparse lists.
+        """
+        return await _off_loop(functools.partial(tools.search, dataset, query, **options))
+
+    search.__signature__ = _search_signature()  # type: ignore[attr-defined]
+    server.tool(annotations=_READ_ONLY)(search)
+
+
+def _add_reading_tools(server: MCPServer, tools: KxTools) -> None:
+    @server.tool(annotations=_READ_ONLY)
     async def list_datasets() -> CallToolResult:
         """List the datasets kx holds on this machine: name, documents, passages, embedding model, fingerprint.
 
@@ -195,41 +249,7 @@ def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
         """
         return await _off_loop(tools.list_datasets)
 
-    @server.tool(annotations=read_only)
-    async def search(
-        dataset: DatasetArg,
-        query: Annotated[str, Field(description="The question or the words to look for, in plain language.")],
-        k: Annotated[int, Field(ge=1, le=MAX_OFFSET, description="How many passages to return (clamped to the "
-                                                                 "server's KX_MAX_K, as the gateway clamps "
-                                                                 "it).")] = DEFAULT_K,
-        mode: Annotated[RetrievalMode | None, Field(
-            description="hybrid (default: meaning and exact words fused), dense (meaning) or sparse (BM25, exact "
-                        "words, names, codes).")] = None,
-        rerank: Annotated[bool | None, Field(
-            description="MMR pass that pushes near-duplicate passages down (default: the server's KX_RERANK).")]
-        = None,
-        where: Annotated[list[str] | None, Field(
-            max_length=64,
-            description="Filters, all of which must hold (two of one kind: either): name:GLOB (document name or "
-                        "source path, e.g. name:guide/*), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD, "
-                        "pages:A-B, ref:REF[,REF]. Applied inside both retrievers: k hits still come back when "
-                        "k matching passages exist.")] = None,
-        versions: Annotated[VersionView | None, Field(
-            description="latest (default): each document's current version only; all: every stored version.")]
-        = None,
-        expand: Annotated[bool | None, Field(
-            description="Expand the query from a first pass's top passages (RM3 terms for the keyword list, a "
-                        "moved vector for the dense list; default: the server's KX_QUERY_EXPANSION).")] = None,
-    ) -> CallToolResult:
-        """Search a dataset for the passages that answer a question (hybrid dense + BM25 retrieval).
-
-        Each hit carries the passage text, its document's name and title, a ready citation such as
-        [report p. 6, chunk 3/12] to quote, its pages, section heading path, character range,
-        document_ref and passage_ref (for read_document), and its rank in the dense and sparse lists.
-        """
-        return await _off_loop(tools.search, dataset, query, k, mode, rerank, where, versions, expand)
-
-    @server.tool(annotations=read_only)
+    @server.tool(annotations=_READ_ONLY)
     async def read_document(
         dataset: DatasetArg,
         document: Annotated[str, Field(description="The document_ref from a hit or list_documents (or its first "
@@ -255,7 +275,7 @@ def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
         return await _off_loop(tools.read_document, dataset, document, passage_ref, chunk, page_start, page_end,
                                offset, context_chars, max_chars)
 
-    @server.tool(annotations=read_only)
+    @server.tool(annotations=_READ_ONLY)
     async def list_documents(
         dataset: DatasetArg,
         offset: Annotated[int, Field(ge=0, description="Skip this many documents (ingest order).")] = 0,
@@ -264,32 +284,34 @@ def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
         """List a dataset's documents in ingest order, paged: name, title, ref, pages, passages, media type, source."""
         return await _off_loop(tools.list_documents, dataset, offset, limit)
 
-    if tools.policy.allow_ingest:
-        writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-                                 open_world_hint=False)
 
-        @server.tool(annotations=writes)
-        async def ingest_text(
-            dataset: Annotated[str, Field(description="The dataset to add to; created on first use.")],
-            text: Annotated[str, Field(description="The document's text.")],
-            name: Annotated[str | None, Field(description="A name for the document (default: from its text).")]
-            = None,
-        ) -> CallToolResult:
-            """Add a text as one document to a dataset (created on first use). The same text twice is 'unchanged'."""
-            return await _off_loop(tools.ingest_text, dataset, text, name)
+def _add_ingest_tools(server: MCPServer, tools: KxTools) -> None:
+    @server.tool(annotations=_WRITES)
+    async def ingest_text(
+        dataset: Annotated[str, Field(description="The dataset to add to; created on first use.")],
+        text: Annotated[str, Field(description="The document's text.")],
+        name: Annotated[str | None, Field(description="A name for the document (default: from its text).")] = None,
+    ) -> CallToolResult:
+        """Add a text as one document to a dataset (created on first use). The same text twice is 'unchanged'."""
+        return await _off_loop(tools.ingest_text, dataset, text, name)
 
-        if tools.policy.allow_paths:
-            folders = ", ".join(str(p) for p in tools.policy.allow_paths)
+    if not tools.policy.allow_paths:
+        return
+    folders = ", ".join(str(p) for p in tools.policy.allow_paths)
 
-            @server.tool(annotations=writes, description=(
-                "Add a file (PDF, Word, HTML, EPUB, Markdown, text) as one document to a dataset (created on "
-                f"first use). Only files inside these folders can be read: {folders}. A relative path is taken "
-                "inside the first."))
-            async def ingest_file(
-                dataset: Annotated[str, Field(description="The dataset to add to; created on first use.")],
-                path: Annotated[str, Field(description="The file's path (inside an allowed folder).")],
-            ) -> CallToolResult:
-                return await _off_loop(tools.ingest_file, dataset, path)
+    @server.tool(annotations=_WRITES, description=(
+        "Add a file (PDF, Word, HTML, EPUB, Markdown, text) as one document to a dataset (created on "
+        f"first use). Only files inside these folders can be read: {folders}. A relative path is taken "
+        "inside the first."))
+    async def ingest_file(
+        dataset: Annotated[str, Field(description="The dataset to add to; created on first use.")],
+        path: Annotated[str, Field(description="The file's path (inside an allowed folder).")],
+    ) -> CallToolResult:
+        return await _off_loop(tools.ingest_file, dataset, path)
+
+
+def _add_resources(server: MCPServer, tools: KxTools) -> None:
+    backend = tools.backend
 
     @server.resource("kx://datasets", name="datasets", mime_type="application/json",
                      description="Every dataset with its counts and model (as list_datasets).")
@@ -306,6 +328,8 @@ def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
             return backend.document_text(name, found.ref if found else ref)
         return _resource(read)
 
+
+def _add_prompt(server: MCPServer) -> None:
     @server.prompt(title="Answer from a dataset, with citations")
     def answer_with_citations(dataset: str, question: str) -> str:
         """Answer a question from one dataset, quoting kx's citations."""
@@ -314,8 +338,3 @@ def build_server(backend: Backend, policy: Policy | None = None) -> MCPServer:
                 "read_document when a passage is cut short. Cite every claim with the hit's citation exactly as "
                 "given, e.g. [report p. 6, chunk 3/12]. If the passages do not answer it, say so.\n\n"
                 f"Question: {question}")
-
-    declare_output_schemas(server._tool_manager)
-    return server
-
-

@@ -7,18 +7,20 @@ engine/server/mcp_server.py registers them with the MCP SDK; nothing here import
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from mcp.types import CallToolResult, TextContent
 
 from ..backend import MAX_DOCUMENTS_PAGE, Backend
 from ..errors import KxError, Status, invalid, not_found
-from ..records import DocumentSummary, PassageSpan, RetrievalMode, VersionView, chunk_label, pages_label
+from ..records import DocumentSummary, PassageSpan, QueryOptions, chunk_label, pages_label
 from ..text.inputs import from_file, from_text
 from ..text.markdown_plain import shown
 from .mcp_policy import Policy
 
-DEFAULT_K = 8
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 MAX_READ_CHARS = 20_000      # most characters read_document hands back in one call
 _FIND_PAGES = 100            # a document named (not by ref) is looked for in at most this many pages of 1000
 def citation(document: str, page_start: int | None, page_end: int | None, chunk_index: int, chunk_count: int) -> str:
@@ -103,14 +105,11 @@ class KxTools:
             return _answer("\n".join(lines), {"datasets": datasets})
         return _guarded(run)
 
-    def search(self, dataset: str, query: str, k: int = DEFAULT_K, mode: RetrievalMode | None = None,
-               rerank: bool | None = None, where: list[str] | None = None, versions: VersionView | None = None,
-               expand: bool | None = None) -> CallToolResult:
+    def search(self, dataset: str, query: str, **options: Unpack[QueryOptions]) -> CallToolResult:
         def run() -> CallToolResult:
             if not query.strip():
                 raise invalid("query is empty; give the question or the words to look for")
-            result = self.backend.query(dataset, query, k=k, mode=mode, rerank=rerank, where=where or None,
-                                        versions=versions, expand=expand)
+            result = self.backend.query(dataset, query, **options)
             data = result.to_dict()
             for hit, record in zip(data["hits"], result.hits):
                 hit["citation"] = citation(record.document_name, record.page_start, record.page_end,

@@ -76,7 +76,11 @@ def test_the_read_only_server_lists_four_tools_with_schemas(engine: Engine) -> N
         assert tool.annotations is not None and tool.annotations.read_only_hint is True
     search = by_name["search"].input_schema
     assert search["required"] == ["dataset", "query"]
-    assert search["properties"]["k"]["default"] == 8
+    # every query option a model can type (not a pre-computed vector), each defaulting to the server's setting
+    from engine.records import QueryOptions, described
+    typed = {name for name, (_, doc) in described(QueryOptions).items() if doc and not doc.programs_only}
+    assert set(search["properties"]) == {"dataset", "query"} | typed and "vector" not in typed
+    assert search["properties"]["k"]["default"] is None and "KX_DEFAULT_K" in search["properties"]["k"]["description"]
     assert "hybrid" in json.dumps(search["properties"]["mode"]) and "sparse" in json.dumps(search)
 
 
