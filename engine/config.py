@@ -3,8 +3,9 @@
 defaults < ``$KX_HOME/config.toml`` < ``KX_*`` environment < command-line flags.
 
 Each setting is declared once, as its field of `Settings` (`setting(...)`:
-area, environment name, parser and its validation, default, the sentence `kx
-info` shows); SPECS, `--set`, config.toml's known names and the README's
+area, parser and its validation, default, the sentence `kx info` shows; its
+environment name is KX_ and the field's name in capitals, `ENV.<name>` in
+code); SPECS, `--set`, config.toml's known names and the README's
 table (`python -m engine.config`) are read from there. `Settings.sources` remembers where
 every effective value came from, so `kx info` can say why a value is what it
 is. KX_HOME itself cannot come from the config file (the file lives in it).
@@ -19,6 +20,7 @@ import tomllib
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable, Mapping
 
 from . import setting_values as values
@@ -93,155 +95,161 @@ class SettingSpec:
     shown_default: str | None = None  # the README's words for a default computed at run time
 
 
-def setting(area: str, env: str, parse: Callable[[str], Any], default: Callable[[], Any], doc: str, *,
+def setting(area: str, parse: Callable[[str], Any], default: Callable[[], Any], doc: str, *, env: str | None = None,
             in_config_file: bool = True, secret: bool = False, shown_default: str | None = None) -> Any:
     """One `Settings` field with everything else about it: the one place a setting is declared.
 
-    The field has no dataclass default (load_settings resolves every value by precedence and passes them
-    all); SPECS, `kx info`, `--set`, config.toml's known names and the README's table are read from here.
+    Its environment variable is named after the field (`max_k`: KX_MAX_K); `env` only for a name kept from
+    before that rule. The field has no dataclass default (load_settings resolves every value by precedence
+    and passes them all); SPECS, `kx info`, `--set`, config.toml's known names and the README's table are
+    read from here.
     """
     return field(metadata={"kx": dict(area=area, env=env, parse=parse, default=default, doc=doc,
                                       in_config_file=in_config_file, secret=secret, shown_default=shown_default)})
 
 
+def env_name_of(name: str) -> str:
+    """The environment variable of the setting `name`, by the rule every setting but embed_model follows."""
+    return f"KX_{name.upper()}"
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every effective setting. Each field is the setting's whole declaration (`setting(...)`):
-    area, environment variable, parser (its validation), default and the sentence `kx info` shows."""
+    area, parser (its validation), default and the sentence `kx info` shows; the environment variable is
+    named after the field (env_name_of), embed_model's alone kept from before that rule."""
 
     # -- engine: where things live, the model, chunking, retrieval and fusion
-    home: Path = setting("engine", "KX_HOME", values.path, _default_home,
+    home: Path = setting("engine", values.path, _default_home,
         "where datasets, config.toml and the gateway token live", in_config_file=False,
         shown_default="the platform's user data dir")
-    embed_model: str = setting("engine", "KX_SERVE_EMBED_MODEL", values.embed_model, lambda: "default",
+    embed_model: str = setting("engine", values.embed_model, lambda: "default",
         "embedding model: 'default' (bundled all-MiniLM-L6-v2), 'default-int8' (the same model quantised "
         "to int8: faster ingest), a local model folder, a model id in the local Hugging Face cache, or 'none'; "
         "any of these with ':int8' appended for its int8 variant; or a served model, "
         "'openai:MODEL@BASE_URL' (BASE_URL/embeddings is called; several base URLs comma-separated share the "
-        "work; a bearer key is read from the environment variable KX_EMBED_API_KEY only)")
-    embed_runtime: Runtime = setting("engine", "KX_EMBED_RUNTIME", _runtime, lambda: Runtime.ONNX,
+        "work; a bearer key is read from the environment variable KX_EMBED_API_KEY only)",
+        env="KX_SERVE_EMBED_MODEL")  # the name it had before settings were named after their fields
+    embed_runtime: Runtime = setting("engine", _runtime, lambda: Runtime.ONNX,
         "how the model runs: 'onnx' (ONNX Runtime, exported once from the model and checked against "
         "torch; torch is used when it does not validate) or 'torch' (sentence-transformers)")
-    embed_device: Device = setting("engine", "KX_EMBED_DEVICE", _device, lambda: Device.AUTO,
+    embed_device: Device = setting("engine", _device, lambda: Device.AUTO,
         "where ONNX Runtime embeds: 'cpu', 'cuda' (a GPU through onnxruntime-gpu's CUDA provider) or "
         "'auto' (CUDA when that provider and a GPU are present, else CPU; `kx info` says which and why)")
-    embed_endpoint_requests: int = setting("engine", "KX_EMBED_ENDPOINT_REQUESTS", values.int_in(1, 64), lambda: 2,
+    embed_endpoint_requests: int = setting("engine", values.int_in(1, 64), lambda: 2,
         "served model: embedding requests in flight per base URL")
-    embed_endpoint_timeout: float = setting("engine", "KX_EMBED_ENDPOINT_TIMEOUT", values.float_in(0.5, 3600.0),
+    embed_endpoint_timeout: float = setting("engine", values.float_in(0.5, 3600.0),
                                             lambda: 60.0,
         "served model: seconds one embedding request may take before it is retried")
-    embed_endpoint_retries: int = setting("engine", "KX_EMBED_ENDPOINT_RETRIES", values.int_in(0, 20), lambda: 4,
+    embed_endpoint_retries: int = setting("engine", values.int_in(0, 20), lambda: 4,
         "served model: retries of a request that timed out or was answered 429 or 5xx (backing off "
         "0.5 s, 1 s, 2 s ... up to 8 s, or as Retry-After says) before the server is UNAVAILABLE")
-    embed_threads: int = setting("engine", "KX_EMBED_THREADS", values.int_in(0, 1024), lambda: 0,
+    embed_threads: int = setting("engine", values.int_in(0, 1024), lambda: 0,
         "threads one ONNX Runtime encode uses; 0: one per CPU core")
-    model_cache: Path | None = setting("engine", "KX_MODEL_CACHE", values.path_or_empty, lambda: None,
+    model_cache: Path | None = setting("engine", values.path_or_empty, lambda: None,
         "where exported ONNX graphs are kept, one folder per model id; empty: $KX_HOME/models",
         shown_default="$KX_HOME/models")
-    chunk_size: int = setting("engine", "KX_CHUNK_SIZE", values.int_in(50, 100_000), lambda: 1000,
+    chunk_size: int = setting("engine", values.int_in(50, 100_000), lambda: 1000,
         "passage length in characters")
-    chunk_overlap: int = setting("engine", "KX_CHUNK_OVERLAP", values.int_in(0, 99_999), lambda: 200,
+    chunk_overlap: int = setting("engine", values.int_in(0, 99_999), lambda: 200,
         "characters shared by neighbouring passages; smaller than chunk_size")
-    stopwords: bool = setting("engine", "KX_STOPWORDS", values.on_off, lambda: True,
+    stopwords: bool = setting("engine", values.on_off, lambda: True,
         "drop English stopwords from the BM25 index and queries (on/off)")
-    rrf_k: int = setting("engine", "KX_RRF_K", values.int_in(1, 100_000), lambda: 60,
+    rrf_k: int = setting("engine", values.int_in(1, 100_000), lambda: 60,
         "Reciprocal Rank Fusion constant K in 1/(K + rank)")
-    mmr_lambda: float = setting("engine", "KX_MMR_LAMBDA", values.float_in(0.0, 1.0), lambda: 0.7,
+    mmr_lambda: float = setting("engine", values.float_in(0.0, 1.0), lambda: 0.7,
         "MMR trade-off: 1.0 is pure relevance, lower favours diversity")
-    mmr_duplicate_threshold: float = setting("engine", "KX_MMR_DUPLICATE_THRESHOLD",
-                                             values.float_in(0.5, 1.0), lambda: 0.92,
-        "MMR: a passage whose cosine to a higher-ranked hit is at least this is a near-duplicate "
-        "and gives up its slot to every other passage (1.0: only identical vectors)")
-    rerank: bool = setting("engine", "KX_RERANK", values.on_off, lambda: True,
+    mmr_duplicate_threshold: float = setting("engine", values.float_in(0.5, 1.0), lambda: 0.92,
+        "MMR: a passage whose cosine to a higher-ranked hit is at least this is a near-duplicate and gives "
+        "up its slot to the next two to four distinct passages (those at least half as strong), no further "
+        "(engine/fusion.py mmr; 1.0: only identical vectors)")
+    rerank: bool = setting("engine", values.on_off, lambda: True,
         "apply the MMR pass by default (on/off)")
-    query_expansion: bool = setting("engine", "KX_QUERY_EXPANSION", values.on_off, lambda: False,
+    query_expansion: bool = setting("engine", values.on_off, lambda: False,
         "expand queries by default (on/off; `--expand` per query): a first pass's top passages add RM3 "
         "terms to the sparse list and move the dense query vector towards them (engine/expansion.py); "
         "off by default: it helps some collections and hurts others (BENCHMARKS.md)")
-    mmr_depth: int = setting("engine", "KX_MMR_DEPTH", values.int_in(2, 10_000), lambda: 30,
+    mmr_depth: int = setting("engine", values.int_in(2, 10_000), lambda: 30,
         "how many of the best fused passages MMR may reorder")
-    default_mode: RetrievalMode = setting("engine", "KX_DEFAULT_MODE",
-                                          values.retrieval_mode, lambda: RetrievalMode.HYBRID,
+    default_mode: RetrievalMode = setting("engine", values.retrieval_mode, lambda: RetrievalMode.HYBRID,
         "retrieval mode when a query names none: hybrid, dense or sparse")
-    bm25_k1: float = setting("engine", "KX_BM25_K1", values.float_in(0.0, 10.0), lambda: 1.2,
+    bm25_k1: float = setting("engine", values.float_in(0.0, 10.0), lambda: 1.2,
         "BM25 term-frequency saturation k1")
-    bm25_b: float = setting("engine", "KX_BM25_B", values.float_in(0.0, 1.0), lambda: 0.75,
+    bm25_b: float = setting("engine", values.float_in(0.0, 1.0), lambda: 0.75,
         "BM25 length normalisation b")
-    default_k: int = setting("engine", "KX_DEFAULT_K", values.int_in(1, 10_000), lambda: 10,
+    default_k: int = setting("engine", values.int_in(1, 10_000), lambda: 10,
         "hits returned when a query names no k")
-    max_k: int = setting("engine", "KX_MAX_K", values.int_in(1, 10_000), lambda: 64,
+    max_k: int = setting("engine", values.int_in(1, 10_000), lambda: 64,
         "largest k a query may ask for; larger asks are clamped")
-    candidate_pool: int = setting("engine", "KX_CANDIDATE_POOL", values.int_in(100, 10_000), lambda: 100,
+    candidate_pool: int = setting("engine", values.int_in(100, 10_000), lambda: 100,
         "passages each retriever hands to fusion (never fewer than k)")
-    embed_batch_size: int = setting("engine", "KX_EMBED_BATCH_SIZE", values.int_in(1, 4096), lambda: 16,
+    embed_batch_size: int = setting("engine", values.int_in(1, 4096), lambda: 16,
         "passages per model.encode batch (16: the fastest measured on 2 cores, BENCHMARKS.md; progress moves "
         "once per batch)")
-    ingest_commit_passages: int = setting("engine", "KX_INGEST_COMMIT_PASSAGES",
-                                          values.int_in(1, 1_000_000), lambda: 2048,
+    ingest_commit_passages: int = setting("engine", values.int_in(1, 1_000_000), lambda: 2048,
         "passages per stage-1 commit group (a group also closes after 2 s): a crash loses at most one group")
-    max_document_bytes: int = setting("engine", "KX_MAX_DOCUMENT_BYTES", values.int_in(1, 2**31), lambda: 50 * 2**20,
+    max_document_bytes: int = setting("engine", values.int_in(1, 2**31), lambda: 50 * 2**20,
         "largest document accepted, in bytes",
         shown_default="50 MiB")
     # -- extract: the isolated document extractors (engine/extract/) and their limits
-    extract_timeout: float = setting("extract", "KX_EXTRACT_TIMEOUT", values.float_in(0.1, 86_400.0), lambda: 60.0,
+    extract_timeout: float = setting("extract", values.float_in(0.1, 86_400.0), lambda: 60.0,
         "seconds one document (PDF, DOCX, HTML, EPUB) may take to extract before it is refused")
-    extract_memory_mb: int = setting("extract", "KX_EXTRACT_MEMORY_MB", values.int_in(64, 2**20), lambda: 2048,
+    extract_memory_mb: int = setting("extract", values.int_in(64, 2**20), lambda: 2048,
         "memory (MiB of address space) an extraction worker may add for one document before it is refused")
-    extract_workers: int = setting("extract", "KX_EXTRACT_WORKERS", values.int_in(1, 256), _cores,
+    extract_workers: int = setting("extract", values.int_in(1, 256), _cores,
         "extraction worker processes (default: the CPU cores this process may use)",
         shown_default="the CPU cores")
-    extract_max_pages: int = setting("extract", "KX_EXTRACT_MAX_PAGES", values.int_in(1, 10_000_000), lambda: 10_000,
+    extract_max_pages: int = setting("extract", values.int_in(1, 10_000_000), lambda: 10_000,
         "largest page count a PDF may declare; larger ones are refused before any page is read")
-    extract_max_unpacked_mb: int = setting("extract", "KX_EXTRACT_MAX_UNPACKED_MB",
-                                           values.int_in(1, 2**20), lambda: 256,
+    extract_max_unpacked_mb: int = setting("extract", values.int_in(1, 2**20), lambda: 256,
         "MiB a DOCX or EPUB may unpack to (ZIP bombs are refused before they inflate)")
-    ocr: OcrMode = setting("extract", "KX_OCR", _ocr, lambda: OcrMode.AUTO,
+    ocr: OcrMode = setting("extract", _ocr, lambda: OcrMode.AUTO,
         "'auto': PDF pages without a text layer and images (PNG, JPEG, TIFF, WebP, BMP) are read by OCR "
         "(RapidOCR's bundled models, about 2-6 s of CPU a page); 'off': they are refused, as without OCR")
     # -- gateway: `kx serve` and the CLI working through it
-    max_request_bytes: int = setting("gateway", "KX_MAX_REQUEST_BYTES", values.int_in(1024, 2**40), lambda: 64 * 2**20,
+    max_request_bytes: int = setting("gateway", values.int_in(1024, 2**40), lambda: 64 * 2**20,
         "largest request body `kx serve` reads, in bytes; larger ones are refused unread",
         shown_default="64 MiB")
-    gateway: str = setting("gateway", "KX_GATEWAY", values.url_or_empty, lambda: "",
+    gateway: str = setting("gateway", values.url_or_empty, lambda: "",
         "a `kx serve` address (e.g. http://127.0.0.1:50151) for the CLI to work through; "
         "empty: run the engine in-process")
-    gateway_allowed_origins: tuple[str, ...] = setting("gateway", "KX_GATEWAY_ALLOWED_ORIGINS", values.origins, tuple,
+    gateway_allowed_origins: tuple[str, ...] = setting("gateway", values.origins, tuple,
         "web origins (comma-separated, e.g. http://localhost:3000) whose pages may call `kx serve` "
         "from a browser (CORS); empty: browsers get no CORS headers and any foreign Origin is refused")
-    gateway_allowed_hosts: tuple[str, ...] = setting("gateway", "KX_GATEWAY_ALLOWED_HOSTS", values.host_names, tuple,
+    gateway_allowed_hosts: tuple[str, ...] = setting("gateway", values.host_names, tuple,
         "extra Host names `kx serve` answers to besides loopback and its --host (e.g. a LAN name); "
         "any other Host is refused, the defence against DNS rebinding")
     # -- milvus: where datasets live (engine/milvus/): this machine's folders, or a Milvus server / milvus-lite file
-    backend: BackendKind = setting("milvus", "KX_BACKEND", _backend, lambda: BackendKind.EMBEDDED,
+    backend: BackendKind = setting("milvus", _backend, lambda: BackendKind.EMBEDDED,
         "where datasets are stored and searched: 'embedded' (SQLite + voyager + whoosh under "
         "$KX_HOME/datasets) or 'milvus' (a Milvus cluster or milvus-lite at KX_MILVUS_URI)")
-    milvus_uri: str = setting("milvus", "KX_MILVUS_URI", values.milvus_uri, lambda: "",
+    milvus_uri: str = setting("milvus", values.milvus_uri, lambda: "",
         "the Milvus to use with backend=milvus: http(s)://host:port for a server or cluster, or a local "
         "path ending in .db for milvus-lite (one process at a time); empty: $KX_HOME/milvus.db",
         shown_default="$KX_HOME/milvus.db")
-    milvus_token: str = setting("milvus", "KX_MILVUS_TOKEN", lambda t: t.strip(), lambda: "",
+    milvus_token: str = setting("milvus", lambda t: t.strip(), lambda: "",
         "Milvus credentials, 'user:password' or an API key (empty: none)", secret=True)
-    milvus_database: str = setting("milvus", "KX_MILVUS_DATABASE", values.milvus_database, lambda: "default",
+    milvus_database: str = setting("milvus", values.milvus_database, lambda: "default",
         "the Milvus database kx keeps its collections in (created on first use), so several kx "
         "installations can share one cluster")
-    milvus_timeout: float = setting("milvus", "KX_MILVUS_TIMEOUT", values.float_in(0.1, 3600.0), lambda: 30.0,
+    milvus_timeout: float = setting("milvus", values.float_in(0.1, 3600.0), lambda: 30.0,
         "seconds one Milvus call (connecting included) may take before it is UNAVAILABLE; pymilvus "
         "would otherwise retry a lost server for minutes")
     # -- agent: the research loop (`kx agent run`, engine/agent/): hard bounds, and the optional chat model
-    agent_max_steps: int = setting("agent", "KX_AGENT_MAX_STEPS", values.int_in(1, 100), lambda: 12,
+    agent_max_steps: int = setting("agent", values.int_in(1, 100), lambda: 12,
         "most searches one agent run may make (a malformed tool call counts as one)")
-    agent_max_passages: int = setting("agent", "KX_AGENT_MAX_PASSAGES", values.int_in(1, 2000), lambda: 100,
+    agent_max_passages: int = setting("agent", values.int_in(1, 2000), lambda: 100,
         "most distinct passages one agent run may read")
-    agent_max_seconds: float = setting("agent", "KX_AGENT_MAX_SECONDS", values.float_in(1.0, 3600.0), lambda: 120.0,
+    agent_max_seconds: float = setting("agent", values.float_in(1.0, 3600.0), lambda: 120.0,
         "wall-time bound of one agent run, in seconds")
-    agent_k: int = setting("agent", "KX_AGENT_K", values.int_in(1, 64), lambda: 8,
+    agent_k: int = setting("agent", values.int_in(1, 64), lambda: 8,
         "passages each of the agent's searches reads")
-    agent_chat_url: str = setting("agent", "KX_AGENT_CHAT_URL", values.chat_url, lambda: "",
+    agent_chat_url: str = setting("agent", values.chat_url, lambda: "",
         "an OpenAI-compatible chat-completions endpoint (e.g. http://127.0.0.1:8080/v1) that drives "
         "the agent; empty: the offline brain (embedder only)")
-    agent_chat_model: str = setting("agent", "KX_AGENT_CHAT_MODEL", values.plain_text, lambda: "default",
+    agent_chat_model: str = setting("agent", values.plain_text, lambda: "default",
         "model name sent to the chat endpoint")
-    agent_chat_key: str = setting("agent", "KX_AGENT_CHAT_KEY", lambda t: t.strip(), lambda: "",
+    agent_chat_key: str = setting("agent", lambda t: t.strip(), lambda: "",
         "bearer key for the chat endpoint (empty: none)", secret=True)
     # setting name -> "default", "config file <path>", "env KX_...", or "flag"
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -278,9 +286,12 @@ class Settings:
         return rows
 
 
-SPECS: tuple[SettingSpec, ...] = tuple(SettingSpec(name=f.name, **f.metadata["kx"])
-                                       for f in dataclasses.fields(Settings) if "kx" in f.metadata)
+SPECS: tuple[SettingSpec, ...] = tuple(
+    SettingSpec(name=f.name, **{**f.metadata["kx"], "env": f.metadata["kx"]["env"] or env_name_of(f.name)})
+    for f in dataclasses.fields(Settings) if "kx" in f.metadata)
 SPEC_BY_NAME = {spec.name: spec for spec in SPECS}
+# each setting's environment name by the setting's name, for messages and help that name one: f"{ENV.max_k}"
+ENV = SimpleNamespace(**{spec.name: spec.env for spec in SPECS})
 AREAS = ("engine", "extract", "gateway", "milvus", "agent")
 
 

@@ -22,7 +22,7 @@ from threadpoolctl import ThreadpoolController
 
 from engine.errors import invalid
 
-__all__ = ["Diversified", "Pool", "fuse", "round_like_python", "mmr", "DUPLICATE_THRESHOLD"]
+__all__ = ["Diversified", "Pool", "fuse", "round_like_python", "mmr"]
 
 # Cosine similarities are rounded to this many decimals before MMR uses them.
 # Float32 embeddings carry about 7 significant digits, so digits past the 6th
@@ -34,11 +34,10 @@ _SIM_DECIMALS = 6
 # MMR scores are rounded too, so two candidates whose scores agree
 # mathematically but were reached by different float operations still tie.
 _SCORE_DECIMALS = 12
-# MMR's redundancy term: the cosine at which a passage counts as a
-# near-duplicate of a picked one (the operator's default for
-# mmr_duplicate_threshold), and the power that keeps same-topic neighbours
-# (cosine 0.6-0.8) almost unpenalised. Chosen from the figures in BENCHMARKS.md.
-DUPLICATE_THRESHOLD = 0.92
+# MMR's redundancy term: the power that keeps same-topic neighbours (cosine
+# 0.6-0.8) almost unpenalised (the cosine at which a passage counts as a
+# near-duplicate is the setting mmr_duplicate_threshold, engine/config.py).
+# Chosen from the figures in BENCHMARKS.md.
 SHARPNESS = 16
 # The floor under a near-duplicate's demotion (see mmr): it passes at least
 # MIN and at most MAX distinct candidates, and between the two only those
@@ -140,9 +139,9 @@ def _ranked_list(name: str, given: tuple[np.ndarray, np.ndarray], ref_order: np.
                        float(scores[0]) if len(scores) else float("nan"))
 
 
-def fuse(lists: Mapping[str, tuple[np.ndarray, np.ndarray]], ref_order: np.ndarray, k: int = 60,
+def fuse(lists: Mapping[str, tuple[np.ndarray, np.ndarray]], ref_order: np.ndarray, k: int,
          reuse: Pool | None = None) -> Pool:
-    """Reciprocal Rank Fusion on arrays: score = sum over lists of 1 / (k + rank).
+    """Reciprocal Rank Fusion on arrays: score = sum over lists of 1 / (k + rank); `k` is settings.rrf_k.
 
     The spec's answer (tests/fusion_spec.py: `rank_list` of each list, then
     `rrf`, on Ranked and Fused objects and exact fractions): the same order
@@ -162,7 +161,7 @@ def fuse(lists: Mapping[str, tuple[np.ndarray, np.ndarray]], ref_order: np.ndarr
     arrays it was given then, with the very same `ref_order` array, is not ranked again.
     """
     if isinstance(k, bool) or not isinstance(k, Integral) or k < 1:
-        raise invalid(f"rrf_k must be an integer >= 1, got {k!r}; the usual value is 60")
+        raise invalid(f"rrf_k must be an integer >= 1, got {k!r}; it is the setting rrf_k (engine/config.py)")
     k = int(k)
     ref_order = np.asarray(ref_order, dtype=np.int64)
     n = len(ref_order)
@@ -276,7 +275,7 @@ def mmr(
     vectors: np.ndarray,
     k: int,
     lam: float,
-    duplicate_threshold: float = DUPLICATE_THRESHOLD,
+    duplicate_threshold: float,
     strength: Sequence[float] | None = None,
 ) -> Diversified:
     """Maximal Marginal Relevance with a redundancy term that tells near-duplicates from neighbours.
@@ -359,7 +358,7 @@ def _checked_mmr_inputs(refs: Sequence[str], relevance: Sequence[float], vectors
         raise invalid(f"mmr_lambda must be in [0, 1], got {lam!r}; 1 means relevance only, 0 diversity only")
     if not (0.0 < duplicate_threshold <= 1.0):  # also rejects NaN
         raise invalid(f"mmr_duplicate_threshold must be in (0, 1], got {duplicate_threshold!r}; "
-                      f"the cosine at which a passage counts as a near-duplicate ({DUPLICATE_THRESHOLD} by default)")
+                      "the cosine at which a passage counts as a near-duplicate (the setting mmr_duplicate_threshold)")
     if isinstance(k, bool) or not isinstance(k, Integral) or k < 0:
         raise invalid(f"mmr k must be an integer >= 0, got {k!r}")
     if len(relevance) != n:

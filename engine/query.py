@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, ContextManager, Protocol, Sequence
 import numpy as np
 
 from .backend import MAX_QUERY_CHARS
-from .config import Settings
+from .config import ENV, Settings
 from .embedding.cards import ModelCard
 from .embedding.embedders import no_embedder_error
 from .errors import KxError, Status, invalid
@@ -139,7 +139,7 @@ def _checked_k(settings: Settings, k: int | None, notes: list[str]) -> tuple[int
         raise invalid(f"k must be a whole number of at least 1, got {requested!r}")
     k_used = min(requested, settings.max_k)
     if k_used != requested:
-        notes.append(f"k clamped from {requested} to {k_used} (the operator's maximum, KX_MAX_K)")
+        notes.append(f"k clamped from {requested} to {k_used} (the operator's maximum, {ENV.max_k})")
     return requested, k_used
 
 

@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 from ..agent_run import CHAT, AgentRun, Citation, StopReason
+from ..config import ENV, SPEC_BY_NAME
 from ..errors import KxError, Status
 from ..records import RetrievalMode
 from .reader import Bounds, Reader
@@ -42,7 +43,7 @@ TOOL = {
             "properties": {
                 "query": {"type": "string", "description": "What to look for, in words."},
                 "k": {"type": "integer", "minimum": 1, "maximum": MAX_TOOL_K,
-                      "description": "How many passages to read (default 8)."},
+                      "description": f"How many passages to read (default {SPEC_BY_NAME['agent_k'].default()})."},
                 "mode": {"type": "string", "enum": [m.value for m in RetrievalMode],
                          "description": "hybrid (default) fuses dense and keyword search."},
             },
@@ -87,15 +88,15 @@ class ChatClient:
             response = self._http.post(self.endpoint, json=body, timeout=max(timeout, 0.1))
         except httpx.TimeoutException:
             raise KxError(Status.UNAVAILABLE, f"the chat endpoint {self.endpoint} did not answer within the "
-                                              "agent's time bound (KX_AGENT_MAX_SECONDS)") from None
+                                              f"agent's time bound ({ENV.agent_max_seconds})") from None
         except httpx.TransportError as exc:
             raise KxError(Status.UNAVAILABLE, f"cannot reach the chat endpoint {self.endpoint} "
                                               f"({type(exc).__name__}); start the model server or fix "
-                                              "KX_AGENT_CHAT_URL") from None
+                                              f"{ENV.agent_chat_url}") from None
         if not response.is_success:
             raise KxError(Status.UNAVAILABLE, f"the chat endpoint {self.endpoint} answered HTTP "
                                               f"{response.status_code}: {response.text[:200]!r}; check "
-                                              "KX_AGENT_CHAT_MODEL and KX_AGENT_CHAT_KEY")
+                                              f"{ENV.agent_chat_model} and {ENV.agent_chat_key}")
         try:
             message = response.json()["choices"][0]["message"]
             if not isinstance(message, dict):

@@ -9,7 +9,7 @@ first. Fusion is Reciprocal Rank Fusion with a weight per ranking:
     score(p) = sum over rankings r of weight(r) / (rrf_k + rank_r(p))
 
 over ranks, not retriever scores, because scores of different queries are
-not comparable; rrf_k is settings.rrf_k (KX_RRF_K, 60 by default), the
+not comparable; rrf_k is settings.rrf_k (KX_RRF_K, its default declared in engine/config.py), the
 engine's own fusion constant (engine/ranking.py). Ties break on the order passages were first seen (an
 earlier, broader search's rank first), so one reading gives one order.
 """

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..agent_run import AgentRun
 from ..backend import Backend
-from ..config import Settings
+from ..config import ENV, Settings
 from ..errors import invalid, precondition
 from .reader import Bounds, Brain, EmbedFn, Reader, StepFn, citation_label
 
@@ -74,11 +74,11 @@ def run_agent(
     else:
         if dataset is None:
             raise precondition("the offline agent reads a dataset and has no model to answer from memory; "
-                               "give --dataset NAME, or set KX_AGENT_CHAT_URL to an OpenAI-compatible chat "
+                               f"give --dataset NAME, or set {ENV.agent_chat_url} to an OpenAI-compatible chat "
                                "endpoint to run a plain agent")
         if embed is None:
             raise precondition("the offline agent needs the embedding model to judge passages and sentences, "
-                               "and none is configured here; set KX_SERVE_EMBED_MODEL, or run it where the "
+                               f"and none is configured here; set {ENV.embed_model}, or run it where the "
                                "engine runs (in-process, or through the gateway's /v1/agent/runs)")
         from .offline import OfflineBrain
 

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..agent_run import OFFLINE, AgentRun, Citation, StopReason
+from ..config import SPEC_BY_NAME
 from ..fusion import mmr
 from ..records import Hit
 from ..text.markdown_plain import as_text, is_markdown
@@ -59,6 +60,8 @@ SENTENCE_SHARE = 0.55      # of the best sentence's relevance
 MAX_SENTENCES = 10
 SENTENCE_LAMBDA = 0.6      # MMR over sentences: relevance against repetition
 DUPLICATE_COSINE = 0.92    # two sentences this close say the same thing
+# the cosine at which MMR counts a sentence a near-duplicate: the setting's declared default, as for passages
+SENTENCE_DUPLICATE = SPEC_BY_NAME["mmr_duplicate_threshold"].default()
 MAX_PARTS = 8              # parts of the goal searched in round one; a long goal has dozens of clauses
 RANK_DEPTH = 100           # how deep each search ranks for the fusion (the engine may clamp it to its max_k)
 FEEDBACK = "feedback"
@@ -249,7 +252,7 @@ class OfflineBrain:
         pool = [s for s, k in zip(pool, keep) if k]
         vectors, scores = vectors[keep], scores[keep]
         keys = [f"{s.ref}:{s.offset:08d}" for s in pool]
-        order = mmr(keys, scores.tolist(), vectors, len(pool), SENTENCE_LAMBDA).order
+        order = mmr(keys, scores.tolist(), vectors, len(pool), SENTENCE_LAMBDA, SENTENCE_DUPLICATE).order
         if carrier is not None:
             first = pool.index(carrier)
             order = [first] + [i for i in order if i != first]

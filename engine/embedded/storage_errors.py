@@ -19,6 +19,7 @@ import sqlite3
 from pathlib import Path
 from typing import Iterator
 
+from ..config import ENV
 from ..errors import KxError, Status
 
 _SQLITE_READONLY, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_NOTADB = 8, 11, 13, 26
@@ -35,7 +36,7 @@ def disk_full(path: Path | str) -> KxError:
         free = f" ({shutil.disk_usage(probe).free:,} bytes free)"
     return KxError(Status.RESOURCE_EXHAUSTED,
                    f"disk full: cannot write {where}{free}; no file was left half-written (the index file "
-                   "in place is the last whole one). Free some space (or point KX_HOME at a larger disk) and run "
+                   f"in place is the last whole one). Free some space (or point {ENV.home} at a larger disk) and run "
                    "the same command again: what is already in stays, and what was not is added then")
 
 
@@ -130,7 +131,7 @@ def _has_kx_tables(path: Path) -> bool:
 
 def unwritable(path: Path, why: str) -> KxError:
     """KX_HOME (or a path in it) cannot be written: say which path, why, what to do, and that reads still work."""
-    fix = ("point KX_HOME (or --home) at a folder you can write to; reading the datasets already there "
+    fix = (f"point {ENV.home} (or --home) at a folder you can write to; reading the datasets already there "
            "(kx datasets list, documents, query) still works")
     if why == "denied":
         return KxError(Status.PERMISSION_DENIED, f"cannot write {path} (permission denied); fix its permissions, "
@@ -140,7 +141,7 @@ def unwritable(path: Path, why: str) -> KxError:
     if why == "not a folder":
         return KxError(Status.FAILED_PRECONDITION, f"{path} is a file where kx keeps a folder; move that file "
                                                    "away (an index folder is rebuilt from the catalogue), or "
-                                                   "point KX_HOME at another folder")
+                                                   f"point {ENV.home} at another folder")
     return KxError(Status.FAILED_PRECONDITION, f"cannot create {path}: its folder does not take new files "
                                                f"(a special file system such as /proc?); {fix}")
 

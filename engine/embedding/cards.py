@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..config import ENV
 from ..errors import precondition
 
 DEFAULT_MODEL = "default"
@@ -27,7 +28,7 @@ INT8 = "int8"  # 'default-int8', or any other setting with ':int8' appended (see
 # of the int8 model's id, so a dataset embedded under another scheme is refused, not mis-ranked.
 INT8_SCHEME = "u8u8"
 _HOW_TO_SET = (
-    "set KX_SERVE_EMBED_MODEL to 'default' (the bundled all-MiniLM-L6-v2), 'default-int8' (the same model "
+    f"set {ENV.embed_model} to 'default' (the bundled all-MiniLM-L6-v2), 'default-int8' (the same model "
     "quantised to int8: faster, slightly different vectors), a local sentence-transformers model folder, "
     "or a model id in the local Hugging Face cache"
 )
@@ -269,10 +270,10 @@ def chat_model_advisory(card: ModelCard) -> str:
             f"embed model {card.name} at {card.endpoint[0]} looks like a chat / text-generation model, not a "
             f"sentence embedder ({card.architecture}); its vectors rank poorly for retrieval. Prefer a dedicated "
             "embedder served there (e.g. nomic-embed-text, bge-*, all-MiniLM-L6-v2) or the bundled one "
-            "(KX_SERVE_EMBED_MODEL=default)"
+            f"({ENV.embed_model}=default)"
         )
     return (
         f"embed model {card.name} ({card.architecture}) is a chat / text-generation model, not a sentence "
         "embedder; its vectors rank poorly for retrieval. Prefer a dedicated embedder such as the default "
-        "all-MiniLM-L6-v2 (KX_SERVE_EMBED_MODEL=default)"
+        f"all-MiniLM-L6-v2 ({ENV.embed_model}=default)"
     )

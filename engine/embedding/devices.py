@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..config import ENV
+
 CUDA_PROVIDER = "CUDAExecutionProvider"
 CPU_PROVIDER = "CPUExecutionProvider"
 
@@ -16,10 +18,10 @@ def choose_providers(device: str, available: Sequence[str]) -> tuple[list, str]:
     its vectors match the CPU's to the graph's open-time check (cos >= 0.99999).
     """
     if device == "cpu":
-        return [CPU_PROVIDER], "CPU (KX_EMBED_DEVICE=cpu)"
+        return [CPU_PROVIDER], f"CPU ({ENV.embed_device}=cpu)"
     if CUDA_PROVIDER in available:
-        return [(CUDA_PROVIDER, {"use_tf32": "0"}), CPU_PROVIDER], f"CUDA GPU (KX_EMBED_DEVICE={device})"
-    return [CPU_PROVIDER], (f"CPU: KX_EMBED_DEVICE={device} but this onnxruntime has no CUDA provider; for a GPU, "
+        return [(CUDA_PROVIDER, {"use_tf32": "0"}), CPU_PROVIDER], f"CUDA GPU ({ENV.embed_device}={device})"
+    return [CPU_PROVIDER], (f"CPU: {ENV.embed_device}={device} but this onnxruntime has no CUDA provider; for a GPU, "
                             "`pip install onnxruntime-gpu` (in place of onnxruntime) with an NVIDIA driver and CUDA 12")
 
 

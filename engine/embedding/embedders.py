@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from ..config import Runtime
+from ..config import ENV, Runtime
 from ..errors import precondition
 from ..records import NotifyFn
 from .cards import ModelCard, how_to_set_model
@@ -116,6 +116,6 @@ def load_embedder(card: ModelCard | None, settings: Settings | None = None,
 
 def no_embedder_error(what: str) -> Exception:
     return precondition(
-        f"{what} needs an embedding model, and none is configured (KX_SERVE_EMBED_MODEL=none); "
+        f"{what} needs an embedding model, and none is configured ({ENV.embed_model}=none); "
         f"{how_to_set_model()}, or pass pre-computed vectors"
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ..config import Settings
+from ..config import ENV, Settings
 from ..errors import KxError
 from ..records import IngestEventFn as EventFn
 from ..records import Notice, NotifyFn
@@ -124,7 +124,7 @@ class ModelHost:
         try:
             card = self.card()
             if card is None:
-                return None, ["no embedding model (KX_SERVE_EMBED_MODEL=none): text ingest and dense search "
+                return None, [f"no embedding model ({ENV.embed_model}=none): text ingest and dense search "
                               "are off; pre-computed vectors and sparse search still work"]
             model = {**card.to_dict(), "runtime": runtime_status(self.loaded_embedder(), self.settings, card)}
         except KxError as exc:  # shown as the model's state, not repeated as an advisory

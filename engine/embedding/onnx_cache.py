@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import read_json, write_json_atomic
-from ..config import Runtime, Settings
+from ..config import ENV, Runtime, Settings
 from .cards import INT8, ModelCard
 from .cards import INT8_SCHEME as _SCHEME
 
@@ -167,7 +167,8 @@ def unwritable_reason(folder: Path) -> str | None:
         os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         probe.unlink()
     except OSError as exc:
-        return f"the model cache {existing} is not writable ({exc.strerror}); set KX_MODEL_CACHE to a writable folder"
+        return (f"the model cache {existing} is not writable ({exc.strerror}); set {ENV.model_cache} to a writable "
+                "folder")
     return None
 
 
@@ -176,7 +177,7 @@ def plan_runtime(settings: Settings, card: ModelCard) -> RuntimePlan:
     folder = model_folder(settings, card)
     int8 = card.variant == INT8
     if settings.embed_runtime == Runtime.TORCH and not int8:
-        return RuntimePlan(Runtime.TORCH, "KX_EMBED_RUNTIME=torch", folder, None)
+        return RuntimePlan(Runtime.TORCH, f"{ENV.embed_runtime}=torch", folder, None)
     if (reason := unsupported_reason(card)) is not None:
         return RuntimePlan(Runtime.TORCH, reason, folder, None)
     manifest = read_manifest(folder, card)

@@ -23,7 +23,7 @@ import warnings
 from pathlib import Path
 
 from ..atomic import replace_with, write_json_atomic
-from ..config import Settings
+from ..config import ENV, Settings
 from ..errors import KxError, precondition
 from ..records import NotifyFn
 from .cards import INT8, ModelCard, base_card, quiet_offline_environment
@@ -245,5 +245,5 @@ def prepare_failure(card: ModelCard, reason: str) -> KxError:
     """The refusal for a model that can only run on ONNX Runtime (int8) when its graph cannot be had."""
     return precondition(f"{card.name} runs on ONNX Runtime only, and its graph is not available: {reason}; "
                         "run `kx models prepare --model default-int8 --retry` to try the export again "
-                        "(`kx info` says what was tried), or set KX_SERVE_EMBED_MODEL=default for the fp32 model, "
+                        f"(`kx info` says what was tried), or set {ENV.embed_model}=default for the fp32 model, "
                         "which needs no export")

@@ -16,6 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..config import ENV
 from .cards import ModelCard
 from .devices import CPU_PROVIDER, CUDA_PROVIDER, choose_providers
 from .runtime import ProgressFn, encode_longest_first
@@ -82,7 +83,7 @@ class OnnxEmbedder:
         self._session = ort.InferenceSession(str(graph), session_options(threads), providers=providers)
         self.device = "cuda" if CUDA_PROVIDER in self._session.get_providers() else "cpu"
         if self.device == "cpu" and providers[0] != CPU_PROVIDER:  # the provider is installed, but no GPU answered
-            self.device_reason = (f"CPU: KX_EMBED_DEVICE={device} and onnxruntime's CUDA provider is installed, "
+            self.device_reason = (f"CPU: {ENV.embed_device}={device} and onnxruntime's CUDA provider is installed, "
                                   "but it could not start (no GPU, or a CUDA/cuDNN mismatch); running on CPU")
         # only the inputs the graph lists: BERT takes token_type_ids, others do not
         self._inputs = {i.name for i in self._session.get_inputs()}

@@ -21,6 +21,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ..config import ENV
+
 MAX_INPUTS = 2048
 MAX_BODY = 64 * 2**20
 
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Serve kx's embedding model on OpenAI's /embeddings API.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=7997, help="0: any free port (printed)")
-    parser.add_argument("--model", default=None, help="a KX_SERVE_EMBED_MODEL value (default: the setting's)")
+    parser.add_argument("--model", default=None, help=f"a {ENV.embed_model} value (default: the setting's)")
     parser.add_argument("--name", default=None, help="the model id served (default: the model's own name)")
     args = parser.parse_args(argv)
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from ..config import ENV
 from ..errors import KxError, Status, precondition
 from ..setting_values import served_model
 from .cards import ModelCard
@@ -77,7 +78,7 @@ def served_card(settings: Settings) -> ModelCard:
                 raise precondition(
                     f"{first} and {url} answer with different vectors for model {model!r} (probe sketch "
                     f"distance {sketch_distance(mine, theirs):.2f}); every base URL of one served model must "
-                    "serve the same model: fix the server, or drop that URL from KX_SERVE_EMBED_MODEL")
+                    f"serve the same model: fix the server, or drop that URL from {ENV.embed_model}")
         chat, why = chat_signals(model, client.models(first))
     finally:
         client.close()

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from ..config import ENV
 from ..errors import KxError, Status, precondition
 
 DOWN_SECONDS = 10.0
@@ -144,7 +145,7 @@ class EmbeddingsClient:
         except httpx.ConnectError as exc:
             raise _Down(f"connection refused or no route ({type(exc).__name__})") from None
         except httpx.TimeoutException:
-            raise _Retry(f"no answer within {self._timeout:g} s (KX_EMBED_ENDPOINT_TIMEOUT)") from None
+            raise _Retry(f"no answer within {self._timeout:g} s ({ENV.embed_endpoint_timeout})") from None
         except httpx.TransportError as exc:
             raise _Retry(f"the connection failed ({type(exc).__name__})") from None
         if response.status_code in _RETRIED:
@@ -164,7 +165,7 @@ class EmbeddingsClient:
         tries = len(attempts.tried)
         return KxError(Status.UNAVAILABLE,
                        f"the served embedding model {self.model!r} is unavailable ({said}; {tries} request(s) "
-                       "tried); start or fix the server, or point KX_SERVE_EMBED_MODEL at one that answers")
+                       f"tried); start or fix the server, or point {ENV.embed_model} at one that answers")
 
 
 class Abandoned(Exception):
@@ -203,7 +204,7 @@ def _refused(endpoint: str, model: str, status: int, body: str) -> KxError:
         fix = ("check the base URL: kx calls BASE_URL/embeddings (Ollama, vLLM, TEI and LM Studio: "
                "http://HOST:PORT/v1; infinity: http://HOST:PORT with no /v1)")
     elif status == 413:
-        fix = "lower KX_EMBED_BATCH_SIZE"
+        fix = f"lower {ENV.embed_batch_size}"
     else:
         fix = f"check that the server serves the embedding model {model!r} (its /models list names it)"
     return precondition(f"{endpoint} refused the embedding request (HTTP {status}: {said!r}); {fix}")

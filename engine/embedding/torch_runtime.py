@@ -12,6 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..config import ENV
 from ..errors import precondition
 from .cards import ModelCard, how_to_set_model, quiet_offline_environment
 from .runtime import ProgressFn, encode_longest_first
@@ -56,7 +57,7 @@ class SentenceTransformerEmbedder:
             raise precondition(
                 f"embedding model {self._card.name} at {self._card.path} could not be loaded "
                 f"({type(exc).__name__}: {str(exc)[:200]}); {how_to_set_model()}, "
-                "or KX_SERVE_EMBED_MODEL=none for pre-computed vectors and sparse search only"
+                f"or {ENV.embed_model}=none for pre-computed vectors and sparse search only"
             ) from None
         tokenizer = getattr(model, "tokenizer", None)
         if tokenizer is not None and getattr(tokenizer, "pad_token", "x") is None:

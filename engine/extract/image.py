@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 
+from ..config import ENV
 from ..errors import KxError, Status, invalid
 from ..formats import SUFFIX_MEDIA
 from .base import Extracted, Limits, ocr_extractor
@@ -51,7 +52,7 @@ def extract_image(data: bytes, label: str, limits: Limits) -> Extracted:
     frames = getattr(image, "n_frames", 1)
     if frames > limits.max_pages:
         raise KxError(Status.RESOURCE_EXHAUSTED, f"{label} has {frames:,} pages, over the {limits.max_pages:,}-page "
-                      "limit (KX_EXTRACT_MAX_PAGES); split it or raise the limit")
+                      f"limit ({ENV.extract_max_pages}); split it or raise the limit")
     sizes = []
     for frame in ImageSequence.Iterator(image):
         if frame.width * frame.height > ocr.MAX_IMAGE_PIXELS:

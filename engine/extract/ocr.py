@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from ..config import ENV
 from ..errors import KxError, Status
 from .base import Limits
 
@@ -127,7 +128,8 @@ def read_pages(render: Callable[[int, float], Any], sizes: Sequence[tuple[float,
             raise KxError(Status.RESOURCE_EXHAUSTED, (
                 f"{label} was refused: it has {len(numbers):,} scanned page{'s' * (len(numbers) != 1)} to read by "
                 f"OCR and the first {done + 1} took {spent:.1f} s, so all of them would take about "
-                f"{spent / (done + 1) * len(numbers):.0f} s, over the {limits.timeout:g}-s limit (KX_EXTRACT_TIMEOUT); "
+                f"{spent / (done + 1) * len(numbers):.0f} s, over the {limits.timeout:g}-s limit "
+                f"({ENV.extract_timeout}); "
                 "raise the limit, split the file, or set ocr = off to skip scans"))
     return pages
 

@@ -16,6 +16,7 @@ Runs in an extraction worker process (engine/extract/pool.py).
 
 from __future__ import annotations
 
+from ..config import ENV
 from ..errors import invalid
 from ..formats import ODP, ODT, media_type
 from .base import Extracted, Limits, Section
@@ -140,7 +141,7 @@ def extract_odp(data: bytes, label: str, limits: Limits) -> Extracted:
         from ..errors import KxError, Status
 
         raise KxError(Status.RESOURCE_EXHAUSTED, f"{label} has {len(pages):,} slides, over the "
-                      f"{limits.max_pages:,}-page limit (KX_EXTRACT_MAX_PAGES); split it or raise the limit")
+                      f"{limits.max_pages:,}-page limit ({ENV.extract_max_pages}); split it or raise the limit")
     if not any(p.strip() for p in pages):
         raise invalid(f"{label} is a presentation with no text on its {len(pages)} slide(s); there is nothing "
                       "to index")

@@ -35,6 +35,7 @@ import re
 import unicodedata
 from collections import Counter
 
+from ..config import ENV
 from ..errors import KxError, Status, invalid
 from ..formats import PDF, media_type
 from .base import Extracted, Limits, Section, ocr_extractor
@@ -84,7 +85,7 @@ def extract_pdf(data: bytes, label: str, limits: Limits) -> Extracted:
         if count > limits.max_pages:
             raise KxError(Status.RESOURCE_EXHAUSTED,
                           f"{label} has {count:,} pages, over the {limits.max_pages:,}-page limit "
-                          "(KX_EXTRACT_MAX_PAGES); split it or raise the limit")
+                          f"({ENV.extract_max_pages}); split it or raise the limit")
         if count == 0:
             raise invalid(f"{label} is a PDF with no pages; there is nothing to index")
         raw_pages, image_pages, sizes = [], [], []

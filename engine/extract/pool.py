@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
 from typing import Callable, Iterable, Iterator
 
+from ..config import ENV
 from ..errors import KxError, Status
 from .worker import Done, Failed, Job, Progress
 
@@ -218,13 +219,13 @@ def _label(job: Job | None) -> str:
 
 
 def _timeout_message(job: Job | None, timeout: float) -> str:
-    return (f"{_label(job)} was refused: extraction took longer than {timeout:g} s (KX_EXTRACT_TIMEOUT); "
+    return (f"{_label(job)} was refused: extraction took longer than {timeout:g} s ({ENV.extract_timeout}); "
             "the file may be damaged or pathological, or raise the limit")
 
 
 def _memory_message(job: Job | None, memory_mb: int) -> str:
     return (f"{_label(job)} was refused: extracting it needed more than the {memory_mb:,} MiB allowed "
-            "(KX_EXTRACT_MEMORY_MB); raise the limit if the file is genuinely that large")
+            f"({ENV.extract_memory_mb}); raise the limit if the file is genuinely that large")
 
 
 def _crash_message(job: Job | None, exitcode: int | None, memory_mb: int) -> str:
@@ -234,7 +235,7 @@ def _crash_message(job: Job | None, exitcode: int | None, memory_mb: int) -> str
         except ValueError:
             how = f"was killed by signal {-exitcode}"
         if -exitcode == signal.SIGKILL:
-            how += f" (out of memory? the limit is {memory_mb:,} MiB, KX_EXTRACT_MEMORY_MB)"
+            how += f" (out of memory? the limit is {memory_mb:,} MiB, {ENV.extract_memory_mb})"
     else:
         how = f"exited unexpectedly (status {exitcode})"
     return (f"{_label(job)} was refused: the extractor crashed on it (its worker process {how}); "

@@ -19,6 +19,7 @@ Runs in an extraction worker process (engine/extract/pool.py).
 
 from __future__ import annotations
 
+from ..config import ENV
 from ..errors import invalid
 from ..formats import PPTX, media_type
 from .base import Extracted, Limits, Section
@@ -51,7 +52,7 @@ def extract_pptx(data: bytes, label: str, limits: Limits) -> Extracted:
             from ..errors import KxError, Status
 
             raise KxError(Status.RESOURCE_EXHAUSTED, f"{label} has {len(slides):,} slides, over the "
-                          f"{limits.max_pages:,}-page limit (KX_EXTRACT_MAX_PAGES); split it or raise the limit")
+                          f"{limits.max_pages:,}-page limit ({ENV.extract_max_pages}); split it or raise the limit")
         pages, titles = [], []
         for path in slides:
             title, text = _slide(package, path)

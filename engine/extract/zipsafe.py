@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import zipfile
 
+from ..config import ENV
 from ..errors import KxError, Status, invalid
 from .base import Limits
 
@@ -60,7 +61,7 @@ class SafeZip:
     def _bomb(self, why: str) -> KxError:
         return KxError(Status.RESOURCE_EXHAUSTED,
                        f"{self.label} was refused before unpacking: {why}; kx reads at most "
-                       f"{self.limits.max_unpacked_bytes:,} bytes from a {self.kind} (KX_EXTRACT_MAX_UNPACKED_MB)")
+                       f"{self.limits.max_unpacked_bytes:,} bytes from a {self.kind} ({ENV.extract_max_unpacked_mb})")
 
     def close(self) -> None:
         self._zip.close()

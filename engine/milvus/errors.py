@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..config import ENV
 from ..errors import KxError, Status
 
 T = TypeVar("T")
@@ -83,16 +84,16 @@ def translate(exc: BaseException, uri: str) -> KxError:
     names = (code.name if code is not None else "", message)
     if code == grpc.StatusCode.UNAUTHENTICATED or (code is None and _AUTH_WORDS.search(message)):
         return KxError(Status.UNAUTHENTICATED, f"Milvus at {shown} refused the credentials ({message}); "
-                                               "check KX_MILVUS_TOKEN (user:password or an API key)")
+                                               f"check {ENV.milvus_token} (user:password or an API key)")
     if code == grpc.StatusCode.PERMISSION_DENIED:
         return KxError(Status.PERMISSION_DENIED, f"Milvus at {shown} refused the operation ({message}); "
                                                  "grant this user the privilege, or use another user")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED or _TIMEOUT_WORDS.search(" ".join(names)):
         return KxError(Status.UNAVAILABLE, f"Milvus at {shown} did not answer in time ({message}); check that "
-                                           "it runs and is reachable, or raise KX_MILVUS_TIMEOUT")
+                                           f"it runs and is reachable, or raise {ENV.milvus_timeout}")
     if code == grpc.StatusCode.UNAVAILABLE or _UNAVAILABLE_WORDS.search(message) or isinstance(exc, OSError):
         return KxError(Status.UNAVAILABLE, f"cannot reach Milvus at {shown} ({message}); start it, or point "
-                                           "KX_MILVUS_URI at a running one")
+                                           f"{ENV.milvus_uri} at a running one")
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
         return KxError(Status.RESOURCE_EXHAUSTED, f"Milvus at {shown} is out of room ({message}); "
                                                   "send smaller batches or give it more memory or disk")
@@ -147,7 +148,7 @@ class MilvusConnection:
             folder.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise KxError(Status.FAILED_PRECONDITION, f"cannot create the folder of milvus-lite file {path} "
-                                                      f"({exc.strerror}); point KX_MILVUS_URI elsewhere") from None
+                                                      f"({exc.strerror}); point {ENV.milvus_uri} elsewhere") from None
         if lite_lock_held(path):
             raise self._held(path)
         return path
@@ -156,7 +157,7 @@ class MilvusConnection:
         return KxError(Status.FAILED_PRECONDITION,
                        f"the milvus-lite file {path} is open in another process (milvus-lite serves one process "
                        "at a time); stop that process, or serve the file with `milvus-lite server --data-dir "
-                       f"{path} --host 127.0.0.1` and set KX_MILVUS_URI=http://127.0.0.1:19530 in every process")
+                       f"{path} --host 127.0.0.1` and set {ENV.milvus_uri}=http://127.0.0.1:19530 in every process")
 
     def _connect_error(self, exc: BaseException) -> KxError:
         if is_local(self.uri) and lite_lock_held(self.uri):

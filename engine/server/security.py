@@ -15,6 +15,7 @@ import secrets
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..config import ENV
 from ..errors import KxError, Status, invalid, precondition
 from ..text.kx_files import TOKEN_FILE
 from .client import read_token, token_is_a_folder, token_path
@@ -152,7 +153,7 @@ class HostPolicy:
                        f"addresses with its own port{f' {port}' if port else ''} (a web page that rebinds its "
                        f"own name to this machine sends its name here). Use http://{where}; if that name is "
                        f"this machine's, the operator can start `{self.command}` with it in "
-                       "KX_GATEWAY_ALLOWED_HOSTS")
+                       f"{ENV.gateway_allowed_hosts}")
 
     def check_origin(self, origin: str | None, fetch_site: str | None, port: int | None) -> KxError | None:
         """None when a request is not cross-site (no Origin, or the gateway's own, or allowed)."""
@@ -167,7 +168,7 @@ class HostPolicy:
         return KxError(Status.PERMISSION_DENIED,
                        f"the Origin header ({origin[:100]!r}) is not this gateway's own: a web page from another "
                        "site cannot use the gateway (cross-site request forgery). To let a browser app at that "
-                       f"origin in, start `{self.command}` with KX_GATEWAY_ALLOWED_ORIGINS set to it")
+                       f"origin in, start `{self.command}` with {ENV.gateway_allowed_origins} set to it")
 
     def is_own_origin(self, origin: str, port: int | None) -> bool:
         scheme, sep, authority = origin.strip().lower().partition("://")
@@ -225,7 +226,7 @@ class _Guard:
         if not self._admitted(scope):
             await _send_error(send, KxError(Status.UNAUTHENTICATED,
                                             "missing or wrong bearer token; send 'Authorization: Bearer <token>' "
-                                            "with the token from $KX_HOME/gateway.token on the gateway's machine"),
+                                            f"with the token from ${ENV.home}/gateway.token on the gateway's machine"),
                               cors)
             return
         declared = _header(scope, b"content-length")
@@ -312,7 +313,7 @@ class _Guard:
     def _too_large(self, what: str) -> KxError:
         return KxError(Status.RESOURCE_EXHAUSTED,
                        f"the request body is {what}, over the gateway's {self.max_bytes:,}-byte limit "
-                       "(KX_MAX_REQUEST_BYTES); send fewer documents per request or ask the operator to raise it")
+                       f"({ENV.max_request_bytes}); send fewer documents per request or ask the operator to raise it")
 
 
 _WHY_ONE = {b"host": "a second could name another site", b"origin": "a second could name another site",

@@ -12,6 +12,8 @@ import json
 
 import click
 
+from engine.config import ENV
+
 from .context import CONTEXT_SETTINGS, backend_of, settings_of
 
 
@@ -24,10 +26,10 @@ def agent() -> None:
 @click.option("--goal", "-g", required=True, help="What the agent should find out, e.g. \"summarise our refund "
                                                    "policy\".")
 @click.option("--dataset", "-d", default=None, metavar="NAME",
-              help="The dataset to research. Without it only a chat model (KX_AGENT_CHAT_URL) can answer, "
+              help=f"The dataset to research. Without it only a chat model ({ENV.agent_chat_url}) can answer, "
                    "as a plain agent with no corpus.")
 @click.option("--max-steps", type=click.IntRange(1, 100), default=None,
-              help="Most searches for this run (default KX_AGENT_MAX_STEPS; never above it).")
+              help=f"Most searches for this run (default {ENV.agent_max_steps}; never above it).")
 @click.option("--json", "as_json", is_flag=True, help="Print the transcript and the answer as JSON.")
 @click.pass_context
 def run(ctx: click.Context, goal: str, dataset: str | None, max_steps: int | None, as_json: bool) -> None:

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from engine.config import ENV
 from engine.errors import KxError, Status
 
 from .context import CONTEXT_SETTINGS, settings_of
@@ -40,7 +41,7 @@ def check(ctx: click.Context, name: str, repair: bool, as_json: bool) -> None:
                                                   "run it on the gateway's machine, without --gateway")
     if settings.backend != "embedded":
         raise KxError(Status.FAILED_PRECONDITION, "kx datasets check reads kx's own catalogue files; a Milvus "
-                                                  "backend has its own checks (KX_BACKEND=embedded to use this)")
+                                                  f"backend has its own checks ({ENV.backend}=embedded to use this)")
     report = check_dataset(settings, name, repair=repair)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))

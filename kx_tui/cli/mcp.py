@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
+from engine.config import ENV
 from engine.errors import KxError
 
 from .context import CONTEXT_SETTINGS, backend_of, bind_socket, settings_of, show_host
@@ -158,7 +159,7 @@ def _serve_http(server: MCPServer, backend: Backend, settings: Settings, sock: s
     app: Any = guarded
     if log is not None:  # outermost: requests the guard refuses are logged too
         app = RequestLog(app, json_lines=log == "json")
-    click.echo(f"kx mcp on http://{show_host(host)}:{sock.getsockname()[1]}/mcp (KX_HOME {settings.home})")
+    click.echo(f"kx mcp on http://{show_host(host)}:{sock.getsockname()[1]}/mcp ({ENV.home} {settings.home})")
     click.echo(f"token: {token_path(settings.home)} (send 'Authorization: Bearer <token>')")
     click.echo("Ctrl-C or SIGTERM stops it after the calls in flight.")
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",

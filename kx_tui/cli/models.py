@@ -12,6 +12,7 @@ import json
 
 import click
 
+from engine.config import ENV
 from engine.errors import KxError, Status
 
 from .context import CONTEXT_SETTINGS
@@ -24,7 +25,7 @@ def models() -> None:
 
 @models.command("prepare", context_settings=CONTEXT_SETTINGS)
 @click.option("--model", "names", multiple=True, metavar="MODEL",
-              help="A KX_SERVE_EMBED_MODEL value to prepare, e.g. default-int8 (repeatable; default: the "
+              help=f"A {ENV.embed_model} value to prepare, e.g. default-int8 (repeatable; default: the "
                    "configured model).")
 @click.option("--retry", is_flag=True, help="Try the export again even if an earlier one was refused.")
 @click.option("--json", "as_json", is_flag=True, help="Print the runtime of each model as JSON.")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import click
 
+from engine.config import ENV
 from engine.errors import KxError, Status
 from engine.records import DocumentResult, DocumentStatus, IngestEvent, Notice, Progress, RetrievalMode
 
@@ -107,14 +108,14 @@ _DATASETS = {
 
 @click.group(cls=_LazyGroup, lazy=_TOP_LEVEL, context_settings=CONTEXT_SETTINGS, invoke_without_command=True)
 @click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where datasets live (overrides KX_HOME).")
+              help=f"Where datasets live (overrides {ENV.home}).")
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
               help="Override a setting for this command, e.g. --set chunk_size=800 (see `kx info`).")
 @click.option("--gateway", metavar="URL", default=None,
               help="Work through a `kx serve` gateway at URL (e.g. http://127.0.0.1:50151) instead of "
-                   "in-process (overrides KX_GATEWAY).")
+                   f"in-process (overrides {ENV.gateway}).")
 @click.option("--token", envvar="KX_GATEWAY_TOKEN", default=None, metavar="TOKEN",
-              help="The gateway's bearer token (default: KX_GATEWAY_TOKEN, else $KX_HOME/gateway.token).")
+              help=f"The gateway's bearer token (default: KX_GATEWAY_TOKEN, else ${ENV.home}/gateway.token).")
 @click.version_option(package_name="kx", prog_name="kx", message="%(prog)s %(version)s")
 @click.pass_context
 def cli(ctx: click.Context, home: Path | None, sets: tuple[str, ...], gateway: str | None,
@@ -190,9 +191,10 @@ def list_datasets(ctx: click.Context, as_json: bool, names_only: bool) -> None:
 @click.option("--text", "-t", "texts", multiple=True, help="A string to add as one document (repeatable).")
 @click.option("--jsonl", "jsonls", multiple=True, type=click.Path(path_type=Path),
               help="A JSONL file, one {\"_id\", \"title\", \"text\"} object per line, each a document named by its id.")
-@click.option("--chunk-size", type=int, default=None, help="Passage length in characters (overrides KX_CHUNK_SIZE).")
+@click.option("--chunk-size", type=int, default=None,
+              help=f"Passage length in characters (overrides {ENV.chunk_size}).")
 @click.option("--chunk-overlap", type=int, default=None,
-              help="Characters shared by neighbouring passages (overrides KX_CHUNK_OVERLAP).")
+              help=f"Characters shared by neighbouring passages (overrides {ENV.chunk_overlap}).")
 @click.option("--sync", is_flag=True,
               help="Make the dataset follow each folder given: documents from it whose files are gone stop "
                    "answering (retired, still stored: --versions all shows them, putting the file back brings "
@@ -239,7 +241,7 @@ def ingest(ctx: click.Context, name: str, paths: tuple[Path, ...], files: tuple[
     if settings.gateway and (chunk_size is not None or chunk_overlap is not None):
         raise KxError(Status.FAILED_PRECONDITION,
                       "--chunk-size and --chunk-overlap are the gateway's settings; set them where `kx serve` "
-                      "runs (KX_CHUNK_SIZE, KX_CHUNK_OVERLAP), or drop --gateway")
+                      f"runs ({ENV.chunk_size}, {ENV.chunk_overlap}), or drop --gateway")
     engine = backend_of(ctx, settings)
     limit = settings.max_document_bytes
     docs = []

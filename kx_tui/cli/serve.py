@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from engine.config import ENV
 from engine.errors import KxError, Status
 
 from .context import CONTEXT_SETTINGS, bind_socket, settings_of, show_host
@@ -84,7 +85,7 @@ def serve(ctx: click.Context, host: str, port: int, dev_allow_local: bool, quiet
         warming: threading.Thread | None = None
         try:
             bound = sock.getsockname()[1]
-            click.echo(f"kx gateway on http://{show_host(host)}:{bound} (KX_HOME {settings.home})")
+            click.echo(f"kx gateway on http://{show_host(host)}:{bound} ({ENV.home} {settings.home})")
             click.echo(f"token: {token_path(settings.home)} (send 'Authorization: Bearer <token>')")
             if dev_allow_local:
                 click.echo("--dev-allow-local: clients on this machine need no token")

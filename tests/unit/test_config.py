@@ -120,3 +120,16 @@ def test_the_readme_settings_table_is_the_declared_one() -> None:
     start = readme.index("\n", start) + 1
     end = readme.index("<!-- end of settings -->", start)
     assert readme[start:end] == settings_table(), "regenerate the README's table: python -m engine.config"
+
+
+def test_every_environment_name_is_the_settings_own_name_but_embed_models() -> None:
+    """KX_ + the field's name in capitals: a setting added is named by its declaration, not by hand."""
+    from engine.config import ENV, SPECS, env_name_of
+
+    for spec in SPECS:
+        assert spec.env == ("KX_SERVE_EMBED_MODEL" if spec.name == "embed_model" else env_name_of(spec.name))
+        assert getattr(ENV, spec.name) == spec.env
+    # the names users set, unchanged by the rule
+    assert (ENV.home, ENV.max_document_bytes, ENV.mmr_duplicate_threshold) == (
+        "KX_HOME", "KX_MAX_DOCUMENT_BYTES", "KX_MMR_DUPLICATE_THRESHOLD")
+    assert load_settings(env={"KX_SERVE_EMBED_MODEL": "none", "KX_MAX_K": "7"}).max_k == 7

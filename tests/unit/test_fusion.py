@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 from threadpoolctl import threadpool_info
 
 import engine.fusion as fusion
+from engine.config import SPEC_BY_NAME
 from engine.errors import KxError, Status
 from engine.fusion import (
     DUPLICATE_BAND,
     DUPLICATE_MAX_PASSES,
     DUPLICATE_MIN_PASSES,
-    mmr,
 )
 
 from ..fusion_spec import Fused, Ranked, rank_list, rrf, strengths
@@ -225,6 +225,14 @@ def test_rrf_matches_reference(lists: dict[str, list[Ranked]], k: int) -> None:
 def test_rrf_independent_of_dict_order(lists: dict[str, list[Ranked]], k: int) -> None:
     reversed_lists = dict(reversed(list(lists.items())))
     assert rrf(lists, k=k) == rrf(reversed_lists, k=k)
+
+
+def mmr(*args, **kwargs) -> fusion.Diversified:
+    """engine.fusion.mmr at the operator's default near-duplicate threshold (read from the setting's declaration)
+    unless a test names one."""
+    if len(args) < 6:
+        kwargs.setdefault("duplicate_threshold", SPEC_BY_NAME["mmr_duplicate_threshold"].default())
+    return fusion.mmr(*args, **kwargs)
 
 
 def order_of(*args, **kwargs) -> list[int]:

@@ -13,6 +13,7 @@ from typing import Callable, Iterable
 from textual.app import SystemCommand
 from textual.widgets import Input
 
+from engine.config import ENV
 from engine.records import Hit, RetrievalMode
 
 from ..widgets.results import ResultsList
@@ -60,7 +61,7 @@ class MainKeys:
         kx = self.screen.kx
         wanted, k = k, max(1, min(kx.max_k, k))
         if k == kx.k and wanted != k:  # at an end: said, so the key does not seem dead
-            most = f"the most kx returns (KX_MAX_K is {kx.max_k})" if wanted > k else "the fewest a query asks for"
+            most = f"the most kx returns ({ENV.max_k} is {kx.max_k})" if wanted > k else "the fewest a query asks for"
             self.screen.notify(f"k is {k} already, {most}", timeout=3)
         elif k != kx.k:
             kx.k = k
@@ -132,4 +133,4 @@ class MainKeys:
         yield SystemCommand("Browse documents", "The selected dataset's documents", self.documents)
         yield SystemCommand("Watch inbox", "Start/stop ingesting the dataset's inbox folder", self.toggle_watch)
         yield SystemCommand("Ask the agent", "A bounded research run over the dataset", self.ask_agent)
-        yield SystemCommand("Reload datasets", "List KX_HOME's datasets again", lambda: self.datasets.load())
+        yield SystemCommand("Reload datasets", f"List {ENV.home}'s datasets again", lambda: self.datasets.load())

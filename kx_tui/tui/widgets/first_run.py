@@ -6,12 +6,14 @@ from typing import Any
 
 from textual.widgets import Static
 
-FIRST_RUN = """[b]No datasets yet.[/b]
+from engine.config import ENV
+
+FIRST_RUN = f"""[b]No datasets yet.[/b]
 
 Add documents from a shell, then come back:
 
   kx datasets ingest NAME --file notes.md --file more/*.txt
-  kx datasets watch NAME          (ingests what lands in $KX_HOME/inbox/NAME)
+  kx datasets watch NAME          (ingests what lands in ${ENV.home}/inbox/NAME)
 
 Press [b]Ctrl+Q[/b] to quit, [b]F1[/b] for the keys."""
 # Keys that act wherever focus is: the note shows while the query box has it, which would take q and ? as text.
