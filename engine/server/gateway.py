@@ -42,6 +42,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..backend import MAX_DOCUMENTS_PAGE, MAX_OFFSET
+from ..config import ENV
 from ..embedded.engine import Engine
 from ..errors import KxError, Status, invalid
 from ..filters import EXAMPLE, parse_where, spelled
@@ -303,7 +304,7 @@ def _documents(body: IngestIn, max_bytes: int) -> tuple[list[DocumentInput], lis
         error = None
         if len(data) > max_bytes:
             error = invalid(f"{name} is {len(data):,} bytes, over the {max_bytes:,}-byte limit "
-                            "(KX_MAX_DOCUMENT_BYTES); split it or raise the limit")
+                            f"({ENV.max_document_bytes}); split it or raise the limit")
         docs.append(DocumentInput(name=name, data=data, source_path=client_supplied(item.source_path),
                                   media_type=media, error=error))
     vectors = [d.vector for d in body.documents] if all(with_vector) else None

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from mcp.types import CallToolResult, TextContent
 
 from ..backend import MAX_DOCUMENTS_PAGE, Backend
+from ..config import ENV
 from ..errors import KxError, Status, invalid, not_found
 from ..records import DocumentSummary, PassageSpan, QueryOptions, chunk_label, pages_label
 from ..text.inputs import from_file, from_text
@@ -187,7 +188,7 @@ class KxTools:
             data = text.encode("utf-8", errors="strict")
             if len(data) > self.policy.max_document_bytes:
                 raise invalid(f"text is {len(data):,} bytes, over the {self.policy.max_document_bytes:,}-byte "
-                              "limit (KX_MAX_DOCUMENT_BYTES); split it")
+                              f"limit ({ENV.max_document_bytes}); split it")
             return self._ingest(dataset, [from_text(text, name)])
         return _guarded(run)
 

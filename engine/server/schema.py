@@ -11,7 +11,7 @@ from fastapi import Path as PathParam
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model, model_validator
 
 from ..backend import MAX_OFFSET, MAX_QUERY_CHARS
-from ..config import option_help
+from ..config import ENV, option_help
 from ..filters import OCR_TYPE
 from ..formats import TYPE_KINDS
 from ..names import NAME_PATTERN, NAME_RULE
@@ -166,9 +166,9 @@ class AgentRunIn(_Body):
                       description="What the agent should find out (not blank).")
     dataset: str | None = Field(None, pattern=f"^{NAME_PATTERN}$",
                                 description="The dataset to research; none: a plain chat agent, if the "
-                                            "gateway has a chat model (KX_AGENT_CHAT_URL).")
+                                            f"gateway has a chat model ({ENV.agent_chat_url}).")
     max_steps: int | None = Field(None, ge=1, le=MAX_OFFSET, strict=False,
-                                  description="Most searches (never above the gateway's KX_AGENT_MAX_STEPS).")
+                                  description=f"Most searches (never above the gateway's {ENV.agent_max_steps}).")
 
 
 class ErrorOut(BaseModel):

@@ -394,12 +394,12 @@ def _print_followed(console: RichConsole, events: list[Retired | Renamed]) -> No
 @click.argument("question", nargs=-1)
 @click.option("--text", "-t", "text", default=None,
               help="The question or words to search for (or give them after NAME, quoted or not).")
-@click.option("--k", "-k", "k", type=int, default=None, help="How many passages to return (default KX_DEFAULT_K, "
-              "clamped to KX_MAX_K).")
+@click.option("--k", "-k", "k", type=int, default=None, help=f"How many passages to return (default {ENV.default_k}, "
+              f"clamped to {ENV.max_k}).")
 @click.option("--mode", type=click.Choice(list(RetrievalMode), case_sensitive=False), default=None,
-              help="Retrievers to use (default KX_DEFAULT_MODE): hybrid fuses dense and sparse.")
+              help=f"Retrievers to use (default {ENV.default_mode}): hybrid fuses dense and sparse.")
 @click.option("--rerank", type=click.Choice(["on", "off"], case_sensitive=False), default=None,
-              help="MMR pass that keeps near-duplicates apart (default KX_RERANK).")
+              help=f"MMR pass that keeps near-duplicates apart (default {ENV.rerank}).")
 @click.option("--where", "where", multiple=True, metavar="KIND:VALUE",
               help="Only passages that match (repeatable; all must hold, two of one kind: either): name:GLOB "
                    "(name or source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD, pages:1-10, "
@@ -408,7 +408,7 @@ def _print_followed(console: RichConsole, events: list[Retired | Renamed]) -> No
               help="latest (default): each document's current version; all: superseded and retired ones too.")
 @click.option("--expand/--no-expand", "expand", default=None,
               help="Expand the query from a first pass's top passages (RM3 terms for sparse, a Rocchio vector "
-                   "for dense) and search again; the added terms are shown (default KX_QUERY_EXPANSION, off).")
+                   f"for dense) and search again; the added terms are shown (default {ENV.query_expansion}, off).")
 @click.option("--raw", is_flag=True, help="Show each passage's stored text as it is (Markdown marks kept).")
 @click.option("--json", "as_json", is_flag=True, help="Print every field of every hit as JSON.")
 @click.pass_context
