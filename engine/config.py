@@ -295,16 +295,14 @@ ENV = SimpleNamespace(**{spec.name: spec.env for spec in SPECS})
 AREAS = ("engine", "extract", "gateway", "milvus", "agent")
 
 
-def option_help(doc: Doc | None, server: bool = False) -> str | None:
-    """A query option's description (engine/records.py QueryOptions) as a door shows it: its text, then the
-    setting its absent value comes from, by that setting's own environment name ("(default KX_DEFAULT_K)");
-    `server`: said by a door whose default is the serving side's (a gateway, `kx mcp`)."""
+def option_help(doc: Doc | None) -> str | None:
+    """A query option's description (engine/records.py QueryOptions) as every door shows it: its text, a
+    setting it names ({max_k}) by that setting's environment name, then the setting its absent value comes
+    from ("; default KX_DEFAULT_K.")."""
     if doc is None:
         return None
-    if doc.default is None:
-        return doc.text
-    owner = "the server's " if server else ""
-    return f"{doc.text.removesuffix('.')}; default {owner}{SPEC_BY_NAME[doc.default].env}."
+    text = doc.text.format_map(vars(ENV))
+    return text if doc.default is None else f"{text.removesuffix('.')}; default {getattr(ENV, doc.default)}."
 
 
 def settings_table() -> str:

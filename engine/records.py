@@ -19,7 +19,8 @@ def chunk_label(index: int, count: int) -> str:
 @dataclass(frozen=True)
 class Doc:
     """A field's one description, in `Annotated[type, Doc(...)]`: every door that documents the field shows it
-    (the gateway's OpenAPI and so the TypeScript SDK's types, MCP's `search` schema, the CLI's --help).
+    (the gateway's OpenAPI and so the TypeScript SDK's types, MCP's `search` schema, the CLI's --help). A
+    query option's text names a setting as {its_field} (config.option_help writes its environment name).
 
     `default`: the setting (a `Settings` field) an absent query option takes, named by each door from the
     settings' own declaration. `programs_only`: an option no person or model types (a pre-computed vector),
@@ -53,22 +54,22 @@ class QueryOptions(TypedDict, total=False):
     vector: Annotated[Sequence[float] | Any, Doc(
         "A pre-computed query embedding (searches dense; with text, it stands in for the text's own).",
         programs_only=True)]
-    k: Annotated[int | None, Doc("How many passages to return (clamped to the operator's KX_MAX_K).",
+    k: Annotated[int | None, Doc("How many passages to return (clamped to the operator's {max_k}).",
                                  default="default_k")]
     mode: Annotated[RetrievalMode | str | None, Doc(
         "Which retrievers answer: hybrid (meaning and exact words fused), dense (meaning) or sparse (BM25: "
         "exact words, names, codes).", default="default_mode")]
     rerank: Annotated[bool | None, Doc("The MMR pass that keeps near-duplicate passages apart.", default="rerank")]
-    where: Annotated[Sequence[str] | None, Doc(
-        "Filters (engine/filters.py), all of which must hold (two of one kind: either): name:GLOB (document "
+    where: Annotated[Sequence[str] | None, Doc(  # engine/filters.py
+        "Filters, all of which must hold (two of one kind: either): name:GLOB (document "
         "name or source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD (a calendar day), pages:A-B "
         "(1 <= A <= B), ref:REF[,REF] (6 to 64 hex digits). Applied inside both retrievers, before fusion: k "
         "hits still come back when k matching passages exist.")]
     versions: Annotated[str | None, Doc(
         "latest (the default): each document's current version only; all: every stored version, superseded "
         "and retired ones too.")]
-    expand: Annotated[bool | None, Doc(
-        "Expand the query from a first pass's top passages (engine/expansion.py): RM3 terms for the sparse "
+    expand: Annotated[bool | None, Doc(  # engine/expansion.py
+        "Expand the query from a first pass's top passages: RM3 terms for the sparse "
         "list, a Rocchio-moved vector for the dense list; the added terms are in the answer.",
         default="query_expansion")]
 

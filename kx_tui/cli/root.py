@@ -22,6 +22,7 @@ from engine.errors import KxError, Status
 from engine.records import DocumentResult, DocumentStatus, IngestEvent, Notice, Progress, RetrievalMode
 
 from .context import CONTEXT_SETTINGS, backend_of, local_engine, parse_sets, settings_of
+from .query_options import engine_options, query_options
 from .stopping import GIVE_UP_SECONDS, Interrupted, release_early
 
 if TYPE_CHECKING:
@@ -394,27 +395,12 @@ def _print_followed(console: RichConsole, events: list[Retired | Renamed]) -> No
 @click.argument("question", nargs=-1)
 @click.option("--text", "-t", "text", default=None,
               help="The question or words to search for (or give them after NAME, quoted or not).")
-@click.option("--k", "-k", "k", type=int, default=None, help=f"How many passages to return (default {ENV.default_k}, "
-              f"clamped to {ENV.max_k}).")
-@click.option("--mode", type=click.Choice(list(RetrievalMode), case_sensitive=False), default=None,
-              help=f"Retrievers to use (default {ENV.default_mode}): hybrid fuses dense and sparse.")
-@click.option("--rerank", type=click.Choice(["on", "off"], case_sensitive=False), default=None,
-              help=f"MMR pass that keeps near-duplicates apart (default {ENV.rerank}).")
-@click.option("--where", "where", multiple=True, metavar="KIND:VALUE",
-              help="Only passages that match (repeatable; all must hold, two of one kind: either): name:GLOB "
-                   "(name or source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD, pages:1-10, "
-                   "ref:REF[,REF].")
-@click.option("--versions", type=click.Choice(["latest", "all"], case_sensitive=False), default=None,
-              help="latest (default): each document's current version; all: superseded and retired ones too.")
-@click.option("--expand/--no-expand", "expand", default=None,
-              help="Expand the query from a first pass's top passages (RM3 terms for sparse, a Rocchio vector "
-                   f"for dense) and search again; the added terms are shown (default {ENV.query_expansion}, off).")
+@query_options
 @click.option("--raw", is_flag=True, help="Show each passage's stored text as it is (Markdown marks kept).")
 @click.option("--json", "as_json", is_flag=True, help="Print every field of every hit as JSON.")
 @click.pass_context
-def query(ctx: click.Context, name: str, question: tuple[str, ...], text: str | None, k: int | None,
-          mode: str | None, rerank: str | None, where: tuple[str, ...], versions: str | None,
-          expand: bool | None, raw: bool, as_json: bool) -> None:
+def query(ctx: click.Context, name: str, question: tuple[str, ...], text: str | None, raw: bool, as_json: bool,
+          **given: Any) -> None:
     """Ask dataset NAME a QUESTION; print the passages that answer it, with provenance.
 
     \b
@@ -429,9 +415,8 @@ def query(ctx: click.Context, name: str, question: tuple[str, ...], text: str | 
         raise click.UsageError('missing the question: kx datasets query NAME "your question"')
     settings = settings_of(ctx)
     engine = backend_of(ctx, settings)
-    result = engine.query(name, text, k=k, mode=mode, rerank=None if rerank is None else rerank.lower() == "on",
-                          where=list(where) or None, versions=None if versions is None else versions.lower(),
-                          expand=expand)
+    options = engine_options(given)
+    result = engine.query(name, text, **options)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return
@@ -440,7 +425,8 @@ def query(ctx: click.Context, name: str, question: tuple[str, ...], text: str | 
     from ..render import Console, print_query
 
     # the dataset's own analyzer, named by its fingerprint: kx's stemming one, or Milvus's (also over a gateway)
-    print_query(Console(), result, highlighter(engine.dataset_summary(name).fingerprint, text), where=where,
+    print_query(Console(), result, highlighter(engine.dataset_summary(name).fingerprint, text),
+                where=options.get("where") or (),
                 raw=raw)
 
 

@@ -18,6 +18,32 @@ def test_query_options_are_run_querys_keywords() -> None:
     assert keywords == set(QueryOptions.__annotations__)
 
 
+def test_every_option_a_person_types_is_a_cli_option_with_the_declarations_help() -> None:
+    """kx datasets query's options are derived from QueryOptions (kx_tui/cli/query_options.py): each field but
+    a pre-computed vector is one, described by its one Doc, and reaches the engine by its own name."""
+    import click
+
+    from engine.config import option_help
+    from engine.records import described
+    from kx_tui.cli.query_options import _from_type, engine_options
+    from kx_tui.cli.root import query
+
+    options = {p.name: p for p in query.params if isinstance(p, click.Option)}
+    for name, (_, doc) in described(QueryOptions).items():
+        assert doc is not None, f"QueryOptions.{name} has no Doc"
+        if doc.programs_only:
+            assert name not in options
+            continue
+        assert options[name].help == option_help(doc) and options[name].default is None
+    assert engine_options({"k": 3, "mode": "SPARSE", "rerank": "Off", "where": ("type:pdf",), "versions": "all",
+                           "expand": False, "raw": True}) == {
+        "k": 3, "mode": "sparse", "rerank": False, "where": ["type:pdf"], "versions": "all", "expand": False}
+    assert engine_options({"k": None, "where": ()}) == {}  # unset: the settings decide
+    # a field added to QueryOptions becomes an option from its type alone
+    assert _from_type("min_score", float | None) == (("--min-score",), {"type": float})
+    assert _from_type("exact", bool | None) == (("--exact/--no-exact",), {})
+
+
 @pytest.mark.parametrize("backend", [Engine, MilvusBackend, KxClient])
 def test_every_backend_takes_the_options_and_nothing_else(backend: type) -> None:
     parameters = inspect.signature(backend.query).parameters

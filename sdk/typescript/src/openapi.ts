@@ -438,7 +438,7 @@ export interface components {
         QueryIn: {
             /**
              * Expand
-             * @description Expand the query from a first pass's top passages (engine/expansion.py): RM3 terms for the sparse list, a Rocchio-moved vector for the dense list; the added terms are in the answer; default KX_QUERY_EXPANSION.
+             * @description Expand the query from a first pass's top passages: RM3 terms for the sparse list, a Rocchio-moved vector for the dense list; the added terms are in the answer; default KX_QUERY_EXPANSION.
              */
             expand?: boolean | null;
             /**
@@ -467,7 +467,7 @@ export interface components {
             versions?: components["schemas"]["VersionView"] | null;
             /**
              * Where
-             * @description Filters (engine/filters.py), all of which must hold (two of one kind: either): name:GLOB (document name or source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD (a calendar day), pages:A-B (1 <= A <= B), ref:REF[,REF] (6 to 64 hex digits). Applied inside both retrievers, before fusion: k hits still come back when k matching passages exist.
+             * @description Filters, all of which must hold (two of one kind: either): name:GLOB (document name or source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD (a calendar day), pages:A-B (1 <= A <= B), ref:REF[,REF] (6 to 64 hex digits). Applied inside both retrievers, before fusion: k hits still come back when k matching passages exist.
              */
             where?: string[] | null;
         } & ({
