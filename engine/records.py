@@ -285,7 +285,9 @@ class Hit:
     """
 
     rank: Annotated[int, Doc("Its place in the answer, from 1.")]
-    score: Annotated[float, Doc("The mode's relevance: fused RRF (hybrid), cosine (dense) or BM25 (sparse).")]
+    score: Annotated[float, Doc(
+        "The mode's relevance: fused RRF (hybrid), cosine (dense; a passage of a document longer than 8 "
+        "passages less its long-document correction) or BM25 (sparse).")]
     text: str
     passage_ref: str
     document_ref: str

@@ -121,6 +121,7 @@ class DatasetSearcher:
         self._bm25 = (bm25_k1, bm25_b)
         self._bm25_scorer: TermScorer | None = None
         self._ref_of: dict[int, str] = {}
+        self._count_of: dict[int, int] = {}
         self.notes: list[str] = []  # said with every answer from these readers (e.g. indexes behind)
         self.retry_at: float | None = None  # opened with indexes that could not catch up: when to try again
         if not self._dense_trusted:
@@ -212,6 +213,17 @@ class DatasetSearcher:
                 raise damaged_catalogue(self.catalogue.path, f"passage {lost} is in the dataset's indexes but its "
                                                              "row is gone from the catalogue")
         return [ref_of.get(seq) for seq in keys]
+
+    def chunk_counts(self, keys: list[int]) -> list[int]:
+        """Each seq's document's passage count, read from the catalogue once per reader (1 for a seq with
+        no row: refs() says that row is lost)."""
+        count_of = self._count_of
+        missing = [seq for seq in keys if seq not in count_of]
+        if missing:
+            if len(count_of) > _REF_CACHE_LIMIT:
+                count_of.clear()
+            count_of.update(self.catalogue.chunk_counts_by_seq(missing))
+        return [count_of.get(seq, 1) for seq in keys]
 
     def dense_candidates(self, vector: np.ndarray, pool: int, only: PassageFilter | None = None) -> Candidates:
         if not self._dense_trusted:

@@ -215,6 +215,10 @@ class MilvusSearcher:
     def refs(self, keys: list[str]) -> list[str | None]:
         return list(keys)  # passages are keyed by their refs here
 
+    def chunk_counts(self, keys: list[str]) -> list[int]:
+        rows = self.passages(keys)
+        return [rows[key].chunk_count if key in rows else 1 for key in keys]
+
     def passages(self, seqs: list[str]) -> dict[str, PassageRow]:
         with self._rows_lock:
             rows = {ref: self._rows.get(ref) for ref in seqs}

@@ -152,6 +152,11 @@ class PassageReads(CatalogueFile):
             raise damaged_catalogue(self.path, f"passage {bad}'s ref {str(found[bad])[:80]!r} is not 64 hex digits")
         return found
 
+    def chunk_counts_by_seq(self, seqs: Sequence[int]) -> dict[int, int]:
+        """Each seq's document's passage count (dense's long-document correction, engine/ranking.py)."""
+        return {int(seq): int(count) for seq, count in
+                self._where_in("SELECT seq, chunk_count FROM passages", "seq", [int(s) for s in seqs])}
+
     def vectors_by_seq(self, seqs: Sequence[int], dimension: int) -> np.ndarray:
         """Stored unit vectors for `seqs`, in that order; a missing, non-finite or not unit-length one is
         DATA_LOSS (a flipped bit scored a passage -1.26e35 and it still ranked)."""
