@@ -79,6 +79,10 @@ class Searcher(Protocol):
         """Each key's passage ref (None for a key the catalogue no longer holds), in order."""
         ...
 
+    def longest_document(self) -> int:
+        """At least the most passages any document holds (a backend that does not count says sys.maxsize)."""
+        ...
+
     def chunk_counts(self, keys: list[Any]) -> list[int]:
         """Each key's document's passage count (engine/ranking.py's long-document correction), in order."""
         ...

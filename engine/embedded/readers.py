@@ -122,6 +122,7 @@ class DatasetSearcher:
         self._bm25_scorer: TermScorer | None = None
         self._ref_of: dict[int, str] = {}
         self._count_of: dict[int, int] = {}
+        self._longest: int | None = None
         self.notes: list[str] = []  # said with every answer from these readers (e.g. indexes behind)
         self.retry_at: float | None = None  # opened with indexes that could not catch up: when to try again
         if not self._dense_trusted:
@@ -213,6 +214,12 @@ class DatasetSearcher:
                 raise damaged_catalogue(self.catalogue.path, f"passage {lost} is in the dataset's indexes but its "
                                                              "row is gone from the catalogue")
         return [ref_of.get(seq) for seq in keys]
+
+    def longest_document(self) -> int:
+        """The most passages a document of this reader's catalogue holds, read once per reader."""
+        if self._longest is None:
+            self._longest = self.catalogue.longest_document()
+        return self._longest
 
     def chunk_counts(self, keys: list[int]) -> list[int]:
         """Each seq's document's passage count, read from the catalogue once per reader (1 for a seq with

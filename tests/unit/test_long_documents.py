@@ -27,6 +27,9 @@ class _Graph:
     def chunk_counts(self, keys):
         return [self.count[key] for key in keys]
 
+    def longest_document(self) -> int:
+        return max(self.count.values())
+
 
 def _penalty(n: int) -> float:
     n = max(n, LONG_DOCUMENT_PASSAGES)
@@ -35,8 +38,8 @@ def _penalty(n: int) -> float:
 
 def test_a_pile_of_short_documents_gets_the_graphs_own_answer() -> None:
     graph = _Graph([(key, 0.9 - key / 100, 1 + key % LONG_DOCUMENT_PASSAGES) for key in range(40)])
-    plain = graph.dense_candidates(None, 10)
     found = dense_list(graph, np.zeros(4), 10, None)
+    plain = graph.dense_candidates(None, 10)
     assert found.keys == plain.keys and np.array_equal(found.scores, plain.scores)
     assert graph.asked == [10, 10]  # never asked deeper
 
@@ -47,7 +50,7 @@ def test_a_books_chance_neighbour_no_longer_outranks_the_short_document_that_ans
     found = dense_list(graph, np.zeros(4), 2, None)
     assert found.keys == [2, 1]
     assert found.scores[0] == 0.5 and found.scores[1] == round(0.52 - _penalty(1000), 6)
-    assert graph.asked == [2, LONG_DOCUMENT_DEPTH * 2]
+    assert graph.asked == [LONG_DOCUMENT_DEPTH * 2]  # once, deeper
 
 
 def test_a_clearly_closer_passage_of_a_book_still_comes_first() -> None:

@@ -43,6 +43,10 @@ def text_of_bytes(data: bytes, media_type: str) -> str | None:
 class DocumentReads(CatalogueFile):
     """Reading documents (by ref or in ingest order), their bytes and text, and their passages."""
 
+    def longest_document(self) -> int:
+        """The most passages any document holds (0 for none)."""
+        return int(self._db.execute("SELECT COALESCE(MAX(passage_count), 0) FROM documents").fetchone()[0])
+
     def counts(self) -> tuple[int, int]:
         docs = self._db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
         passages = self._db.execute("SELECT COUNT(*) FROM passages").fetchone()[0]
