@@ -375,7 +375,7 @@ export interface components {
             rank: number;
             /**
              * Score
-             * @description The mode's relevance: fused RRF (hybrid), cosine (dense) or BM25 (sparse).
+             * @description The mode's relevance: fused RRF (hybrid), cosine (dense; a passage of a document longer than 8 passages less its long-document correction) or BM25 (sparse).
              */
             score: number;
             /**
