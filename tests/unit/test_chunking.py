@@ -212,6 +212,23 @@ def test_version_is_stable_string() -> None:
     assert CHUNKER_VERSION == "kx-chunker-1"
 
 
+def test_the_cut_is_pinned_to_the_version() -> None:
+    # Guarantee 1 made checkable: the spans kx-chunker-1 cuts from this text, as a digest. A change that
+    # moves any of them must bump CHUNKER_VERSION (stored datasets record it) and this digest together.
+    import hashlib
+
+    rng = random.Random(37)
+    vocab = ["lorem", "ipsum", "dolor", "sit", "amet", "日本", "café", "x" * 40, "Fig.", "(a)"]
+    seps = [" "] * 12 + [". ", "\n", "\n\n", "? ", "\r\n", ".\" "]
+    text = "".join(rng.choice(vocab) + rng.choice(seps) for _ in range(20_000))
+    digest = hashlib.sha256()
+    for size, overlap in ((1000, 200), (120, 30), (7, 3)):
+        for c in chunk_text(text, size, overlap):
+            digest.update(f"{c.start}:{c.end};".encode())
+    assert (CHUNKER_VERSION, digest.hexdigest()) == (
+        "kx-chunker-1", "147c879bcd48275d7d37da62b532e06e5ad8f1bd5bfc7bf407bc3bb2f4750c83")
+
+
 # One window (size 40, overlap 0: ends are searched in [20, 40]) holding a
 # paragraph break at 21, a line break at 27, a sentence end at 35 and a word
 # boundary at 35. Each test removes the strongest break and sees the next.
