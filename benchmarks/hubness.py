@@ -22,7 +22,11 @@ under each scoring (q: the query's unit vector, p: a passage's):
 - csls a:     q . p - a r(p), r(p) the passage's mean cosine to its own 10 nearest passages (CSLS-style local
               scaling; r would be stored at embed time); a 0.5 (CSLS's own) unless given;
 - docnorm a:  q . p - a q . c(d), c(d) the mean vector of the passage's document (per-document score
-              normalisation: a passage counts by how far it stands above its own document); a 0.5 unless given.
+              normalisation: a passage counts by how far it stands above its own document); a 0.5 unless given;
+- longdoc a:  q . p - a (sqrt(2 ln max(n, 8)) - sqrt(2 ln 8)), n the passages of p's document: engine/ranking.py's
+              long-document correction (shipped at LONG_DOCUMENT_PENALTY 0.05); a 0.05 unless given.
+
+`--sets pile` is qa.py's pile (both question sets over both sets' files).
 """
 
 from __future__ import annotations
@@ -36,8 +40,11 @@ from pathlib import Path
 import numpy as np
 from common import BENCH_DIR, DATA, ensure_dataset
 
+from engine.ranking import LONG_DOCUMENT_PASSAGES, LONG_DOCUMENT_PENALTY
+
 K = 10
-VARIANTS = ("plain", "centred", "centred 0.5", "csls", "csls 0.25", "docnorm", "docnorm 0.25")
+VARIANTS = ("plain", "centred", "centred 0.5", "csls", "csls 0.25", "docnorm", "docnorm 0.25", "longdoc",
+            "longdoc 0.1")
 
 
 def load_passages(engine, name: str) -> tuple[list[str], list[str], np.ndarray]:
@@ -75,6 +82,8 @@ class Scorings:
         np.add.at(centroids, self.doc_of, vectors)
         centroids /= np.bincount(self.doc_of, minlength=len(names))[:, None]
         self.centroids = centroids
+        sizes = np.maximum(np.bincount(self.doc_of, minlength=len(names)), LONG_DOCUMENT_PASSAGES)[self.doc_of]
+        self.draws = np.sqrt(2 * np.log(sizes)) - np.sqrt(2 * np.log(LONG_DOCUMENT_PASSAGES))
 
     @staticmethod
     def _local_scale(vectors: np.ndarray, block: int = 1024) -> np.ndarray:
@@ -99,6 +108,8 @@ class Scorings:
             return plain - float(strength or 0.5) * self.local[None, :]
         if kind == "docnorm":
             return plain - float(strength or 0.5) * (queries @ self.centroids.T)[:, self.doc_of]
+        if kind == "longdoc":
+            return plain - float(strength or LONG_DOCUMENT_PENALTY) * self.draws[None, :]
         raise ValueError(variant)
 
 
@@ -160,13 +171,13 @@ def beir_scores(scorings: Scorings, variant: str, queries: dict[str, np.ndarray]
 
 
 def measure(label: str) -> dict:
-    from qa import DEV_NAME, NAME, ensure_qa_dataset, question_sets
+    from qa import DEV_NAME, NAME, PILE_NAME, ensure_qa_dataset, question_sets
 
     from engine.evaluation import read_qrels, read_queries
 
-    if label in ("own", "dev"):
+    if label in ("own", "dev", "pile"):
         [(_, name, questions, doc_of)] = question_sets([label])
-        engine = ensure_qa_dataset(name=NAME if label == "own" else DEV_NAME)
+        engine = ensure_qa_dataset(name={"own": NAME, "dev": DEV_NAME, "pile": PILE_NAME}[label])
         query_vectors = engine.embedder().encode([q["question"] for q in questions])
     else:
         name = label
@@ -182,7 +193,7 @@ def measure(label: str) -> dict:
     out: dict = {"passages": len(docs)}
     for variant in VARIANTS:
         row = {**k_occurrence(scorings, variant), **query_hubs(scorings, variant, query_vectors, docs)}
-        if label in ("own", "dev"):
+        if label in ("own", "dev", "pile"):
             row.update(qa_scores(scorings, variant, query_vectors, questions, docs, texts, doc_of))
         else:
             row.update(beir_scores(scorings, variant, by_id, qrels, docs))
