@@ -6,7 +6,7 @@ The real gateway app (engine/server/gateway.py) over a real engine with the tiny
 deterministic embedder, in-process through ASGI; tests/schema_campaign.py
 holds the campaign and says what each count means. Exit 1 when any server
 error, schema-valid request rejected for its shape, nonconforming answer or
-refusal not shaped {code, message} was found. tests/e2e/test_gateway.py runs the
+refusal not shaped {code, message} was found. tests/test_gateway.py runs the
 same at 25 examples per operation.
 """
 

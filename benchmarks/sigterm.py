@@ -18,7 +18,7 @@ sends three SIGTERMs at once. Checks: exit within 10 s, code 0, a `stopped`
 line; every file reported ingested is in the catalogue once and whole,
 `PRAGMA integrity_check` ok; every `--restart-every`th round the same watch
 is run again and must take in the rest (every file once, both index
-watermarks at the top passage). tests/e2e/test_stopping.py runs one round per
+watermarks at the top passage). tests/test_stopping.py runs one round per
 moment.
 """
 

@@ -37,7 +37,7 @@ MAX_OFFSET = 2**53 - 1
 # The longest query text taken. The model reads a query's first 256 word pieces and sparse its
 # MAX_QUERY_TERMS rarest terms, but analysing the words and scoring the answer sentences grow with the
 # text: 2 million characters held a gateway worker for 21 s. 100,000 characters (a pasted chapter, which
-# tests/e2e/test_query.py keeps answerable) answer in about a second. The gateway's schema states it too.
+# tests/test_query.py keeps answerable) answer in about a second. The gateway's schema states it too.
 MAX_QUERY_CHARS = 100_000
 
 

@@ -308,7 +308,7 @@ def option_help(doc: Doc | None) -> str | None:
 def settings_table() -> str:
     """The README's settings table (Markdown), one row per setting in declaration order.
 
-    tests/unit/test_config.py checks the README holds exactly this; `python -m engine.config` prints it.
+    tests/test_config.py checks the README holds exactly this; `python -m engine.config` prints it.
     """
     rows = ["| area | setting | environment | default | meaning |", "|---|---|---|---|---|"]
     for spec in SPECS:

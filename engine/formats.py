@@ -15,7 +15,7 @@ a worker process. Everything else is read from here:
 
 Adding a format: a row here, its extractor (a module under engine/extract/),
 its detection by content in `detect_format` when its bytes say what it is,
-and tests (tests/unit/test_formats.py checks every kind in-process and
+and tests (tests/test_formats.py checks every kind in-process and
 through the gateway).
 
 Stdlib only and no parser: `kx datasets list` and `--help` import this.

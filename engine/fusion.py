@@ -320,7 +320,7 @@ def mmr(
     # then position in this order is the tie-breaker too.
     order = sorted(range(n), key=refs.__getitem__)
     # A few dozen floats: plain Python floats, the same IEEE operations as the float64 arrays they replace
-    # (numpy's per-call overhead cost more than the arithmetic); tests/unit/test_fusion.py holds mmr to the
+    # (numpy's per-call overhead cost more than the arithmetic); tests/test_fusion.py holds mmr to the
     # array version bit for bit.
     rel = [float(relevance[i]) for i in order]
     if not all(map(math.isfinite, rel)):
@@ -384,7 +384,7 @@ def _greedy_picks(order: list[int], rel_norm: list[float], floor: list[float], s
     ~30 elements (1.4 ms of a ~6 ms search). The same float operations in the same order on Python floats
     give the same bits: `round(x * 1e12) / 1e12` is np.round(x, 12) (multiply, round half to even,
     divide), `x ** SHARPNESS` calls the C pow numpy calls, and a strict `>` scan keeps the first maximum as
-    np.argmax does (the smallest ref among ties). tests/unit/test_fusion.py checks it against the array
+    np.argmax does (the smallest ref among ties). tests/test_fusion.py checks it against the array
     version on random pools.
     """
     n = len(order)

@@ -149,7 +149,7 @@ class LineageState:
 
         A reader reopened after a small commit takes this path: at 100k documents the whole rebuild and the
         maps derived from it cost a second, and they would grow with the corpus. The result is the state
-        `from_history` gives (tests/unit/test_lineage_incremental.py checks them equal on random histories);
+        `from_history` gives (tests/test_lineage_incremental.py checks them equal on random histories);
         this state is left as it was (a reader may still be answering from it).
         """
         if self._skipped or (not events and not documents):
@@ -393,7 +393,7 @@ class SimpleLineage:
 
     That is every dataset of files or records ingested once (a JSONL import of a million records
     included): `LineageState.from_history` over it gives exactly this (each document current at version
-    1, nothing hidden or shown renamed: tests/unit/test_lineage_simple.py), but builds a lineage per
+    1, nothing hidden or shown renamed: tests/test_lineage_simple.py), but builds a lineage per
     document to say so: 10 s and 1.1 GB for a cold query at a million one-passage documents.
     `marks`: the document and event seqs it was read up to (a reopen checks only the rows after them).
     """

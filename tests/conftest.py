@@ -19,7 +19,7 @@ _SLOW_FIXTURES = {"real_embedder", "handbook_home", "lite_server"}
 def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One ONNX export cache for the whole session: the export (seconds, through torch) is paid once.
 
-    Tests that exercise the cache itself (tests/e2e/test_onnx.py) use folders of their own.
+    Tests that exercise the cache itself (tests/test_onnx.py) use folders of their own.
     """
     return tmp_path_factory.mktemp("model-cache")
 
@@ -71,7 +71,7 @@ def handbook_home(tmp_path_factory: pytest.TempPathFactory, real_embedder) -> Pa
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--fuzz-examples", type=int, default=None,
-                     help="generated inputs per fuzz target in tests/e2e/test_fuzz.py (default 25, a fast slice; "
+                     help="generated inputs per fuzz target in tests/test_fuzz.py (default 25, a fast slice; "
                           "also KX_FUZZ_EXAMPLES). 2500 runs the full >= 10,000-input campaign.")
 
 

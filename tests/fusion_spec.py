@@ -1,5 +1,5 @@
 """The spec of Reciprocal Rank Fusion: the readable definition engine/fusion.py's `fuse` and `Pool.strengths`
-are held to, bit for bit (tests/unit/test_fusion.py, tests/unit/test_search_parity.py).
+are held to, bit for bit (tests/test_fusion.py, tests/test_search_parity.py).
 
 Ranked and Fused objects, dicts and exact fractions: slow, and plain to read. The engine runs the same ranking
 on arrays (engine/fusion.py); nothing in engine/ imports this module.

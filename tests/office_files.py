@@ -1,6 +1,5 @@
 """Office files written by the formats' own writers (python-pptx, XlsxWriter, odfpy, EbookLib) from known text,
-a minimal DOCX and hostile ones built by hand, for tests/unit/test_office_formats.py,
-tests/e2e/test_office_formats.py and tests/unit/test_formats.py."""
+a minimal DOCX and hostile ones built by hand, for tests/test_office_formats.py and tests/test_formats.py."""
 
 from __future__ import annotations
 

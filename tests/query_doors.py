@@ -1,5 +1,5 @@
 """Every query option through every door: one small dataset, and for each QueryOptions field a value that
-changes the answer (tests/e2e/test_query_doors.py for the CLI, the Python SDK, the gateway's HTTP and MCP;
+changes the answer (tests/test_query_doors.py for the CLI, the Python SDK, the gateway's HTTP and MCP;
 sdk/typescript/test/doors.test.mjs for the TypeScript SDK).
 
     python -m tests.query_doors KX_HOME    # builds the dataset there; prints the cases and their answers

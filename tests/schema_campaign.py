@@ -1,6 +1,6 @@
 """Schemathesis against the gateway: every operation, schema-valid requests, the checks that matter here.
 
-Shared by tests/e2e/test_gateway.py (a slice) and benchmarks/schemathesis_gateway.py
+Shared by tests/test_gateway.py (a slice) and benchmarks/schemathesis_gateway.py
 (>= 100 examples per operation). The app is the real gateway (engine/server/gateway.py)
 over a real engine with the tiny deterministic embedder, called in-process
 through ASGI. Two datasets exist ("fuzz": text, "vecs": two-dimensional

@@ -1,6 +1,6 @@
 """SIGTERM rounds for `kx serve`, `kx datasets ingest` and `kx datasets embed` (the watcher's are in sigterm_rounds.py).
 
-Shared by tests/e2e/test_stopping.py (one round of a few moments) and
+Shared by tests/test_stopping.py (one round of a few moments) and
 benchmarks/sigterm.py (`--commands serve,ingest,embed`). Each round: a fresh
 KX_HOME (a copy of a prepared template where the command needs a dataset
 with an embedding backlog), the real command as its own process, one SIGTERM

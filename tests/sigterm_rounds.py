@@ -1,6 +1,6 @@
 """One round of the SIGTERM campaign: a real `kx datasets watch`, one SIGTERM, a clean and bounded stop.
 
-Shared by tests/e2e/test_stopping.py (a few rounds) and benchmarks/sigterm.py
+Shared by tests/test_stopping.py (a few rounds) and benchmarks/sigterm.py
 (the 50-round campaign). A round: a fresh KX_HOME (the model's export cache
 shared), a folder of `files` Markdown files with text of their own, `kx
 datasets watch NAME DIR --json` started on it, one SIGTERM at the round's

@@ -1,6 +1,6 @@
 """kx's BM25 anchored on an independent implementation (bm25s), not only on whoosh's own search.
 
-tests/unit/test_bm25_parity.py holds the numpy scorer to whoosh scoring the same formula; both read the same
+tests/test_bm25_parity.py holds the numpy scorer to whoosh scoring the same formula; both read the same
 postings, so a mistake in the formula they share would pass there. bm25s computes BM25 from the tokens alone.
 Where the two differ by design, the comparison says so:
 - bm25s's "lucene" variant drops BM25's (k1 + 1) numerator factor (as Lucene 8 does); kx keeps it: kx's score

@@ -1,5 +1,4 @@
-"""The end-to-end half of tests/unit/test_completion_version.py (a model, processes or servers there):
-`kx --version` and `kx completion bash|zsh|fish`.
+"""`kx --version` and `kx completion bash|zsh|fish`.
 """
 
 from __future__ import annotations
@@ -7,11 +6,31 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
+from engine.version import __version__
+
 from .helpers import REPO, run_cli
-from .unit.test_completion_version import _complete  # noqa: F401 - helpers and fixtures
+
+
+def test_version_is_the_package_metadata() -> None:
+    result = run_cli("--version")
+    assert result.code == 0 and result.stdout == f"kx {__version__}\n"
+
+
+def test_completion_refuses_another_shell() -> None:
+    result = run_cli("completion", "tcsh")
+    assert result.code == 2 and "'tcsh' is not one of 'bash', 'zsh', 'fish'" in result.stderr
+
+
+def _complete(words: str, cword: int) -> list[str]:
+    env = {**os.environ, "_KX_COMPLETE": "bash_complete", "COMP_WORDS": words, "COMP_CWORD": str(cword),
+           "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-m", "kx_tui"], env=env, capture_output=True, text=True, timeout=120,
+                         cwd=REPO).stdout
+    return [line.split(",", 1)[1] for line in out.splitlines()]
 
 
 @pytest.mark.parametrize(("shell", "marker"), [("bash", "complete -F _kx_completion kx"),

@@ -1,8 +1,8 @@
 """The README's exit-code table, row by row, through the real CLI and the real model.
 
-Rows tested elsewhere, named in the table: the watcher's refused file (tests/e2e/test_watch.py
-test_cli_watch_json_lines_then_sigterm_exits_zero), a stop by Ctrl-C / SIGTERM (tests/e2e/test_stopping.py),
-one exit code per status (tests/e2e/test_cli_ingest.py test_command_errors_are_one_line_with_the_status_exit_code).
+Rows tested elsewhere, named in the table: the watcher's refused file (tests/test_watch.py
+test_cli_watch_json_lines_then_sigterm_exits_zero), a stop by Ctrl-C / SIGTERM (tests/test_stopping.py),
+one exit code per status (tests/test_cli_ingest.py test_command_errors_are_one_line_with_the_status_exit_code).
 """
 
 from __future__ import annotations

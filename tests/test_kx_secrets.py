@@ -22,8 +22,8 @@ from engine.watch.events import Ingested, Refused
 from engine.watch.watcher import FolderWatcher
 
 from .helpers import run_cli, serving
+from .test_mcp import call, text_of
 from .test_watch import EventLog
-from .unit.test_mcp import call, text_of
 
 
 def _policy(engine: Engine, *folders: Path) -> Policy:

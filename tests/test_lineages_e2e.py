@@ -7,7 +7,7 @@ hits from a corpus where the filtered passages are under 5 %, and a watched
 folder whose file is edited twice (newest only by default, all three with
 versions="all"), deleted (retired) and restored, then renamed (its lineage and
 version count carried over). The rebuild to int8 is the embedded backend's
-(tests/e2e/test_rebuild.py); Milvus refuses it, saying why (tests/e2e/test_milvus.py).
+(tests/test_rebuild.py); Milvus refuses it, saying why (tests/test_milvus.py).
 """
 
 from __future__ import annotations

@@ -172,7 +172,7 @@ def test_sigterm_stops_a_real_kx_mcp_http_with_a_call_in_flight_cleanly_and_in_t
     from engine import load_settings
 
     from .helpers import REPO
-    from .unit.test_mcp import _free_port
+    from .test_mcp import _free_port
 
     home = tmp_path / "home"
     engine = Engine(load_settings({"home": str(home), "embed_model": "none"}, env={}))

@@ -1,5 +1,5 @@
 """Messages that name the fix: an empty filtered answer names its filter, `kx info` says when the model is
-prepared (issue 41 item 5; the fingerprint refusals are in tests/e2e/test_rebuild.py and test_cli_ingest.py)."""
+prepared (issue 41 item 5; the fingerprint refusals are in tests/test_rebuild.py and test_cli_ingest.py)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The wire is tested against a real HTTP server on loopback whose answers are scripted per request (a 429, a
 503, a wrong shape) and whose vectors come from the tiny deterministic embedder; the real model served by a
-real server is tests/e2e/test_served_model.py's.
+real server is tests/test_served_model.py's.
 """
 
 from __future__ import annotations

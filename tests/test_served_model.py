@@ -3,7 +3,7 @@ the bundled model on ONNX Runtime) in real processes on loopback, and kx's CLI p
 
 Every stored vector is checked against the bundled model run here on the passage's own text, so a backlog
 resumed after a crash, or split between two servers, is shown to hold each passage's own vector exactly once.
-tests/e2e/test_infinity.py does the same against infinity where it is installed.
+tests/test_infinity.py does the same against infinity where it is installed.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ def test_terminal_safe_keeps_text_and_layout() -> None:
 @pytest.fixture
 def stored(monkeypatch: pytest.MonkeyPatch, kx_home: Path, tmp_path: Path) -> Path:
     """Datasets 'esc' and 'esc2' (files whose text holds escapes: a name holding them is refused at ingest,
-    tests/unit/test_failure_statuses.py), the real CLI over the tiny embedder; returns the folder holding
+    tests/test_failure_statuses.py), the real CLI over the tiny embedder; returns the folder holding
     the first file."""
     import engine.embedding.embedders
 

@@ -81,7 +81,7 @@ async def test_an_empty_goal_is_a_warning_not_a_run(engine: Engine) -> None:
 
 
 # what a terminal obeys rather than shows: C0 but newline and tab, DEL, C1, the bidi overrides and isolates
-# (the same class as tests/unit/test_terminal_safe.py's)
+# (the same class as tests/test_terminal_safe.py's)
 OBEYED = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 

@@ -1,15 +1,60 @@
-"""The end-to-end half of tests/unit/test_tui_scripts.py (a model, processes or servers there):
-The commands as scripts meet them: tables that fit a terminal by leaving columns out and print every value
+"""The commands as scripts meet them: tables that fit a terminal by leaving columns out and print every value
+whole into a pipe; the question after the dataset's name; extraction notes in ingest results.
 """
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import pytest
+from rich.console import Console
+
+from engine.records import DocumentSummary
+from kx_tui.render import fit_columns, print_documents
 
 from .helpers import run_cli
+
+LONG = "guide/installation/index-of-every-supported-platform-and-its-quirks"
+
+
+def _documents() -> list[DocumentSummary]:
+    return [DocumentSummary(ref="a" * 64, name=LONG, source_path=f"/srv/docs/{LONG}.md", media_type="text/markdown",
+                            size=12_345, passages=7, ingested_at=1_700_000_000.0, title=None, pages=None),
+            DocumentSummary(ref="b" * 64, name="faq", source_path="/srv/docs/faq.md", media_type="text/markdown",
+                            size=800, passages=1, ingested_at=1_700_000_000.0, title=None, pages=None)]
+
+
+def _printed(terminal: bool, width: int) -> str:
+    out = io.StringIO()
+    console = Console(file=out, width=width, force_terminal=terminal, color_system=None, highlight=False)
+    print_documents(console, "docs", _documents(), 0, 2)
+    return out.getvalue()
+
+
+def test_off_a_terminal_every_value_is_printed_whole() -> None:
+    text = _printed(terminal=False, width=80)
+    assert LONG in text and f"/srv/docs/{LONG}.md" in text and "…" not in text
+    header = text.splitlines()[0].split()
+    assert header == ["name", "pages", "passages", "size", "type", "ingested", "source"]
+    assert all(line == line.rstrip() for line in text.splitlines())   # no padding after the last column
+
+
+def test_on_a_narrow_terminal_columns_are_left_out_not_names_cut() -> None:
+    text = _printed(terminal=True, width=80)
+    lines = text.splitlines()
+    assert LONG in text and "…" not in text
+    assert all(len(line.rstrip()) <= 80 for line in lines), lines
+    assert "source" not in lines[0] and "passages" in lines[0]
+    assert "left out to fit 80 columns" in text and "source" in text.split("left out")[0].splitlines()[-1]
+
+
+def test_fit_columns_keeps_the_first_and_skips_what_does_not_fit() -> None:
+    widths = {"name": 30, "title": 40, "pages": 5, "size": 6}
+    assert fit_columns(widths, ["name", "title", "pages", "size"], 50, gap=2) == ["name", "pages", "size"]
+    assert fit_columns(widths, ["name", "title"], 10, gap=2) == ["name"]       # the first whatever the width
+    assert fit_columns(widths, ["size", "name"], 200, gap=2) == ["name", "size"]  # in the table's order
 
 
 @pytest.mark.slow

@@ -4,8 +4,8 @@ Every screen (main, compare, documents, document, detail, agent, help) at
 three terminal sizes: 80x24, 120x36 and 200x50; the watch panel at 80x24.
 
 Regenerate after an intended UI change with
-    python -m pytest tests/e2e/test_tui_snapshots.py --snapshot-update
-and review the SVGs under tests/e2e/__snapshots__/test_tui_snapshots/.
+    python -m pytest tests/test_tui_snapshots.py --snapshot-update
+and review the SVGs under tests/__snapshots__/test_tui_snapshots/.
 
 One document is a paged report (its extraction injected, with two pages and
 a heading path), so the hit list and the passage view show "p. 2 · ...".

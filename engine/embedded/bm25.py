@@ -48,8 +48,8 @@ class Bm25Scorer:
     postings lists a query needs and scoring them as arrays costs a few ms.
     Scores are BM25 with the Robertson/Lucene IDF, ln(1 + (N - n + 0.5) / (n + 0.5)),
     over whoosh's own (quantised) field lengths; tests check parity against
-    whoosh's own search with the same statistics (tests/unit/test_bm25_parity.py)
-    and against an independent BM25, bm25s (tests/unit/test_bm25_anchor.py).
+    whoosh's own search with the same statistics (tests/test_bm25_parity.py)
+    and against an independent BM25, bm25s (tests/test_bm25_anchor.py).
 
     The statistics come from the passages that count, never from whoosh's merge state: N is how many
     passages the index holds that are neither deleted (a re-index's leftovers) nor `hidden` (superseded

@@ -1,7 +1,7 @@
 """What a keyword index's sidecar claims, read without loading the index.
 
 `kx datasets list` shows how many passages wait for the keyword index; it must stay a command
-that needs no model and imports neither numpy nor whoosh (tests/e2e/test_import_hygiene.py), so
+that needs no model and imports neither numpy nor whoosh (tests/test_import_hygiene.py), so
 the sidecar's claim is read here, apart from engine/embedded/sparse.py and its numpy scorer.
 """
 

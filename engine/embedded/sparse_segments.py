@@ -4,7 +4,7 @@ a term's postings from the term table and postings file, decoded as numpy arrays
 The sparse index's storage side (engine/embedded/sparse.py writes it; engine/embedded/bm25.py scores over
 what is read here). Everything here reaches into whoosh's W3 codec, so each reader checks the shapes it
 knows and answers None for anything else; the caller then asks whoosh itself.
-tests/unit/test_bm25_parity.py holds every reader to whoosh's own answers.
+tests/test_bm25_parity.py holds every reader to whoosh's own answers.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def stored_seqs(reader, total: int) -> np.ndarray | None:
     whoosh writes the column as big-endian unsigned 64-bit values (unsigned integers are their own
     sortable form) and leaves documents past its end at the field's default; a document without a seq
     does not exist in kx's indexes, so a default value there means the column cannot be trusted.
-    tests/unit/test_bm25_parity.py checks it against the stored fields.
+    tests/test_bm25_parity.py checks it against the stored fields.
     """
     from whoosh.columns import NumericColumn
 
@@ -76,7 +76,7 @@ def field_lengths(reader, field: str, total: int) -> np.ndarray | None:
     whoosh keeps one length byte per document in each segment's column file; asking for them one document
     at a time is a Python call each (seconds at a million passages, on every reopen). This reads each
     segment's bytes in one go and maps them through whoosh's own byte-to-length table (a zero byte, a
-    document without the field, counts 0). tests/unit/test_bm25_parity.py checks it against the walk.
+    document without the field, counts 0). tests/test_bm25_parity.py checks it against the walk.
     """
     from whoosh.codec.whoosh3 import LENGTHS_COLUMN, _lenfield
     from whoosh.columns import NumericColumn
@@ -114,7 +114,7 @@ class SegmentTerms:
     its words spent most of its sparse time there (BENCHMARKS.md, round 3 session 7). This reaches into
     whoosh's W3 codec, so it is used only for the reader shapes checked in `of`; anything else gets None
     and the scorer asks whoosh. Deleted documents stay in the postings, as whoosh keeps them there (and
-    counts them in a term's document frequency): Bm25Scorer masks them. tests/unit/test_bm25_parity.py
+    counts them in a term's document frequency): Bm25Scorer masks them. tests/test_bm25_parity.py
     holds every term of several indexes to whoosh's own postings and frequencies.
     """
 

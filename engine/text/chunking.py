@@ -3,7 +3,7 @@
 `chunk_text(text, size, overlap)` returns `Chunk`s; `size` and `overlap` are
 counted in characters (Python `str` code points), and so are the offsets.
 
-Guarantees (each one is covered by tests/unit/test_chunking.py):
+Guarantees (each one is covered by tests/test_chunking.py):
 
 1. Pure and deterministic: the same input always gives the same chunks. Any
    change that could alter the output for some input must bump

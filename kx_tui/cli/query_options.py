@@ -4,7 +4,7 @@ Each option a person types (not a pre-computed vector) becomes a click option wi
 description; `CLI_FORMS` names the few that read better in a shell's own spelling than in their Python
 type's (`--rerank on|off`, `-k`, a mode or a view chosen from its values). An option added to QueryOptions
 becomes a click option from its type (a bool a `--x/--no-x` flag, a list a repeatable option) with no line
-here, and tests/unit/test_query_options.py holds every field to an option.
+here, and tests/test_query_options.py holds every field to an option.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from engine.watch.events import Renamed, Retired, WatchEvent
 
 # Imported inside the commands that use them, so a command pays only for its own modules: `kx datasets list
-# --json` never loads rich, a query never loads the watcher or the gateway (tests/e2e/test_import_hygiene.py).
+# --json` never loads rich, a query never loads the watcher or the gateway (tests/test_import_hygiene.py).
 
 EXIT_INTERNAL = Status.INTERNAL.exit_code
 # Commands that handle Ctrl-C and SIGTERM themselves (a StopSignals block): a stop that came while kx started
@@ -46,7 +46,7 @@ class _LazyGroup(click.Group):
     """A click group whose commands in other modules are imported when one of them runs, not before.
 
     `lazy` maps a command's name to ("module:attribute", its one-line help); the help is what `kx --help`
-    lists without importing the module (tests/e2e/test_import_hygiene.py checks it matches the command's own).
+    lists without importing the module (tests/test_import_hygiene.py checks it matches the command's own).
     """
 
     def __init__(self, *args: Any, lazy: dict[str, tuple[str, str]] | None = None, **kwargs: Any) -> None:

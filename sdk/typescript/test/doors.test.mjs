@@ -1,7 +1,7 @@
 // Every query option through the TypeScript door (issue 42): tests/query_doors.py builds one small dataset
 // in the gateway's KX_HOME with the in-process engine and prints, for each QueryOptions field, a value that
 // changes the answer and what the engine answered; queryDataset must answer each the same.
-// (The CLI, the Python SDK, the gateway's HTTP and MCP are held to the same cases by tests/e2e/test_query_doors.py.)
+// (The CLI, the Python SDK, the gateway's HTTP and MCP are held to the same cases by tests/test_query_doors.py.)
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { join } from "node:path";

@@ -14,7 +14,7 @@ import pytest
 
 from engine.text.chunking import chunk_text
 
-from ..helpers import REPO, needs_shared
+from .helpers import REPO, needs_shared
 
 
 @pytest.fixture

@@ -21,8 +21,8 @@ from engine.formats import ACCEPTED, FORMATS, MARKDOWN, SUFFIX_MEDIA, TEXT, TYPE
 from engine.server.schema import WHERE_PATTERN
 from engine.text.inputs import DocumentInput, from_bytes, from_file
 
-from .. import office_files, scans
-from ..helpers import HashEmbedder, serving
+from . import office_files, scans
+from .helpers import HashEmbedder, serving
 
 
 def test_each_media_type_suffix_and_kind_is_declared_once() -> None:

@@ -1,1 +1,0 @@
-"""Unit tests: no embedding model, no processes, no servers: `python -m pytest tests/unit`."""
