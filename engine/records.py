@@ -423,17 +423,17 @@ class QueryResult(Sequence[Hit]):
     query: str | None
     mode: RetrievalMode
     rerank: bool
-    k: int                         # hits asked for, after clamping
+    k: Annotated[int, Doc("Hits asked for, after clamping to the operator's maximum.")]
     requested_k: int
     hits: list[Hit]
     notes: list[str] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
-    # The share of the dataset's passages that dense search covered: below 1 while the embedding stage
-    # of an ingest is still working through the backlog (sparse always covers every committed passage).
-    dense_coverage: float = 1.0
-    # With --expand (engine/expansion.py): the terms the first pass's top passages added to the sparse query,
-    # best first ([] when none was added); None when the query was not expanded.
-    expanded_terms: list[str] | None = None
+    dense_coverage: Annotated[float, Doc(
+        "Share of the dataset's passages dense search covered: below 1 while an ingest's embedding stage is "
+        "still working through its backlog (sparse covers every committed passage).")] = 1.0
+    expanded_terms: Annotated[list[str] | None, Doc(  # engine/expansion.py
+        "With expand: the terms the first pass's top passages added to the sparse query, best first ([] when "
+        "none was added); null when the query was not expanded.")] = None
 
     @property
     def clamped(self) -> bool:

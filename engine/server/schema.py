@@ -15,7 +15,7 @@ from ..config import ENV, option_help
 from ..filters import OCR_TYPE
 from ..formats import TYPE_KINDS
 from ..names import NAME_PATTERN, NAME_RULE
-from ..records import Hit, QueryOptions, RetrievalMode, VersionView, described
+from ..records import Hit, QueryOptions, QueryResult, RetrievalMode, VersionView, described
 from ..text.inputs import MAX_NAME_CHARS, UNSHOWABLE_CLASS
 
 _NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
@@ -144,21 +144,25 @@ def _option_fields() -> dict[str, Any]:
     return fields
 
 
-def _hit_fields() -> dict[str, Any]:
-    """HitOut's fields: every Hit field as `Hit.to_dict()` sends it (always: each is required), with its
-    Doc, and the `chunk` label that to_dict adds."""
-    fields: dict[str, Any] = {"chunk": (str, Field(description='"[chunk i/N]"'))}
-    for name, (kind, doc) in described(Hit).items():
-        fields[name] = (kind, Field(description=doc.text if doc else None))
-    return fields
+def _answer_fields(record: type, added: dict[str, Any]) -> dict[str, Any]:
+    """An answer's fields: every field of `record` (a dataclass) as its `to_dict()` sends it (always: each is
+    required), described by its Doc, and `added`, what to_dict adds or sends in another form."""
+    fields: dict[str, Any] = {name: (kind, Field(description=doc.text if doc else None))
+                              for name, (kind, doc) in described(record).items()}
+    return {**fields, **added}
 
 
 if TYPE_CHECKING:  # the fields below are made at run time; to a type checker, the bodies as declared
     QueryIn = _QueryText
-    HitOut = BaseModel
+    HitOut = QueryOut = BaseModel
 else:
     QueryIn = create_model("QueryIn", __base__=_QueryText, __doc__=_QueryText.__doc__, **_option_fields())
-    HitOut = create_model("HitOut", __doc__=Hit.__doc__.split("\n")[0], **_hit_fields())
+    HitOut = create_model("HitOut", __doc__=Hit.__doc__.split("\n")[0], **_answer_fields(Hit, {
+        "chunk": (str, Field(description='"[chunk i/N]"'))}))
+    QueryOut = create_model("QueryOut", __doc__="A query's answer: its hits, and how it was asked and answered.",
+                            **_answer_fields(QueryResult, {
+                                "clamped": (bool, Field(description="Whether k was clamped (k < requested_k).")),
+                                "hits": (list[HitOut], ...)}))
 
 
 class AgentRunIn(_Body):
@@ -177,26 +181,6 @@ class ErrorOut(BaseModel):
     results: list[dict[str, Any]] | None = Field(
         None, description="Only when an ingest stored nothing because every document was refused: each "
                           "document's result (name, status 'refused', code, reason), as a 200's results.")
-
-
-class QueryOut(BaseModel):
-    dataset: str
-    query: str | None
-    mode: str
-    rerank: bool
-    k: int
-    requested_k: int
-    clamped: bool
-    notes: list[str]
-    timings_ms: dict[str, float]
-    dense_coverage: float = Field(
-        default=1.0, ge=0.0, le=1.0,
-        description="Share of the dataset's passages dense search covered: below 1 while an ingest's embedding "
-                    "stage is still working through its backlog (sparse covers every committed passage).")
-    expanded_terms: list[str] | None = Field(
-        default=None, description="With expand: the terms the first pass's top passages added to the sparse "
-                                  "query, best first; null when the query was not expanded.")
-    hits: list[HitOut]
 
 
 class DocumentTextOut(BaseModel):

@@ -478,29 +478,36 @@ export interface components {
             text?: null;
             vector: unknown[];
         });
-        /** QueryOut */
+        /**
+         * QueryOut
+         * @description A query's answer: its hits, and how it was asked and answered.
+         */
         QueryOut: {
-            /** Clamped */
+            /**
+             * Clamped
+             * @description Whether k was clamped (k < requested_k).
+             */
             clamped: boolean;
             /** Dataset */
             dataset: string;
             /**
              * Dense Coverage
              * @description Share of the dataset's passages dense search covered: below 1 while an ingest's embedding stage is still working through its backlog (sparse covers every committed passage).
-             * @default 1
              */
             dense_coverage: number;
             /**
              * Expanded Terms
-             * @description With expand: the terms the first pass's top passages added to the sparse query, best first; null when the query was not expanded.
+             * @description With expand: the terms the first pass's top passages added to the sparse query, best first ([] when none was added); null when the query was not expanded.
              */
-            expanded_terms?: string[] | null;
+            expanded_terms: string[] | null;
             /** Hits */
             hits: components["schemas"]["HitOut"][];
-            /** K */
+            /**
+             * K
+             * @description Hits asked for, after clamping to the operator's maximum.
+             */
             k: number;
-            /** Mode */
-            mode: string;
+            mode: components["schemas"]["RetrievalMode"];
             /** Notes */
             notes: string[];
             /** Query */
