@@ -61,10 +61,10 @@ class QueryOptions(TypedDict, total=False):
         "exact words, names, codes).", default="default_mode")]
     rerank: Annotated[bool | None, Doc("The MMR pass that keeps near-duplicate passages apart.", default="rerank")]
     where: Annotated[Sequence[str] | None, Doc(  # engine/filters.py
-        "Filters, all of which must hold (two of one kind: either): name:GLOB (document "
-        "name or source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD (a calendar day), pages:A-B "
-        "(1 <= A <= B), ref:REF[,REF] (6 to 64 hex digits). Applied inside both retrievers, before fusion: k "
-        "hits still come back when k matching passages exist.")]
+        "Filters, all of which must hold (two of one kind: either): name:GLOB (document name or source path), "
+        "type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD (a calendar day), pages:A-B (1 <= A <= B), "
+        "ref:REF[,REF] (6 to 64 hex digits), ocr:yes or ocr:no (not both). Applied inside both retrievers, "
+        "before fusion: k hits still come back when k matching passages exist.")]
     versions: Annotated[str | None, Doc(
         "latest (the default): each document's current version only; all: every stored version, superseded "
         "and retired ones too.")]

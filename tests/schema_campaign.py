@@ -42,7 +42,8 @@ _STATE_MARKERS = ("dimensions but dataset", "dimensional vectors but", "differen
 # what a document's bytes hold (empty, not UTF-8, not the PDF they claim): each such document is refused alone,
 # and an ingest that stores nothing because every one was answers that refusal (engine/server/gateway.py).
 _INEXPRESSIBLE_MARKERS = ("all of one length", "must be a calendar day", "1 <= A <= B", "every document was refused",
-                         "are both named")  # two documents of one name in one request: JSON Schema cannot say it
+                         "are both named",  # two documents of one name in one request: JSON Schema cannot say it
+                         "both read by OCR and not")  # where: ocr:yes beside ocr:no
 
 
 @dataclass

@@ -63,10 +63,10 @@ def typed_options() -> dict[str, Any]:
 
 def query_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Decorate a click command with one option per typed QueryOptions field (all default None: unset)."""
+    docs = {name: doc for name, (_, doc) in described(QueryOptions).items()}
     for name, kind in reversed(typed_options().items()):  # click lists options in decorator order
         flags, keywords = CLI_FORMS.get(name) or _from_type(name, kind)
-        _, doc = described(QueryOptions)[name]
-        command = click.option(*flags, name, default=None, help=option_help(doc), **keywords)(command)
+        command = click.option(*flags, name, default=None, help=option_help(docs[name]), **keywords)(command)
     return command
 
 

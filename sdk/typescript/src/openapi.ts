@@ -467,7 +467,7 @@ export interface components {
             versions?: components["schemas"]["VersionView"] | null;
             /**
              * Where
-             * @description Filters, all of which must hold (two of one kind: either): name:GLOB (document name or source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD (a calendar day), pages:A-B (1 <= A <= B), ref:REF[,REF] (6 to 64 hex digits). Applied inside both retrievers, before fusion: k hits still come back when k matching passages exist.
+             * @description Filters, all of which must hold (two of one kind: either): name:GLOB (document name or source path), type:pdf, after:YYYY-MM-DD, before:YYYY-MM-DD (a calendar day), pages:A-B (1 <= A <= B), ref:REF[,REF] (6 to 64 hex digits), ocr:yes or ocr:no (not both). Applied inside both retrievers, before fusion: k hits still come back when k matching passages exist.
              */
             where?: string[] | null;
         } & ({
