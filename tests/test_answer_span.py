@@ -182,7 +182,7 @@ def test_sentence_vectors_found_range_by_range_are_the_ones_placed_by_position(t
 
 @pytest.mark.slow
 def test_every_hit_of_a_real_query_carries_its_answering_sentence(handbook_home: Path, real_embedder) -> None:
-    from engine.server.client import _query_result
+    from engine.records import QueryResult
 
     engine = Engine(load_settings({"home": str(handbook_home)}, env={}), embedder=real_embedder)
     result = engine.query("handbook", "how many days do card refunds take to appear", k=5)
@@ -198,6 +198,6 @@ def test_every_hit_of_a_real_query_carries_its_answering_sentence(handbook_home:
     assert record["hits"][0]["answer_span"] == [start, end]
     import json
 
-    again = _query_result(json.loads(json.dumps(record)))
+    again = QueryResult.from_dict(json.loads(json.dumps(record)))
     assert again.hits[0].answer_span == (start, end)
     engine.close()

@@ -296,7 +296,7 @@ def test_the_watcher_finishes_a_backlog_at_start_even_with_an_empty_folder(hash_
 def test_the_backlog_and_coverage_come_through_the_gateway_and_the_sdk(hash_engine: Engine) -> None:
     from fastapi.testclient import TestClient
 
-    from engine.server.client import _query_result
+    from engine.records import QueryResult
     from engine.server.gateway import create_app
 
     _stopped_ingest(hash_engine, "hb", HANDBOOK)
@@ -306,7 +306,7 @@ def test_the_backlog_and_coverage_come_through_the_gateway_and_the_sdk(hash_engi
         listed = client.get("/v1/datasets", headers=auth).json()["datasets"]
         assert listed[0]["backlog"] == 4
         answer = client.post("/v1/datasets/hb/query", json={"text": "damaged logger refund"}, headers=auth).json()
-        assert answer["dense_coverage"] == 0.0 and _query_result(answer).dense_coverage == 0.0
+        assert answer["dense_coverage"] == 0.0 and QueryResult.from_dict(answer).dense_coverage == 0.0
         documents = client.get("/v1/datasets/hb/documents", headers=auth).json()["documents"]
         assert all(d["backlog"] == 1 for d in documents)
         embedded = client.post("/v1/datasets/hb/embed", headers=auth).json()
