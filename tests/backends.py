@@ -25,19 +25,13 @@ import pytest
 
 from engine import load_settings
 
-from .helpers import HashEmbedder
+from .helpers import HashEmbedder, free_port
 
 CLUSTER_URI = os.environ.get("KX_TEST_MILVUS_URI", "")   # read at import: the autouse fixture clears KX_*
 CLUSTER_TOKEN = os.environ.get("KX_TEST_MILVUS_TOKEN", "")
 KINDS = ["embedded", "milvus-lite", "milvus-server"] + (["milvus-cluster"] if CLUSTER_URI else [])
 MILVUS_KINDS = [k for k in KINDS if k != "embedded"]
 SMALL = {"chunk_size": 200, "chunk_overlap": 40}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

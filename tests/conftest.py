@@ -7,7 +7,7 @@ import pytest
 
 from engine import Engine, load_settings
 
-from .helpers import HashEmbedder
+from .helpers import small_engine
 
 # Fixtures that make any test using them slow, wherever it lives: the real model (its load, and the export
 # into the session cache on a cold run) and a `milvus-lite server` process. Marked here, so a new test that
@@ -42,7 +42,7 @@ def kx_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_cache: Path) 
 @pytest.fixture
 def hash_engine(kx_home: Path) -> Engine:
     """An engine with the tiny deterministic embedder, for plumbing tests."""
-    return Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
+    return small_engine()
 
 
 @pytest.fixture(scope="session")

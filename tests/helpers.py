@@ -16,11 +16,12 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import pytest
 
+from engine import Engine, KxError, load_settings
 from engine.embedding.cards import ModelCard
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,6 +69,107 @@ class HashEmbedder:
         if progress:
             progress(len(texts))
         return out
+
+
+class BlockingEmbedder(HashEmbedder):
+    """HashEmbedder whose every encode waits until the test calls `release()` (a model still loading)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.released = threading.Event()
+        self.waiting = threading.Event()   # set once something is stuck in encode
+
+    def release(self) -> None:
+        self.released.set()
+
+    def encode(self, texts: Sequence[str], batch_size: int = 32, progress=None) -> np.ndarray:
+        self.waiting.set()
+        assert self.released.wait(30), "the test never released the embedder"
+        return super().encode(texts, batch_size, progress)
+
+
+class EventLog:
+    """Collects a watcher's events; `wait_for` blocks until a predicate holds or a deadline passes."""
+
+    def __init__(self) -> None:
+        self.events: list[object] = []
+        # re-entrant: a predicate reads the log through of() while wait_for holds the lock
+        self._cond = threading.Condition(threading.RLock())
+
+    def __call__(self, event: object) -> None:
+        with self._cond:
+            self.events.append(event)
+            self._cond.notify_all()
+
+    def of(self, kind: type) -> list:
+        with self._cond:
+            return [e for e in self.events if isinstance(e, kind)]
+
+    def wait_for(self, predicate: Callable[[EventLog], bool], what: str, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                if predicate(self):
+                    return
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(f"timed out after {timeout} s waiting for {what}; "
+                                         f"last events: {self.events[-12:]}")
+                self._cond.wait(remaining)
+
+    def paths(self, kind: type) -> list[str]:
+        return [Path(e.path).name for e in self.of(kind)]
+
+
+def mcp_call(server, tool: str, arguments: dict | None = None):
+    """Call `tool` on an MCP server object (build_server's) through the `mcp` SDK's in-memory client; its
+    CallToolResult."""
+    import anyio
+    from mcp import Client
+
+    async def run():
+        async with Client(server) as client:
+            return await client.call_tool(tool, arguments or {})
+    return anyio.run(run)
+
+
+def mcp_text(result) -> str:
+    """The text blocks of an MCP CallToolResult, joined."""
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+def blank_pdf(pages: int = 2) -> bytes:
+    """A PDF of `pages` empty A4 pages (no text layer: what a scan without OCR reads as)."""
+    import pypdfium2 as pdfium
+
+    pdf = pdfium.PdfDocument.new()
+    for _ in range(pages):
+        pdf.new_page(595, 842)
+    out = io.BytesIO()
+    pdf.save(out)
+    return out.getvalue()
+
+
+def small_engine(embedder=None, env: dict[str, str] | None = None, **settings: object) -> Engine:
+    """An engine over the hash embedder (or `embedder`) with small passages (chunk 200, overlap 40), so a few
+    sentences make several. `settings` add to or override those (home=..., ingest_commit_passages=...); `env`
+    stands for the process environment load_settings reads (None: the test's own, its KX_HOME included)."""
+    return Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40, **settings}, env=env),
+                  embedder=embedder or HashEmbedder())
+
+
+def kx_error(call) -> KxError:
+    """The KxError that `call()` raises; the test fails if it raises none (or another exception)."""
+    with pytest.raises(KxError) as caught:
+        call()
+    return caught.value
+
+
+def free_port() -> int:
+    """A loopback port that nothing listens on now, for a server process started right after."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 @dataclass
@@ -172,6 +274,73 @@ async def settle(app, pilot, rounds: int = 4) -> None:
         await pilot.pause()
         await app.workers.wait_for_complete()
     await pilot.pause()
+
+
+async def ask(app, pilot, text: str, rounds: int = 4) -> None:
+    """Type `text` into the app's query box, send it, and wait for its answer (`settle` `rounds` times)."""
+    from textual.widgets import Input
+
+    app.query_one("#query", Input).focus()
+    await pilot.press(*text, "enter")
+    await settle(app, pilot, rounds=rounds)
+
+
+def main_screen(app):
+    """The workbench's default screen (at the bottom of the stack, whatever is pushed on it)."""
+    from kx_tui.tui.screens.main import MainScreen
+
+    screen = app.screen_stack[0]
+    assert isinstance(screen, MainScreen)
+    return screen
+
+
+def plain_text(renderable, keep_lines: bool = False) -> str:
+    """What a Rich renderable (a widget's content) shows, without styles; lines joined by spaces unless
+    `keep_lines`."""
+    from rich.console import Console
+
+    console = Console(record=True, width=400, color_system=None)
+    console.print(renderable)
+    text = console.export_text()
+    return text if keep_lines else text.replace("\n", " ")
+
+
+def status_line(app) -> str:
+    """The main screen's status line under the query box, whitespace folded."""
+    from textual.widgets import Static
+
+    return " ".join(plain_text(main_screen(app).query_one("#query-status", Static).content).split())
+
+
+async def until(pilot, condition, what: str, seconds: float = 20.0) -> None:
+    """Pause the app in small steps until `condition()` holds; fail naming `what` after `seconds`."""
+    for _ in range(int(seconds / 0.02)):
+        if condition():
+            return
+        await pilot.pause(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def recording_notify(app) -> list[tuple[str, str]]:
+    """Every (message, severity) the app notifies from now on, in order (the notifications still show)."""
+    seen: list[tuple[str, str]] = []
+    original = app.notify
+
+    def notify(message, *args, **kwargs):
+        seen.append((str(message), kwargs.get("severity", "information")))
+        return original(message, *args, **kwargs)
+
+    app.notify = notify
+    return seen
+
+
+def ingest_handbook(engine: Engine, name: str = "handbook") -> None:
+    """The shipped samples (samples/handbook) ingested as dataset `name`."""
+    from engine.text.inputs import from_file
+
+    files = sorted((REPO / "samples" / "handbook").glob("*.md"))
+    assert files, "the shipped samples are missing"
+    engine.ingest(name, [from_file(f, engine.settings.max_document_bytes) for f in files])
 
 
 @contextmanager

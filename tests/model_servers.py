@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -17,15 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .helpers import REPO
+from .helpers import REPO, free_port
 
 INFINITY_INSTALL = 'pip install "infinity-emb[server,torch]"'
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class ModelServer:

@@ -128,9 +128,9 @@ def test_the_first_step_is_the_goal_and_the_loop_reads_what_one_query_of_it_miss
 
 
 def test_agent_help_stays_light_and_the_chat_key_is_masked(tmp_path: Path, monkeypatch) -> None:
-    from .test_import_hygiene import _HEAVY, _loaded_after, _top
+    from .import_probe import HEAVY, loaded_after, top
 
-    assert sorted(_top(_loaded_after(["agent", "run", "--help"], tmp_path)) & _HEAVY) == []
+    assert sorted(top(loaded_after(["agent", "run", "--help"], tmp_path)) & HEAVY) == []
     monkeypatch.setenv("KX_AGENT_CHAT_KEY", "sk-very-secret")
     shown = json.loads(run_cli("info", "--json").stdout)
     row = next(r for r in shown["settings"] if r["name"] == "agent_chat_key")

@@ -14,16 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from engine import Engine, KxError, Status, load_settings
+from engine import Engine, Status
 from engine.text.inputs import from_text
 
-from .helpers import HashEmbedder, run_cli
+from .helpers import kx_error, run_cli, small_engine
 
 DOCS = ["Elephants are large mammals.", "Penguins live in Antarctica.", "Elephants eat grass and bark."]
-
-
-def _engine() -> Engine:
-    return Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
 
 
 def _damage(kx_home: Path, name: str, sql: str) -> Path:
@@ -35,19 +31,13 @@ def _damage(kx_home: Path, name: str, sql: str) -> Path:
     return path
 
 
-def _error(call) -> KxError:
-    with pytest.raises(KxError) as caught:
-        call()
-    return caught.value
-
-
 @pytest.fixture
 def three(kx_home: Path) -> Engine:
-    engine = _engine()
+    engine = small_engine()
     for name in ("e1", "e4", "e6"):
         engine.ingest(name, [from_text(t) for t in DOCS])
     engine.close()
-    return _engine()
+    return small_engine()
 
 
 @pytest.mark.parametrize("value", ["{garbage", '{"embed_model": 5}', "[1, 2]"])
@@ -55,7 +45,7 @@ def test_a_damaged_fingerprint_is_data_loss_naming_the_file(three: Engine, kx_ho
     path = _damage(kx_home, "e1", f"UPDATE meta SET value = '{value}' WHERE key = 'fingerprint'")
     for call in (lambda: three.query("e1", "elephants"), lambda: three.dataset_summary("e1"),
                  lambda: three.ingest("e1", [from_text("Lions hunt at night.")])):
-        error = _error(call)
+        error = kx_error(call)
         assert error.status is Status.DATA_LOSS, error
         assert str(path) in error.message and "fingerprint" in error.message and "backup" in error.message
     result = run_cli("datasets", "query", "e1", "elephants")
@@ -64,7 +54,7 @@ def test_a_damaged_fingerprint_is_data_loss_naming_the_file(three: Engine, kx_ho
 
 def test_a_vector_of_the_wrong_size_is_data_loss_not_a_zero_vector(three: Engine, kx_home: Path) -> None:
     path = _damage(kx_home, "e6", "UPDATE passages SET vector = x'0102' WHERE seq = 1")
-    error = _error(lambda: three.query("e6", "elephants"))  # MMR reads the hits' stored vectors
+    error = kx_error(lambda: three.query("e6", "elephants"))  # MMR reads the hits' stored vectors
     assert error.status is Status.DATA_LOSS and str(path) in error.message and "passage 1" in error.message
 
 
@@ -74,18 +64,18 @@ def test_a_vector_of_the_wrong_size_met_while_rebuilding_the_graph_is_data_loss(
     for name in ("dense.voy", "dense.json"):  # the graph is rebuilt from the stored vectors on the next open
         (kx_home / "datasets" / "e6" / name).unlink()
     for mode in ("dense", "sparse"):
-        error = _error(lambda: three.query("e6", "elephants", mode=mode))
+        error = kx_error(lambda: three.query("e6", "elephants", mode=mode))
         assert error.status is Status.DATA_LOSS and str(path) in error.message, error
         assert "passage 1's vector is 2 bytes" in error.message
 
 
 def test_a_passage_still_in_the_backlog_is_not_damage(kx_home: Path) -> None:
-    engine = _engine()
+    engine = small_engine()
     engine.ingest("bl", [from_text(t) for t in DOCS])
     engine.close()
     # an empty blob is what a committed, not yet embedded passage holds (the embedding backlog)
     _damage(kx_home, "bl", "UPDATE passages SET vector = x'' WHERE seq = 1")
-    assert _engine().query("bl", "elephants").hits
+    assert small_engine().query("bl", "elephants").hits
 
 
 def test_one_damaged_dataset_is_marked_in_the_list_and_the_others_still_listed(three: Engine,
@@ -148,7 +138,7 @@ def test_an_ingest_into_a_catalogue_missing_a_table_is_refused_not_healed(three:
     for call in (lambda: three.query("e1", "elephants", mode="sparse"),
                  lambda: three.ingest("e1", [from_text("Lions hunt at night.")]),
                  lambda: three.retire("e1", ["anything"])):
-        error = _error(call)
+        error = kx_error(call)
         assert error.status is Status.DATA_LOSS, error
         # the same words on read and write, and true: the rest of the catalogue is there
         assert f"its table {table} is missing" in error.message and "none of kx's tables" not in error.message
@@ -157,17 +147,17 @@ def test_an_ingest_into_a_catalogue_missing_a_table_is_refused_not_healed(three:
         assert _stored(path) == before  # no empty table put in its place: the next query still says DATA_LOSS
     else:
         assert "meta" not in _tables(path)
-    assert _error(lambda: three.query("e1", "elephants")).status is Status.DATA_LOSS
+    assert kx_error(lambda: three.query("e1", "elephants")).status is Status.DATA_LOSS
 
 
 def test_a_new_dataset_and_an_old_schema_still_open_and_migrate(kx_home: Path) -> None:
-    engine = _engine()
+    engine = small_engine()
     engine.ingest("old", [from_text(t) for t in DOCS])   # a brand-new catalogue is created as before
     engine.close()
     # schema 3 had no lineage_events table (schema 4 brought it): not damage, a writer adds it
     path = _damage(kx_home, "old", "DROP TABLE lineage_events")
     _damage(kx_home, "old", "UPDATE meta SET value = '3' WHERE key = 'schema_version'")
-    engine = _engine()
+    engine = small_engine()
     assert engine.query("old", "elephants", mode="sparse").hits
     engine.ingest("old", [from_text("Lions hunt at night.")])
     tables, documents, version = _stored(path)
@@ -179,7 +169,7 @@ def test_a_catalogue_from_a_newer_kx_is_refused_and_left_as_it_is(three: Engine,
     before = _stored(path)
     for call in (lambda: three.query("e1", "elephants"), lambda: three.list_documents("e1"),
                  lambda: three.ingest("e1", [from_text("Lions hunt at night.")])):
-        error = _error(call)
+        error = kx_error(call)
         assert error.status is Status.FAILED_PRECONDITION, error
         assert "made by a newer kx (schema 999, this kx reads up to 5)" in error.message
         assert "upgrade kx" in error.message and str(path) in error.message
@@ -192,6 +182,6 @@ def test_a_catalogue_from_a_newer_kx_is_refused_and_left_as_it_is(three: Engine,
 def test_a_schema_version_that_is_not_a_number_is_data_loss(three: Engine, kx_home: Path) -> None:
     path = _damage(kx_home, "e1", "UPDATE meta SET value = 'five' WHERE key = 'schema_version'")
     for call in (lambda: three.query("e1", "elephants"), lambda: three.ingest("e1", [from_text("Lions.")])):
-        error = _error(call)
+        error = kx_error(call)
         assert error.status is Status.DATA_LOSS and "schema_version is 'five'" in error.message, error
     assert _stored(path)[2] == "five"

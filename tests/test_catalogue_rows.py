@@ -13,22 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from engine import Engine, KxError, Status, load_settings
+from engine import Engine, KxError, Status
 from engine.text.inputs import from_text
 
-from .helpers import HashEmbedder, run_cli
+from .helpers import run_cli, small_engine
 
 DOCS = [f"note {i}: elephants and penguins share the zoo's {word} enclosure" for i, word in
         enumerate(["north", "south", "east", "west", "river", "hill"])]
 
 
-def _engine() -> Engine:
-    return Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
-
-
 @pytest.fixture
 def zoo(kx_home: Path) -> Path:
-    engine = _engine()
+    engine = small_engine()
     engine.ingest("zoo", [from_text(t, name=f"n{i}") for i, t in enumerate(DOCS)])
     engine.close()
     return kx_home / "datasets" / "zoo" / "catalog.sqlite"
@@ -76,7 +72,7 @@ DAMAGES = {
 def test_a_damaged_row_is_data_loss_in_every_mode_never_a_wrong_hit(zoo: Path, damage: str) -> None:
     sql, said = DAMAGES[damage]
     _edit(zoo, sql)
-    engine = _engine()
+    engine = small_engine()
     # a row gone changes the catalogue's passage count, so the dense graph is rebuilt from the rows left
     # (each whole); the keyword index still holds it
     modes = ("sparse", "hybrid") if damage == "a row gone" else ("dense", "sparse", "hybrid")
@@ -88,13 +84,13 @@ def test_a_damaged_row_is_data_loss_in_every_mode_never_a_wrong_hit(zoo: Path, d
 def test_a_flipped_vector_bit_is_data_loss_when_read_and_when_the_graph_is_rebuilt(zoo: Path) -> None:
     """It scored -1.26e35 and still ranked 2nd: MMR reads the head's stored vectors, a rebuild all of them."""
     _flip_vector_bit(zoo, 3)
-    engine = _engine()
+    engine = small_engine()
     error = _data_loss(lambda: engine.query("zoo", "elephants penguins zoo", mode="dense", k=6))
     assert "passage 3's stored vector is not a unit vector" in error.message
     engine.close()
     for name in ("dense.voy", "dense.json"):
         (zoo.parent / name).unlink()
-    error = _data_loss(lambda: _engine().query("zoo", "elephants", mode="sparse", k=3, rerank=False))
+    error = _data_loss(lambda: small_engine().query("zoo", "elephants", mode="sparse", k=3, rerank=False))
     assert "passage 3's stored vector" in error.message
 
 
@@ -120,7 +116,7 @@ def test_check_finds_each_damaged_row_and_repair_sets_them_aside_and_rebuilds(zo
     assert [(r["table"], r["row"]["seq"]) for r in rows] == [("passages", 2), ("passages", 4)]
     assert rows[1]["row"]["text"] == "ff41fe"  # every column kept, bytes as hex
 
-    engine = _engine()
+    engine = small_engine()
     engine.embed("zoo")  # the cleared vector embedded again from its intact text
     answer = engine.query("zoo", "elephants penguins zoo enclosure", mode="hybrid", k=10)
     assert sorted(h.document_name for h in answer) == ["n0", "n2", "n4", "n5"]  # n1, n3 set aside
@@ -132,7 +128,7 @@ def test_a_forked_datasets_graph_copied_over_the_others_is_rebuilt_not_believed(
     passage count) answered the other's dense queries with its own vectors."""
     fork = kx_home / "datasets" / "zoo2"
     shutil.copytree(zoo.parent, fork)
-    engine = _engine()
+    engine = small_engine()
     engine.ingest("zoo", [from_text("giraffes browse the acacia trees at dawn", name="giraffe")])
     engine.ingest("zoo2", [from_text("the harbour ferry leaves at nine sharp", name="ferry")])
     engine.close()
@@ -143,7 +139,7 @@ def test_a_forked_datasets_graph_copied_over_the_others_is_rebuilt_not_believed(
     checked = run_cli("datasets", "check", "zoo2")  # the check names both before a query rebuilds them
     assert checked.code == 12 and "dense index describes other passages" in checked.stdout
     assert "keyword index describes other passages" in checked.stdout
-    fresh = _engine()
+    fresh = small_engine()
     hits = fresh.query("zoo2", "the harbour ferry leaves at nine sharp", mode="dense", k=1)
     assert [h.document_name for h in hits] == ["ferry"] and hits.dense_coverage == 1.0
     keyword = fresh.query("zoo2", "harbour ferry", mode="sparse", k=1)
@@ -157,7 +153,7 @@ def test_random_bit_flips_in_the_catalogue_never_answer_wrongly_or_internal(kx_h
     import random
 
     words = ["north", "south", "river", "hill", "lake", "forest", "harbour", "bridge"]
-    engine = _engine()
+    engine = small_engine()
     engine.ingest("zoo", [from_text(f"{w} zoo note {i}: elephants and penguins near the {w} {words[i % 8]}. " * 3,
                                     name=f"n{w}{i}") for i, w in enumerate(words * 5)])
     engine.close()
@@ -171,7 +167,7 @@ def test_random_bit_flips_in_the_catalogue_never_answer_wrongly_or_internal(kx_h
         return [[(h.passage_ref, h.text, h.document_name, h.score) for h in engine.query("zoo", q, mode=m, k=5)]
                 for q, m in queries]
 
-    expected = answers(_engine())
+    expected = answers(small_engine())
     rng = random.Random(3)
     tally = {"same": 0, "refused": 0}
     for _ in range(12):
@@ -183,7 +179,7 @@ def test_random_bit_flips_in_the_catalogue_never_answer_wrongly_or_internal(kx_h
             data[rng.randrange(100, len(data))] ^= 1 << rng.randrange(8)
         path.write_bytes(bytes(data))
         for i, (q, m) in enumerate(queries):
-            fresh = _engine()
+            fresh = small_engine()
             try:
                 got = [(h.passage_ref, h.text, h.document_name, h.score)
                        for h in fresh.query("hit", q, mode=m, k=5)]

@@ -39,12 +39,12 @@ def pristine(tmp_path_factory: pytest.TempPathFactory, real_embedder) -> Path:
     return home
 
 
-def _engine(home: Path, embedder) -> Engine:
+def _engine_at(home: Path, embedder) -> Engine:
     return Engine(load_settings({"home": str(home), "chunk_size": 400, "chunk_overlap": 80}), embedder=embedder)
 
 
 def _answers(home: Path, embedder) -> list[list[tuple[str, float]]]:
-    engine = _engine(home, embedder)
+    engine = _engine_at(home, embedder)
     try:
         return [[(h.passage_ref, h.score) for h in engine.query("handbook", q, mode=mode, k=8).hits]
                 for q in QUERIES for mode in ("dense", "sparse", "hybrid")]
@@ -159,7 +159,7 @@ def test_a_damaged_catalogue_is_data_loss_naming_the_file(damaged, real_embedder
         for start in range(2 * size, len(data), size):
             data[start:start + size] = os.urandom(size)
     path.write_bytes(bytes(data))
-    engine = _engine(damaged, real_embedder)
+    engine = _engine_at(damaged, real_embedder)
     with pytest.raises(KxError) as caught:
         engine.query("handbook", QUERIES[0])
     engine.close()

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from engine import Engine, load_settings
 from engine.text.inputs import from_file, from_text
 
-from .helpers import REPO, HashEmbedder
+from .helpers import REPO, small_engine
 
 WORDS = ("tumor cancer cells growth risk cardiovascular disease blood pressure heart vaccine immune response "
          "protein gene expression mutation therapy dose patients trial outcome mortality infection virus "
@@ -48,11 +48,6 @@ OLDER = {name: _text(100 + i, 4) for i, name in enumerate(FINAL)}      # an earl
 GONE = {f"gone{i}": _text(200 + i, 4) for i in range(2)}               # ingested, then retired
 
 
-def _engine(home: Path, commit_passages: int = 2048) -> Engine:
-    return Engine(load_settings({"home": str(home), "chunk_size": 200, "chunk_overlap": 40,
-                                 "ingest_commit_passages": commit_passages}, env={}), embedder=HashEmbedder())
-
-
 def _answers(engine: Engine, name: str) -> list[Any]:
     """Every query's hits, in sparse and hybrid mode: refs and every score, exactly."""
     out = []
@@ -66,7 +61,7 @@ def _answers(engine: Engine, name: str) -> list[Any]:
 
 @pytest.fixture(scope="module")
 def one_shot(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
-    engine = _engine(tmp_path_factory.mktemp("one-shot"))
+    engine = small_engine(env={}, home=str(tmp_path_factory.mktemp("one-shot")))
     engine.ingest("a", [from_text(text, name) for name, text in FINAL.items()])
     answers = _answers(engine, "a")
     engine.close()
@@ -100,7 +95,7 @@ def histories(draw: st.DrawFn) -> dict[str, Any]:
 def test_the_same_documents_answer_the_same_whatever_the_commits(one_shot: list[Any],
                                                                  history: dict[str, Any]) -> None:
     with tempfile.TemporaryDirectory() as home:
-        engine = _engine(Path(home), history["commit"])
+        engine = small_engine(env={}, home=str(home), ingest_commit_passages=history["commit"])
         try:
             texts = {"old": OLDER, "gone": GONE, "final": FINAL}
             for call, stop_after, watermark in zip(history["calls"], history["stops"], history["watermarks"]):

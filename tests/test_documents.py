@@ -24,7 +24,7 @@ from engine.extract.detect import detect_format
 from engine.extract.pdf import _clean_pages
 from engine.text.inputs import DocumentInput, from_bytes, from_file, from_text
 
-from .helpers import SHARED_DOCS, needs_shared
+from .helpers import SHARED_DOCS, blank_pdf, needs_shared
 
 DOCS = SHARED_DOCS
 
@@ -49,28 +49,17 @@ def _refusal(doc: DocumentInput) -> KxError:
     return caught.value
 
 
-def _blank_pdf(pages: int = 2) -> bytes:
-    import pypdfium2 as pdfium
-
-    pdf = pdfium.PdfDocument.new()
-    for _ in range(pages):
-        pdf.new_page(595, 842)
-    out = io.BytesIO()
-    pdf.save(out)
-    return out.getvalue()
-
-
 def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
 def test_a_pdf_without_a_text_layer_is_refused_suggesting_ocr() -> None:
-    error = _refusal(from_bytes(_blank_pdf(3), name="scan.pdf", media_type="application/pdf"))
+    error = _refusal(from_bytes(blank_pdf(3), name="scan.pdf", media_type="application/pdf"))
     assert "no text layer" in error.message and "OCR" in error.message and "3 pages" in error.message
 
 
 def test_the_content_decides_the_format_not_the_name() -> None:
-    pdf = _blank_pdf(1)
+    pdf = blank_pdf(1)
     assert detect_format(from_bytes(pdf, name="report.txt")) == "pdf"
     assert detect_format(from_bytes(b"\xef\xbb\xbf \n<!DOCTYPE html><html><p>x</p></html>", name="page.txt")) == "html"
     assert detect_format(from_bytes(b"  <html lang=en><body>x</body></html>", name="a")) == "html"
@@ -426,7 +415,7 @@ def test_a_page_with_next_to_no_article_is_ingested_with_what_it_has() -> None:
 @needs_docs
 def test_hung_crashed_and_hungry_extractors_are_refused_and_the_rest_go_in(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(EXTRACTORS, "pdf", "tests.extract_faults:by_name")
-    pdf = _blank_pdf(1)
+    pdf = blank_pdf(1)
     docs = [
         _doc("pdf/crazyones.pdf"),
         from_bytes(pdf, name="sleepy.pdf"),

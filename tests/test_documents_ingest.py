@@ -19,10 +19,10 @@ from engine import Status
 from engine.extract import EXTRACTORS, extract, page_span
 from engine.text.inputs import from_file
 
-from .helpers import assert_dataset_consistent, run_cli
-from .test_documents import DOCS, _blank_pdf, needs_docs
+from .helpers import SHARED_DOCS as DOCS
+from .helpers import assert_dataset_consistent, blank_pdf, needs_shared, run_cli
 
-pytestmark = [pytest.mark.slow, needs_docs]
+pytestmark = [pytest.mark.slow, needs_shared("docs")]
 
 GOOD = ["pdf/1601.03642.pdf", "pdf/crazyones.pdf", "docx/headers.docx", "docx/lists.docx", "docx/notes.docx",
         "docx/comments.docx", "html/theguardian.com.academics.html", "html/reuters.com.parasite.html",
@@ -43,8 +43,8 @@ def batch(tmp_path_factory: pytest.TempPathFactory):
         for _ in range(64):
             member.write(bytes(2**20))
     (folder / "bomb.docx").write_bytes(bomb.getvalue())
-    (folder / "sleepy.pdf").write_bytes(_blank_pdf(1))
-    (folder / "crashy.pdf").write_bytes(_blank_pdf(1))
+    (folder / "sleepy.pdf").write_bytes(blank_pdf(1))
+    (folder / "crashy.pdf").write_bytes(blank_pdf(1))
     (folder / "guide.md").write_text("---\ntitle: Colour guide\n---\n# Colours\n\n## Named colours\n\n"
                                      "Vermilion is the colour of the front door.\n", encoding="utf-8")
     bad = ["pdf/r6-user-password.pdf", "pdf/libreoffice-writer-password.pdf"]

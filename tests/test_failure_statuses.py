@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from engine import Engine, KxError, Status, load_settings
+from engine import Engine, KxError, Status
 from engine.backend import MAX_OFFSET
 from engine.text.inputs import from_bytes, from_jsonl, from_text
 
-from .helpers import HashEmbedder, run_cli
+from .helpers import kx_error, run_cli, small_engine
 
 DOCS = ["Refunds are paid within 30 days of purchase.", "The VPN needs the KX-4021 hardware token.",
         "Annual leave is 25 days; five carry over.", "Parking in the garage is free after six."]
@@ -27,19 +27,9 @@ DOCS = ["Refunds are paid within 30 days of purchase.", "The VPN needs the KX-40
 
 @pytest.fixture
 def engine(kx_home: Path) -> Engine:
-    engine = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
+    engine = small_engine()
     engine.ingest("hb", [from_text(t) for t in DOCS])
     return engine
-
-
-def _fresh(kx_home: Path) -> Engine:
-    return Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
-
-
-def _status(call) -> KxError:
-    with pytest.raises(KxError) as caught:
-        call()
-    return caught.value
 
 
 @pytest.mark.parametrize("damage", ["zero bytes", "another sqlite file"])
@@ -56,11 +46,11 @@ def test_an_emptied_or_replaced_catalogue_is_data_loss_everywhere(engine: Engine
         db.execute("CREATE TABLE notes (x)")
         db.commit()
         db.close()
-    fresh = _fresh(kx_home)
+    fresh = small_engine()
     for call in (lambda: fresh.list_documents("hb"), lambda: fresh.query("hb", "refunds", mode="sparse"),
                  lambda: fresh.dataset_summary("hb"),
                  lambda: fresh.ingest("hb", [from_text("a new note")])):  # never a fresh catalogue over it
-        error = _status(call)
+        error = kx_error(call)
         assert error.status is Status.DATA_LOSS and str(catalogue) in error.message, error
     assert catalogue.stat().st_size == (0 if damage == "zero bytes" else catalogue.stat().st_size)
     result = run_cli("datasets", "documents", "hb")
@@ -75,14 +65,14 @@ def test_the_sparse_folder_replaced_by_a_file_is_named(engine: Engine, kx_home: 
     folder = kx_home / "datasets" / "hb" / "sparse"
     shutil.rmtree(folder)
     folder.write_text("not a folder")
-    fresh = _fresh(kx_home)
+    fresh = small_engine()
     for call in (lambda: fresh.query("hb", "refunds", mode="sparse"),
                  lambda: fresh.ingest("hb", [from_text("one more note about refunds")])):
-        error = _status(call)
+        error = kx_error(call)
         assert error.status is Status.FAILED_PRECONDITION and str(folder) in error.message
         assert "move that file away" in error.message
     folder.unlink()  # as the message says: the index is rebuilt from the catalogue
-    assert _fresh(kx_home).query("hb", "refunds", mode="sparse").hits
+    assert small_engine().query("hb", "refunds", mode="sparse").hits
 
 
 def test_the_dense_graph_replaced_by_a_folder_is_named(engine: Engine, kx_home: Path) -> None:
@@ -90,15 +80,15 @@ def test_the_dense_graph_replaced_by_a_folder_is_named(engine: Engine, kx_home: 
     graph = kx_home / "datasets" / "hb" / "dense.voy"
     graph.unlink()
     graph.mkdir()
-    error = _status(lambda: _fresh(kx_home).query("hb", "refunds", mode="dense"))
+    error = kx_error(lambda: small_engine().query("hb", "refunds", mode="dense"))
     assert error.status is Status.FAILED_PRECONDITION and str(graph) in error.message
     graph.rmdir()
-    assert _fresh(kx_home).query("hb", "refunds", mode="dense").hits
+    assert small_engine().query("hb", "refunds", mode="dense").hits
 
 
 def test_kx_home_in_proc_is_a_precondition_naming_the_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KX_HOME", "/proc")
-    error = _status(lambda: _fresh(Path("/proc")).ingest("a", [from_text("hello")]))
+    error = kx_error(lambda: small_engine().ingest("a", [from_text("hello")]))
     assert error.status is Status.FAILED_PRECONDITION and "/proc/datasets" in error.message
     assert "point KX_HOME" in error.message
 
@@ -134,7 +124,7 @@ def read_only_home(engine: Engine, kx_home: Path, tmp_path: Path):
 
 @pytest.mark.parametrize("offset", [10**23, MAX_OFFSET + 1, -1])
 def test_an_offset_out_of_range_is_invalid_before_sqlite(engine: Engine, offset: int) -> None:
-    error = _status(lambda: engine.list_documents("hb", offset=offset))
+    error = kx_error(lambda: engine.list_documents("hb", offset=offset))
     assert error.status is Status.INVALID_ARGUMENT and "offset must be a whole number from 0" in error.message
     assert engine.list_documents("hb", offset=MAX_OFFSET) == []
     result = run_cli("datasets", "documents", "hb", "--offset", str(10**23))
@@ -257,9 +247,9 @@ def test_damaged_indexes_on_a_read_only_home_are_a_precondition_not_internal(rea
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     _garble_indexes(kx_home, ("sparse", "dense"))
     monkeypatch.setenv("KX_HOME", str(read_only_home))
-    engine = _fresh(read_only_home)
+    engine = small_engine()
     for mode in ("sparse", "hybrid", "dense"):
-        error = _status(lambda: engine.query("hb", "refunds", mode=mode))
+        error = kx_error(lambda: engine.query("hb", "refunds", mode=mode))
         assert error.status is Status.FAILED_PRECONDITION, (mode, error)
         # not "not embedded" (they are), not whoosh's EINVAL: what is wrong, why it stays so, what to do
         assert "damaged or missing" in error.message and "read-only home" in error.message, error
@@ -274,9 +264,9 @@ def test_one_damaged_index_on_a_read_only_home_leaves_the_other_answering(read_o
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     _garble_indexes(kx_home, ("sparse",))
     monkeypatch.setenv("KX_HOME", str(read_only_home))
-    engine = _fresh(read_only_home)
+    engine = small_engine()
     assert engine.query("hb", "refunds", mode="dense").hits
-    error = _status(lambda: engine.query("hb", "refunds", mode="sparse"))
+    error = kx_error(lambda: engine.query("hb", "refunds", mode="sparse"))
     assert error.status is Status.FAILED_PRECONDITION and "keyword index" in error.message, error
     engine.close()
 
@@ -285,7 +275,7 @@ def test_a_damaged_dense_graph_on_a_read_only_home_is_said_with_keyword_answers(
         read_only_home: Path, kx_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _garble_indexes(kx_home, ("dense",))
     monkeypatch.setenv("KX_HOME", str(read_only_home))
-    engine = _fresh(read_only_home)
+    engine = small_engine()
     assert engine.query("hb", "refunds", mode="sparse").hits
     answer = engine.query("hb", "refunds", mode="hybrid")
     with pytest.raises(KxError) as err:   # dense alone: said, not "the passages are not embedded yet"
@@ -306,14 +296,14 @@ def test_a_read_only_home_still_lists_reads_and_queries(read_only_home: Path, kx
     meta["watermark"] = 1
     sidecar.write_text(json.dumps(meta))
     monkeypatch.setenv("KX_HOME", str(read_only_home))
-    engine = _fresh(read_only_home)
+    engine = small_engine()
     assert [s.name for s in engine.list_datasets()] == ["hb"]
     assert len(engine.list_documents("hb")) == len(DOCS)
     answer = engine.query("hb", "refunds", mode="dense")
     assert answer.hits and any("read-only file system" in note for note in answer.notes)
     for args in (["datasets", "list"], ["datasets", "documents", "hb"]):
         assert run_cli(*args).code == 0
-    error = _status(lambda: engine.ingest("hb", [from_text("a new note")]))
+    error = kx_error(lambda: engine.ingest("hb", [from_text("a new note")]))
     engine.close()
     assert error.status is Status.FAILED_PRECONDITION and "read-only file system" in error.message
     assert str(read_only_home / "datasets" / "hb") in error.message and "point KX_HOME" in error.message

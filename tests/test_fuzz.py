@@ -21,10 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from engine import Engine, Status, load_settings
+from engine import Status
 from engine.text.inputs import from_file, from_jsonl, from_text
 
-from .helpers import REPO, SHARED_DOCS, HashEmbedder, needs_shared, run_cli
+from .helpers import REPO, SHARED_DOCS, HashEmbedder, needs_shared, run_cli, small_engine
 
 DOCS = SHARED_DOCS
 
@@ -49,10 +49,6 @@ def _fresh_random() -> None:
     # hypothesis seeds the global `random` the same way for every example, and whoosh names its
     # segments with it: without this, the second example's segment collides with the first's
     random.seed(os.urandom(16))
-
-
-def _engine() -> Engine:
-    return Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder(384))
 
 
 _WORDS = st.sampled_from([
@@ -82,7 +78,8 @@ def quiet_cli(monkeypatch: pytest.MonkeyPatch, kx_home: Path):
     monkeypatch.setattr(engine.watch.watcher.FolderWatcher, "wait", lambda self, timeout=None: True)
     monkeypatch.setattr(kx_tui.tui.app.KxApp, "run", lambda self, *a, **k: None)
     monkeypatch.chdir(REPO)
-    _engine().ingest("notes", [from_text("The parking garage opens at seven."), from_text("Refunds take 30 days.")])
+    small_engine(HashEmbedder(384)).ingest("notes", [from_text("The parking garage opens at seven."),
+                                                     from_text("Refunds take 30 days.")])
 
 
 def test_cli_argument_lists_never_trace(quiet_cli, budget) -> None:
@@ -124,7 +121,7 @@ def _assert_refusals_are_statuses(report) -> None:
 
 
 def test_jsonl_lines_are_documents_or_reasons(tmp_path: Path, budget) -> None:
-    engine, ran = _engine(), []
+    engine, ran = small_engine(HashEmbedder(384)), []
 
     @budget
     @given(lines=st.lists(_LINES, min_size=1, max_size=6))
@@ -202,7 +199,7 @@ def test_gateway_raw_bodies_and_headers_never_500(kx_home: Path, budget) -> None
 
     from engine.server.gateway import create_app
 
-    engine = _engine()
+    engine = small_engine(HashEmbedder(384))
     engine.ingest("notes", [from_text("The parking garage opens at seven.")])
     app = create_app(engine, "fuzz-token", max_request_bytes=1 << 16, allowed_hosts=["testserver"])
     ran = []
@@ -233,7 +230,7 @@ def test_gateway_raw_bodies_and_headers_never_500(kx_home: Path, budget) -> None
 @pytest.mark.slow  # ~2 s of extraction per run even at the fast slice
 @needs_shared("docs")
 def test_file_bytes_random_and_mutated_real_files(tmp_path: Path, budget) -> None:
-    engine, ran, originals = _engine(), [], _real_files()
+    engine, ran, originals = small_engine(HashEmbedder(384)), [], _real_files()
 
     @budget
     @given(case=_file_bytes(originals))

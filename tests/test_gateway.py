@@ -10,24 +10,20 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
-from engine import Engine, KxClient, KxError, RetrievalMode, Status, load_settings
+from engine import Engine, KxError, RetrievalMode, Status, load_settings
 from engine.records import Hit, IngestReport, QueryResult
 from engine.text.inputs import from_text
 
-from .helpers import REPO, HashEmbedder, run_cli, run_kx
+from .gateway_process import Gateway, error_of, start_gateway, stop_gateway
+from .helpers import HashEmbedder, free_port, run_cli, run_kx
 
 pytestmark = pytest.mark.slow
 
@@ -41,83 +37,15 @@ DOCS = {
 }
 
 
-@dataclass
-class Gateway:
-    url: str
-    port: int
-    home: Path
-    token: str
-    proc: subprocess.Popen
-    log: Path
-
-    def client(self, token: str | None = "default") -> KxClient:
-        return KxClient(self.url, token=self.token if token == "default" else token, timeout=120)
-
-    def raw(self, method: str, path: str, token: str | None = "default", **kwargs) -> httpx.Response:
-        headers = dict(kwargs.pop("headers", {}))
-        if token is not None:
-            headers["Authorization"] = f"Bearer {self.token if token == 'default' else token}"
-        return httpx.request(method, self.url + path, headers=headers, timeout=120, **kwargs)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _start(home: Path, *args: str, env: dict[str, str] | None = None) -> Gateway:
-    port = _free_port()
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("KX_")}
-    full_env.update({"KX_HOME": str(home), **(env or {})})
-    home.mkdir(parents=True, exist_ok=True)
-    log = home.parent / f"serve-{port}.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "kx_tui", "serve", "--port", str(port), *args],
-                                cwd=REPO, env=full_env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"kx serve exited with {proc.returncode}: {log.read_text()}")
-        try:
-            if httpx.get(url + "/v1/health", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"kx serve did not answer /v1/health within 60 s: {log.read_text()}")
-        time.sleep(0.1)
-    token = (home / "gateway.token").read_text().strip()
-    return Gateway(url, port, home, token, proc, log)
-
-
-def _stop(gateway: Gateway) -> int:
-    if gateway.proc.poll() is None:
-        gateway.proc.send_signal(signal.SIGTERM)
-    try:
-        return gateway.proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        gateway.proc.kill()
-        raise
-
-
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory):
     home = tmp_path_factory.mktemp("gateway") / "home"
-    gw = _start(home, env={"KX_MAX_REQUEST_BYTES": str(LIMIT)})
+    gw = start_gateway(home, env={"KX_MAX_REQUEST_BYTES": str(LIMIT)})
     with gw.client() as client:
         report = client.ingest_documents("handbook", list(DOCS.values()), names=list(DOCS))
     assert report.count("added") == len(DOCS)
     yield gw
-    assert _stop(gw) == 0
-
-
-def _error(response: httpx.Response) -> tuple[int, str]:
-    body = response.json()
-    assert set(body) == {"code", "message"} and body["message"], body
-    return response.status_code, body["code"]
+    assert stop_gateway(gw) == 0
 
 
 def _passages(home: Path, name: str) -> int:
@@ -206,7 +134,7 @@ def test_a_dataset_s_own_chunking_is_used_and_a_model_the_gateway_cannot_run_is_
     Engine(load_settings({"home": str(gateway.home)}), embedder=HashEmbedder()).ingest(
         "stale", [from_text("written with another model")])
     response = gateway.raw("POST", "/v1/datasets/stale/query", json={"text": "model"})
-    assert _error(response) == (412, "FAILED_PRECONDITION")
+    assert error_of(response) == (412, "FAILED_PRECONDITION")
     with gateway.client() as client, pytest.raises(KxError) as caught:
         client.ingest_documents("stale", ["more text"])
     assert caught.value.status is Status.FAILED_PRECONDITION and "embed_model" in caught.value.message
@@ -231,7 +159,7 @@ def test_a_dataset_s_own_chunking_is_used_and_a_model_the_gateway_cannot_run_is_
 ])
 def test_bad_requests_get_a_status_and_a_code_never_a_500(gateway: Gateway, path, body, code) -> None:
     response = gateway.raw("POST", path, content=body, headers={"Content-Type": "application/json"})
-    status, name = _error(response)
+    status, name = error_of(response)
     assert status == code and name == {400: "INVALID_ARGUMENT", 404: "NOT_FOUND"}[code]
 
 
@@ -243,13 +171,13 @@ def test_unknown_datasets_raise_not_found_in_the_sdk(gateway: Gateway) -> None:
 
 def test_the_token_is_required_checked_and_accepted(gateway: Gateway) -> None:
     assert gateway.raw("GET", "/v1/health", token=None).status_code == 200
-    assert _error(gateway.raw("GET", "/v1/datasets", token=None)) == (401, "UNAUTHENTICATED")
-    assert _error(gateway.raw("GET", "/v1/datasets", token="wrong")) == (401, "UNAUTHENTICATED")
-    assert _error(gateway.raw("GET", "/openapi.json", token=None)) == (401, "UNAUTHENTICATED")
+    assert error_of(gateway.raw("GET", "/v1/datasets", token=None)) == (401, "UNAUTHENTICATED")
+    assert error_of(gateway.raw("GET", "/v1/datasets", token="wrong")) == (401, "UNAUTHENTICATED")
+    assert error_of(gateway.raw("GET", "/openapi.json", token=None)) == (401, "UNAUTHENTICATED")
     before = _passages(gateway.home, "handbook")
     refused = gateway.raw("POST", "/v1/datasets/handbook/documents", token="wrong",
                           json={"documents": [{"text": "sneaked in"}]})
-    assert _error(refused) == (401, "UNAUTHENTICATED") and _passages(gateway.home, "handbook") == before
+    assert error_of(refused) == (401, "UNAUTHENTICATED") and _passages(gateway.home, "handbook") == before
     assert gateway.raw("GET", "/v1/datasets").status_code == 200
     assert "/v1/datasets/{name}/query" in gateway.raw("GET", "/openapi.json").json()["paths"]
     with gateway.client(token=None) as anonymous, pytest.raises(KxError) as caught:
@@ -291,7 +219,7 @@ def test_an_oversized_body_is_refused_before_it_is_read(gateway: Gateway) -> Non
             yield b" " * 4096
     response = gateway.raw("POST", "/v1/datasets/handbook/documents", content=chunks(),
                            headers={"Content-Type": "application/json"})
-    assert _error(response) == (413, "RESOURCE_EXHAUSTED")
+    assert error_of(response) == (413, "RESOURCE_EXHAUSTED")
 
 
 def test_a_client_killed_mid_upload_leaves_nothing(gateway: Gateway) -> None:
@@ -357,7 +285,7 @@ def test_the_cli_prints_the_same_through_the_gateway(gateway: Gateway, tmp_path:
 
 
 def test_dev_allow_local_refuses_a_non_loopback_host(tmp_path: Path) -> None:
-    result = run_kx("serve", "--host", "0.0.0.0", "--port", str(_free_port()), "--dev-allow-local",
+    result = run_kx("serve", "--host", "0.0.0.0", "--port", str(free_port()), "--dev-allow-local",
                     env={"KX_HOME": str(tmp_path / "home")}, timeout=60)
     assert result.code == Status.FAILED_PRECONDITION.exit_code
     assert result.stderr.startswith("error: FAILED_PRECONDITION") and len(result.stderr.splitlines()) == 1
@@ -365,7 +293,7 @@ def test_dev_allow_local_refuses_a_non_loopback_host(tmp_path: Path) -> None:
 
 
 def test_sigterm_during_queries_drains_and_exits_zero(tmp_path: Path) -> None:
-    gw = _start(tmp_path / "home", "--dev-allow-local", env={"KX_SERVE_EMBED_MODEL": "none"})
+    gw = start_gateway(tmp_path / "home", "--dev-allow-local", env={"KX_SERVE_EMBED_MODEL": "none"})
     try:
         with gw.client(token=None) as client:  # loopback, no token: --dev-allow-local
             client.ingest_documents("v", [f"doc {i}" for i in range(200)],

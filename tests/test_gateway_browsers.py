@@ -15,8 +15,8 @@ import pytest
 from engine import Engine, KxError, Status, load_settings
 from engine.server.security import HostPolicy, split_host
 
+from .gateway_process import Gateway, error_of, start_gateway, stop_gateway
 from .helpers import run_cli
-from .test_gateway import Gateway, _error, _start, _stop
 
 pytestmark = pytest.mark.slow
 
@@ -26,12 +26,12 @@ FRIEND = "http://localhost:3000"  # a browser app the operator lets in
 @pytest.fixture(scope="module")
 def open_gateway(tmp_path_factory: pytest.TempPathFactory):
     home = tmp_path_factory.mktemp("browsers") / "home"
-    gw = _start(home, "--dev-allow-local", env={"KX_SERVE_EMBED_MODEL": "none",
+    gw = start_gateway(home, "--dev-allow-local", env={"KX_SERVE_EMBED_MODEL": "none",
                                                 "KX_GATEWAY_ALLOWED_ORIGINS": FRIEND})
     with gw.client(token=None) as client:
         client.ingest_documents("notes", ["north", "east"], vectors=[[1, 0], [0, 1]])
     yield gw
-    assert _stop(gw) == 0
+    assert stop_gateway(gw) == 0
 
 
 def _documents(gw: Gateway) -> int:
@@ -61,13 +61,13 @@ def test_a_host_that_is_not_the_gateways_is_refused_token_or_not(open_gateway: G
     header = {"Host": host.format(port=open_gateway.port)}
     for token in (None, "default"):
         refused = _post(open_gateway, header, token=token)
-        assert _error(refused) == (403, "PERMISSION_DENIED")
+        assert error_of(refused) == (403, "PERMISSION_DENIED")
         message = refused.json()["message"]
         assert "Host header" in message and f"http://127.0.0.1:{open_gateway.port}" in message
         assert "KX_GATEWAY_ALLOWED_HOSTS" in message and not _cors(refused)
     read = open_gateway.raw("GET", "/v1/datasets", token=None, headers=header)
-    assert _error(read) == (403, "PERMISSION_DENIED")  # nor can the page read what is there
-    assert _error(open_gateway.raw("GET", "/v1/health", token=None, headers=header))[0] == 403
+    assert error_of(read) == (403, "PERMISSION_DENIED")  # nor can the page read what is there
+    assert error_of(open_gateway.raw("GET", "/v1/health", token=None, headers=header))[0] == 403
     assert _documents(open_gateway) == before
 
 
@@ -78,16 +78,16 @@ def test_a_foreign_origin_is_refused_csrf(open_gateway: Gateway, origin: str) ->
     headers = {"Origin": origin.format(port=open_gateway.port)}
     for token in (None, "default"):
         refused = _post(open_gateway, headers, token=token)
-        assert _error(refused) == (403, "PERMISSION_DENIED")
+        assert error_of(refused) == (403, "PERMISSION_DENIED")
         assert "Origin header" in refused.json()["message"]
         assert "KX_GATEWAY_ALLOWED_ORIGINS" in refused.json()["message"] and not _cors(refused)
     assert _documents(open_gateway) == before
     # a form post (no preflight, text/plain) is refused the same way
     form = open_gateway.raw("POST", "/v1/datasets/notes/query", token=None, content=b'{"vector": [1, 0]}',
                             headers={**headers, "Content-Type": "text/plain"})
-    assert _error(form) == (403, "PERMISSION_DENIED")
+    assert error_of(form) == (403, "PERMISSION_DENIED")
     cross = open_gateway.raw("GET", "/v1/datasets", token=None, headers={"Sec-Fetch-Site": "cross-site"})
-    assert _error(cross) == (403, "PERMISSION_DENIED")
+    assert error_of(cross) == (403, "PERMISSION_DENIED")
 
 
 def test_the_gateways_own_names_and_origin_are_fine_without_cors(open_gateway: Gateway) -> None:
@@ -113,7 +113,7 @@ def test_only_an_origin_the_operator_named_gets_cors_headers(open_gateway: Gatew
     assert "Origin" in answer.headers["vary"]
     evil = open_gateway.raw("OPTIONS", "/v1/datasets/notes/query", token=None, headers={
         "Origin": "http://evil.example", "Access-Control-Request-Method": "POST"})
-    assert _error(evil) == (403, "PERMISSION_DENIED") and not _cors(evil)
+    assert error_of(evil) == (403, "PERMISSION_DENIED") and not _cors(evil)
 
 
 def test_the_sdk_and_the_cli_keep_working(open_gateway: Gateway) -> None:

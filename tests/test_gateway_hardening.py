@@ -15,8 +15,8 @@ import pytest
 
 from engine.backend import MAX_OFFSET
 
+from .gateway_process import Gateway, error_of, start_gateway, stop_gateway
 from .helpers import run_cli
-from .test_gateway import Gateway, _error, _start, _stop
 
 pytestmark = pytest.mark.slow
 
@@ -24,11 +24,11 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory):
     home = tmp_path_factory.mktemp("hardening") / "home"
-    gateway = _start(home, "--dev-allow-local", env={"KX_SERVE_EMBED_MODEL": "none"})
+    gateway = start_gateway(home, "--dev-allow-local", env={"KX_SERVE_EMBED_MODEL": "none"})
     with gateway.client(token=None) as client:
         client.ingest_documents("hb", ["north", "east"], vectors=[[1, 0], [0, 1]])
     yield gateway
-    assert _stop(gateway) == 0
+    assert stop_gateway(gateway) == 0
 
 
 def _raw(port: int, request: bytes, timeout: float = 10.0) -> bytes:
@@ -50,7 +50,7 @@ def _status_and_body(answer: bytes) -> tuple[int, dict]:
 @pytest.mark.parametrize("offset", [str(10**23), str(MAX_OFFSET + 1), "-1"])
 def test_a_huge_or_negative_offset_is_a_400_not_a_500(gw: Gateway, offset: str) -> None:
     answer = gw.raw("GET", f"/v1/datasets/hb/documents?offset={offset}", token=None)
-    assert _error(answer) == (400, "INVALID_ARGUMENT")
+    assert error_of(answer) == (400, "INVALID_ARGUMENT")
     assert "offset" in answer.json()["message"]
     assert gw.raw("GET", f"/v1/datasets/hb/documents?offset={MAX_OFFSET}", token=None).json()["documents"] == []
 
@@ -129,13 +129,13 @@ def test_one_client_holds_at_most_64_connections(gw: Gateway) -> None:
 def test_document_names_with_traversal_or_control_characters_are_refused(gw: Gateway, name: str) -> None:
     answer = gw.raw("POST", "/v1/datasets/hb/documents", token=None,
                     json={"documents": [{"text": "planted", "name": name, "vector": [0.5, 0.5]}]})
-    assert _error(answer) == (400, "INVALID_ARGUMENT")
+    assert error_of(answer) == (400, "INVALID_ARGUMENT")
 
 
 def test_a_source_path_is_kept_but_marked_as_the_clients(gw: Gateway) -> None:
     refused = gw.raw("POST", "/v1/datasets/hb/documents", token=None,
                      json={"documents": [{"text": "x", "source_path": "a\u0000b", "vector": [0.5, 0.5]}]})
-    assert _error(refused) == (400, "INVALID_ARGUMENT")
+    assert error_of(refused) == (400, "INVALID_ARGUMENT")
     answer = gw.raw("POST", "/v1/datasets/hb/documents", token=None,
                     json={"documents": [{"text": "from afar", "name": "far", "source_path": "../../etc/passwd",
                                          "vector": [0.6, 0.4]}]})

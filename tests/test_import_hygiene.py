@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -11,51 +10,7 @@ import sys
 import pytest
 
 from .helpers import REPO
-
-_PROBE = """
-import json, sys
-from kx_tui.cli.root import main
-try:
-    main({args!r})
-except SystemExit:
-    pass
-print(json.dumps(sorted(sys.modules)), file=sys.stderr)
-"""
-
-
-# What no command below needs: the model runtimes, the TUI, numpy (no arithmetic), ssl (no network), the
-# indexes, the extractors, asyncio (only the servers and the TUI run an event loop).
-_HEAVY = {"torch", "sentence_transformers", "transformers", "textual", "numpy", "onnxruntime", "tokenizers",
-          "voyager", "whoosh", "pypdfium2", "trafilatura", "lxml", "yaml", "pymilvus", "milvus_lite", "ssl", "asyncio"}
-
-
-# The other commands' modules and renderers: a command imports its own, not every command's (kx_tui/cli/root.py's
-# lazy groups). rich.progress draws ingest and embed progress; uvicorn and mcp serve.
-_OTHER_COMMANDS = {"kx_tui.cli.watch", "kx_tui.cli.serve", "kx_tui.cli.mcp", "kx_tui.cli.embed",
-                   "kx_tui.cli.agent", "kx_tui.cli.rebuild", "kx_tui.cli.models", "kx_tui.cli.completion",
-                   "kx_tui.cli.progress", "kx_tui.tui.app", "rich.progress", "uvicorn", "mcp", "httpx"}
-
-
-def _loaded_after(args: list[str], tmp_path, env: dict[str, str] | None = None) -> set[str]:
-    """The modules a fresh `kx ARGS` process holds when it is done, over a home with one real dataset."""
-    env = {"KX_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", **(env or {})}
-    # list and info over a real dataset, not an empty home
-    if env["KX_HOME"] == str(tmp_path / "home") and not (tmp_path / "home").exists():
-        from engine import Engine, load_settings
-        from engine.text.inputs import from_text
-
-        from .helpers import HashEmbedder
-
-        Engine(load_settings({"home": str(tmp_path / "home")}), embedder=HashEmbedder()).ingest(
-            "notes", [from_text("a dataset for list and info to describe")])
-    proc = subprocess.run([sys.executable, "-c", _PROBE.format(args=args)], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
-    return set(json.loads(proc.stderr.strip().splitlines()[-1]))
-
-
-def _top(modules: set[str]) -> set[str]:
-    """Packages and their submodules alike: "rich.progress" stays itself, "numpy.core" counts as "numpy"."""
-    return modules | {m.split(".")[0] for m in modules}
+from .import_probe import HEAVY, OTHER_COMMANDS, loaded_after, top
 
 
 def test_the_lazy_commands_list_their_own_help() -> None:
@@ -136,35 +91,35 @@ def test_no_two_modules_import_each_other_even_through_others() -> None:
                                   ["datasets", "ingest", "--help"], ["datasets", "documents", "--help"],
                                   ["datasets", "documents", "notes"], ["datasets", "documents", "nothing"]])
 def test_commands_that_need_no_model_never_import_torch_or_numpy(args, tmp_path) -> None:
-    loaded = _top(_loaded_after(args, tmp_path))
-    assert sorted(loaded & _HEAVY) == []
-    assert sorted(loaded & _OTHER_COMMANDS) == []
+    loaded = top(loaded_after(args, tmp_path))
+    assert sorted(loaded & HEAVY) == []
+    assert sorted(loaded & OTHER_COMMANDS) == []
     assert "kx_tui.markdown_text" not in loaded  # a hit's snippet needs it; listings and --help do not
 
 
 @pytest.mark.slow  # spawns kx
 @pytest.mark.parametrize("args", [["--help"], ["datasets", "list", "--json"], ["info", "--json"]])
 def test_help_and_json_draw_nothing_with_rich(args, tmp_path) -> None:
-    assert "rich" not in _top(_loaded_after(args, tmp_path))
+    assert "rich" not in top(loaded_after(args, tmp_path))
 
 
 @pytest.mark.slow  # spawns kx
 def test_a_query_imports_its_own_command_only(tmp_path) -> None:
     """A one-off query loads the indexes (numpy, voyager, whoosh) but no other command's modules."""
-    loaded = _top(_loaded_after(["datasets", "query", "notes", "dataset", "--mode", "sparse"], tmp_path,
+    loaded = top(loaded_after(["datasets", "query", "notes", "dataset", "--mode", "sparse"], tmp_path,
                                 env={"KX_SERVE_EMBED_MODEL": "none"}))  # the dataset's test embedder is no model
     assert {"kx_tui.cli.root", "kx_tui.render", "whoosh"} <= loaded  # the probe ran the query
-    assert sorted(loaded & (_OTHER_COMMANDS | {"textual", "torch", "sentence_transformers", "onnxruntime"})) == []
+    assert sorted(loaded & (OTHER_COMMANDS | {"textual", "torch", "sentence_transformers", "onnxruntime"})) == []
 
 
 @pytest.mark.slow
 def test_a_cold_hybrid_query_imports_its_own_command_and_onnx_only(handbook_home, tmp_path) -> None:
     """The real model on the ONNX runtime (the session's export cache): torch, the TUI and the other commands
     stay out."""
-    loaded = _top(_loaded_after(["datasets", "query", "handbook", "how many days of paid leave"], tmp_path,
+    loaded = top(loaded_after(["datasets", "query", "handbook", "how many days of paid leave"], tmp_path,
                                 env={"KX_HOME": str(handbook_home), "KX_MODEL_CACHE": os.environ["KX_MODEL_CACHE"]}))
     assert {"kx_tui.render", "onnxruntime", "tokenizers"} <= loaded  # the probe ran the query
-    assert sorted(loaded & (_OTHER_COMMANDS | {"textual", "torch", "sentence_transformers"})) == []
+    assert sorted(loaded & (OTHER_COMMANDS | {"textual", "torch", "sentence_transformers"})) == []
 
 
 def test_the_engine_imports_without_any_ui() -> None:

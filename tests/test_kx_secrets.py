@@ -21,9 +21,7 @@ from engine.server.security import ensure_token
 from engine.watch.events import Ingested, Refused
 from engine.watch.watcher import FolderWatcher
 
-from .helpers import run_cli, serving
-from .test_mcp import call, text_of
-from .test_watch import EventLog
+from .helpers import EventLog, mcp_call, mcp_text, run_cli, serving
 
 
 def _policy(engine: Engine, *folders: Path) -> Policy:
@@ -67,13 +65,13 @@ def test_ingest_file_refuses_a_hardlink_and_the_token_however_it_is_reached(hash
     server = build_server(hash_engine, _policy(hash_engine, allowed))
     for name, words in (("vault.md", "has 2 names (hard links)"), ("token.txt", "has 2 names (hard links)"),
                         ("copy.txt", "holds the gateway's token")):
-        refused = call(server, "ingest_file", {"dataset": "loot", "path": name})
-        assert refused.is_error and refused.structured_content["code"] == "PERMISSION_DENIED", text_of(refused)
-        assert words in text_of(refused), text_of(refused)
+        refused = mcp_call(server, "ingest_file", {"dataset": "loot", "path": name})
+        assert refused.is_error and refused.structured_content["code"] == "PERMISSION_DENIED", mcp_text(refused)
+        assert words in mcp_text(refused), mcp_text(refused)
     for name in ("../kx-home/gateway.token", str(hash_engine.settings.home / "gateway.token")):
-        refused = call(server, "ingest_file", {"dataset": "loot", "path": name})
-        assert refused.structured_content["code"] == "PERMISSION_DENIED", text_of(refused)
-    ok = call(server, "ingest_file", {"dataset": "loot", "path": "memo.md"})
+        refused = mcp_call(server, "ingest_file", {"dataset": "loot", "path": name})
+        assert refused.structured_content["code"] == "PERMISSION_DENIED", mcp_text(refused)
+    ok = mcp_call(server, "ingest_file", {"dataset": "loot", "path": "memo.md"})
     assert not ok.is_error and ok.structured_content["added"] == 1
     names = [d.name for d in hash_engine.list_documents("loot", 0, 100)]
     assert names == ["memo"]

@@ -24,8 +24,7 @@ from engine.text.folders import folder_documents
 from engine.watch.events import Ingested, Renamed, Retired, Unchanged
 from engine.watch.watcher import FolderWatcher
 
-from .helpers import SHARED_DOCS, needs_shared
-from .test_watch import EventLog
+from .helpers import SHARED_DOCS, EventLog, needs_shared
 
 PDF = SHARED_DOCS / "pdf" / "crazyones.pdf"
 TOPICS = ["Invoices are paid by the finance team within thirty days of receipt.",

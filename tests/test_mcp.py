@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -32,8 +31,8 @@ from engine.server.mcp_policy import Policy
 from engine.server.mcp_server import build_server, citation
 from engine.text.inputs import from_bytes, from_text
 
-from .helpers import REPO, HashEmbedder, inject_extraction, wait_until_answering
-from .test_provenance import PAPER_BYTES, _paper_extractor
+from .data.paper import PAPER_BYTES, paper_extractor
+from .helpers import REPO, HashEmbedder, free_port, inject_extraction, mcp_call, mcp_text, wait_until_answering
 
 RETURNS = ("Refunds. A logger bought from us may be returned within 30 days for a full refund. "
            "Bring the receipt and the logger's serial number. ") * 3
@@ -49,22 +48,11 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
     eng = Engine(load_settings({"home": str(home), "chunk_size": 200, "chunk_overlap": 40}, env={}),
                  embedder=HashEmbedder())
     with pytest.MonkeyPatch.context() as mp:
-        inject_extraction(mp, _paper_extractor)
+        inject_extraction(mp, paper_extractor)
         eng.ingest("notes", [from_bytes(PAPER_BYTES, "cold-chains", "application/pdf"),
                              from_text(RETURNS, "returns"), from_text(CAFE, "cafe")])
     yield eng
     eng.close()
-
-
-def call(server: Any, tool: str, arguments: dict[str, Any] | None = None) -> CallToolResult:
-    async def run() -> CallToolResult:
-        async with Client(server) as client:
-            return await client.call_tool(tool, arguments or {})
-    return anyio.run(run)
-
-
-def text_of(result: CallToolResult) -> str:
-    return "".join(getattr(block, "text", "") for block in result.content)
 
 
 def test_the_read_only_server_lists_four_tools_with_schemas(engine: Engine) -> None:
@@ -89,7 +77,7 @@ def test_the_read_only_server_lists_four_tools_with_schemas(engine: Engine) -> N
 
 
 def test_search_hits_carry_text_citation_pages_section_and_ranks(engine: Engine) -> None:
-    result = call(build_server(engine), "search", {"dataset": "notes", "query": "lagged regression smoother",
+    result = mcp_call(build_server(engine), "search", {"dataset": "notes", "query": "lagged regression smoother",
                                                    "k": 3, "mode": "hybrid"})
     assert not result.is_error
     data = result.structured_content
@@ -103,26 +91,26 @@ def test_search_hits_carry_text_citation_pages_section_and_ranks(engine: Engine)
     assert top["citation"].endswith(top["chunk"][1:])  # "... chunk 3/12]"
     assert top["dense_rank"] is not None or top["sparse_rank"] is not None
     # the text a model reads: the citation, where, the refs to read on, the passage itself
-    text = text_of(result)
+    text = mcp_text(result)
     assert top["citation"] in text and top["passage_ref"] in text and top["text"][:40] in text
     assert "3 Model" in text
 
 
 def test_search_narrows_with_where_filters_and_refuses_bad_ones(engine: Engine) -> None:
     server = build_server(engine)
-    narrowed = call(server, "search", {"dataset": "notes", "query": "logger receipt soup", "k": 5,
+    narrowed = mcp_call(server, "search", {"dataset": "notes", "query": "logger receipt soup", "k": 5,
                                        "where": ["name:cafe"]})
     assert not narrowed.is_error
     hits = narrowed.structured_content["hits"]
     assert hits and {h["document_name"] for h in hits} == {"cafe"}
-    bad = call(server, "search", {"dataset": "notes", "query": "soup", "where": ["colour:blue"]})
-    assert bad.is_error and text_of(bad).startswith("INVALID_ARGUMENT")
+    bad = mcp_call(server, "search", {"dataset": "notes", "query": "soup", "where": ["colour:blue"]})
+    assert bad.is_error and mcp_text(bad).startswith("INVALID_ARGUMENT")
 
 
 def test_search_passes_through_every_field_the_engine_records(engine: Engine) -> None:
     """Fields a hit gains later (answer spans, coverage) reach MCP clients: the record's own to_dict goes out."""
     own = json.loads(json.dumps(engine.query("notes", "return a logger", k=2, mode="sparse").to_dict()))  # as sent
-    data = call(build_server(engine), "search", {"dataset": "notes", "query": "return a logger", "k": 2,
+    data = mcp_call(build_server(engine), "search", {"dataset": "notes", "query": "return a logger", "k": 2,
                                                  "mode": "sparse"}).structured_content
     assert set(own) <= set(data)
     for mine, theirs in zip(data["hits"], own["hits"]):
@@ -138,11 +126,11 @@ def test_citations_without_pages_and_across_pages() -> None:
 
 def test_read_document_around_a_passage_by_pages_and_on_from_an_offset(engine: Engine) -> None:
     server = build_server(engine)
-    hit = call(server, "search", {"dataset": "notes", "query": "validated forty shipments", "k": 1,
+    hit = mcp_call(server, "search", {"dataset": "notes", "query": "validated forty shipments", "k": 1,
                                   "mode": "sparse"}).structured_content["hits"][0]
     text = engine.document_text("notes", hit["document_ref"])
 
-    around = call(server, "read_document", {"dataset": "notes", "document": hit["document_ref"],
+    around = mcp_call(server, "read_document", {"dataset": "notes", "document": hit["document_ref"],
                                             "passage_ref": hit["passage_ref"], "context_chars": 30})
     data = around.structured_content
     assert not around.is_error
@@ -151,17 +139,17 @@ def test_read_document_around_a_passage_by_pages_and_on_from_an_offset(engine: E
     assert data["text"] == text[data["char_start"]:data["char_end"]] and hit["text"] in data["text"]
     assert hit["chunk"] in [p["chunk"] for p in data["passages"]]
 
-    page2 = call(server, "read_document", {"dataset": "notes", "document": "cold-chains",
+    page2 = mcp_call(server, "read_document", {"dataset": "notes", "document": "cold-chains",
                                            "page_start": 2}).structured_content
     assert page2["page_start"] <= 2 <= page2["page_end"] and "3.1 LRS model" in page2["text"]
     assert page2["document_name"] == "cold-chains" and page2["document_title"] == "Cold chains, watched"
 
-    first = call(server, "read_document", {"dataset": "notes", "document": hit["document_ref"][:12],
+    first = mcp_call(server, "read_document", {"dataset": "notes", "document": hit["document_ref"][:12],
                                            "max_chars": 100}).structured_content
     assert first["text"] == text[:100] and first["next_offset"] == 100
-    second = call(server, "read_document", {"dataset": "notes", "document": hit["document_ref"],
+    second = mcp_call(server, "read_document", {"dataset": "notes", "document": hit["document_ref"],
                                             "offset": first["next_offset"], "max_chars": 100})
-    assert second.structured_content["text"] == text[100:200] and "offset=200" in text_of(second)
+    assert second.structured_content["text"] == text[100:200] and "offset=200" in mcp_text(second)
 
 
 @pytest.mark.parametrize(("arguments", "code", "words"), [
@@ -173,20 +161,20 @@ def test_read_document_around_a_passage_by_pages_and_on_from_an_offset(engine: E
     ({"document": "returns", "passage_ref": "f" * 64}, "NOT_FOUND", "is not in this document"),
 ])
 def test_read_document_refuses_what_it_cannot_read(engine: Engine, arguments: dict, code: str, words: str) -> None:
-    result = call(build_server(engine), "read_document", {"dataset": "notes", **arguments})
+    result = mcp_call(build_server(engine), "read_document", {"dataset": "notes", **arguments})
     assert result.is_error and result.structured_content["code"] == code
-    assert text_of(result).startswith(f"{code}: ") and words in text_of(result)
+    assert mcp_text(result).startswith(f"{code}: ") and words in mcp_text(result)
 
 
 def test_list_documents_pages_with_the_total(engine: Engine) -> None:
     server = build_server(engine)
-    first = call(server, "list_documents", {"dataset": "notes", "limit": 2}).structured_content
+    first = mcp_call(server, "list_documents", {"dataset": "notes", "limit": 2}).structured_content
     assert [d["name"] for d in first["documents"]] == ["cold-chains", "returns"]
     assert first["total"] == 3 and first["next_offset"] == 2
     assert first["documents"][0]["pages"] == 3 and first["documents"][0]["title"] == "Cold chains, watched"
-    rest = call(server, "list_documents", {"dataset": "notes", "offset": 2, "limit": 2})
+    rest = mcp_call(server, "list_documents", {"dataset": "notes", "offset": 2, "limit": 2})
     assert [d["name"] for d in rest.structured_content["documents"]] == ["cafe"]
-    assert rest.structured_content["next_offset"] is None and "cafe" in text_of(rest)
+    assert rest.structured_content["next_offset"] is None and "cafe" in mcp_text(rest)
 
 
 def test_errors_are_tool_errors_with_the_kx_status_and_the_server_keeps_serving(engine: Engine) -> None:
@@ -203,25 +191,25 @@ def test_errors_are_tool_errors_with_the_kx_status_and_the_server_keeps_serving(
                 await client.call_tool("list_datasets", {}),
             ]
     missing, bad_k, no_query, bad_mode, blank, bad_name, absent, after = anyio.run(run)
-    assert missing.is_error and missing.structured_content["code"] == "NOT_FOUND" and "nope" in text_of(missing)
-    assert bad_k.is_error and text_of(bad_k).startswith("INVALID_ARGUMENT: search: k:")
-    assert no_query.is_error and "query is required" in text_of(no_query)
-    assert bad_mode.is_error and text_of(bad_mode).startswith("INVALID_ARGUMENT: search: mode")
-    assert blank.is_error and "search: query: the text is blank" in text_of(blank)  # the gateway's own words
+    assert missing.is_error and missing.structured_content["code"] == "NOT_FOUND" and "nope" in mcp_text(missing)
+    assert bad_k.is_error and mcp_text(bad_k).startswith("INVALID_ARGUMENT: search: k:")
+    assert no_query.is_error and "query is required" in mcp_text(no_query)
+    assert bad_mode.is_error and mcp_text(bad_mode).startswith("INVALID_ARGUMENT: search: mode")
+    assert blank.is_error and "search: query: the text is blank" in mcp_text(blank)  # the gateway's own words
     assert bad_name.is_error and bad_name.structured_content["code"] == "INVALID_ARGUMENT"
-    assert absent.is_error and absent.structured_content["code"] == "NOT_FOUND" and "search" in text_of(absent)
+    assert absent.is_error and absent.structured_content["code"] == "NOT_FOUND" and "search" in mcp_text(absent)
     assert not after.is_error and [d["name"] for d in after.structured_content["datasets"]] == ["notes"]
 
 
 def test_ingest_text_only_with_allow_ingest(engine: Engine, tmp_path: Path) -> None:
     other = Engine(load_settings({"home": str(tmp_path / "h")}, env={}), embedder=HashEmbedder())
     server = build_server(other, Policy(allow_ingest=True))
-    added = call(server, "ingest_text", {"dataset": "scratch", "text": "A note about the loading dock.",
+    added = mcp_call(server, "ingest_text", {"dataset": "scratch", "text": "A note about the loading dock.",
                                          "name": "dock"})
-    assert not added.is_error and added.structured_content["added"] == 1 and "1 added" in text_of(added)
-    again = call(server, "ingest_text", {"dataset": "scratch", "text": "A note about the loading dock."})
+    assert not added.is_error and added.structured_content["added"] == 1 and "1 added" in mcp_text(added)
+    again = mcp_call(server, "ingest_text", {"dataset": "scratch", "text": "A note about the loading dock."})
     assert again.structured_content["unchanged"] == 1
-    found = call(server, "search", {"dataset": "scratch", "query": "loading dock", "mode": "sparse"})
+    found = mcp_call(server, "search", {"dataset": "scratch", "query": "loading dock", "mode": "sparse"})
     assert found.structured_content["hits"][0]["document_name"] == "dock"
     tools = anyio.run(_tool_names, server)
     assert "ingest_text" in tools and "ingest_file" not in tools  # no folder named: no file tool
@@ -247,20 +235,20 @@ def test_ingest_file_is_confined_to_the_allowed_folders_symlinks_resolved(tmp_pa
                                          datasets=eng.settings.datasets_dir))
     assert "ingest_file" in anyio.run(_tool_names, server)
 
-    ok = call(server, "ingest_file", {"dataset": "files", "path": str(allowed / "sub" / "memo.md")})
+    ok = mcp_call(server, "ingest_file", {"dataset": "files", "path": str(allowed / "sub" / "memo.md")})
     assert not ok.is_error and ok.structured_content["added"] == 1
-    relative = call(server, "ingest_file", {"dataset": "files", "path": "sub/memo.md"})
+    relative = mcp_call(server, "ingest_file", {"dataset": "files", "path": "sub/memo.md"})
     assert relative.structured_content["unchanged"] == 1
-    inner = call(server, "ingest_file", {"dataset": "files", "path": str(allowed / "inner.md")})
+    inner = mcp_call(server, "ingest_file", {"dataset": "files", "path": str(allowed / "inner.md")})
     assert not inner.is_error
     for escape in (str(outside / "secret.md"), str(allowed / ".." / "outside" / "secret.md"),
                    "../outside/secret.md", str(allowed / "escape.md"), str(allowed / "door" / "secret.md")):
-        refused = call(server, "ingest_file", {"dataset": "files", "path": escape})
+        refused = mcp_call(server, "ingest_file", {"dataset": "files", "path": escape})
         assert refused.is_error and refused.structured_content["code"] == "PERMISSION_DENIED", escape
-        assert "outside the folders" in text_of(refused)
-    missing = call(server, "ingest_file", {"dataset": "files", "path": "sub/none.md"})
+        assert "outside the folders" in mcp_text(refused)
+    missing = mcp_call(server, "ingest_file", {"dataset": "files", "path": "sub/none.md"})
     assert missing.is_error and missing.structured_content["code"] == "NOT_FOUND"
-    docs = call(server, "list_documents", {"dataset": "files"}).structured_content["documents"]
+    docs = mcp_call(server, "list_documents", {"dataset": "files"}).structured_content["documents"]
     assert [d["name"] for d in docs] == ["memo"]  # the vault never went in
     eng.close()
 
@@ -304,12 +292,6 @@ def served_home(handbook_home: Path, tmp_path: Path) -> Path:
     return home
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _readme_desktop_config() -> dict[str, Any]:
     """The Claude Desktop snippet, as the README prints it."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
@@ -325,10 +307,10 @@ def test_an_argument_a_tool_does_not_take_is_refused_not_dropped(engine: Engine)
                                   ("search", {"dataset": "notes", "query": "refund", "filter": "type:pdf"}, "filter"),
                                   ("list_documents", {"dataset": "notes", "page": 2}, "page"),
                                   ("list_datasets", {"dataset": "notes"}, "dataset")):
-        result = call(server, tool, arguments)
-        assert result.is_error and result.structured_content["code"] == "INVALID_ARGUMENT", (tool, text_of(result))
-        assert text_of(result).startswith(f"INVALID_ARGUMENT: {tool}: unknown argument '{name}'; it takes ")
-    takes = text_of(call(server, "search", {"dataset": "notes", "query": "x", "top_k": 2}))
+        result = mcp_call(server, tool, arguments)
+        assert result.is_error and result.structured_content["code"] == "INVALID_ARGUMENT", (tool, mcp_text(result))
+        assert mcp_text(result).startswith(f"INVALID_ARGUMENT: {tool}: unknown argument '{name}'; it takes ")
+    takes = mcp_text(mcp_call(server, "search", {"dataset": "notes", "query": "x", "top_k": 2}))
     assert "dataset, query, k, mode, rerank, where" in takes
 
 
@@ -342,18 +324,18 @@ def test_a_lone_surrogate_in_any_argument_is_invalid_argument_not_internal(engin
                                    ("ingest_file", {"dataset": "scratch", "path": "a\ud800.md"}, "path"),
                                    ("search", {"dataset": "scratch", "query": "x", "where": ["name:\ud800"]}, "where"),
                                    ("read_document", {"dataset": "scratch", "document": "\udc80"}, "document")):
-        result = call(server, tool, arguments)
-        assert result.is_error and result.structured_content["code"] == "INVALID_ARGUMENT", (tool, text_of(result))
-        assert f"{tool}: {field} holds \\u" in text_of(result) or f"{tool}: {field} holds \\x" in text_of(result)
-        assert "send valid Unicode" in text_of(result)
-    assert call(server, "list_datasets").structured_content["datasets"] == []  # nothing stored
+        result = mcp_call(server, tool, arguments)
+        assert result.is_error and result.structured_content["code"] == "INVALID_ARGUMENT", (tool, mcp_text(result))
+        assert f"{tool}: {field} holds \\u" in mcp_text(result) or f"{tool}: {field} holds \\x" in mcp_text(result)
+        assert "send valid Unicode" in mcp_text(result)
+    assert mcp_call(server, "list_datasets").structured_content["datasets"] == []  # nothing stored
     other.close()
 
 
 def test_list_documents_past_the_end_says_how_many_there_are(engine: Engine) -> None:
-    past = call(build_server(engine), "list_documents", {"dataset": "notes", "offset": 100})
+    past = mcp_call(build_server(engine), "list_documents", {"dataset": "notes", "offset": 100})
     assert not past.is_error and past.structured_content["documents"] == []
-    assert text_of(past) == "no documents from offset 100: 'notes' holds 3; list_documents with offset=0 starts " \
+    assert mcp_text(past) == "no documents from offset 100: 'notes' holds 3; list_documents with offset=0 starts " \
                             "from the first"
 
 
@@ -436,15 +418,15 @@ def test_read_document_around_a_passage_keeps_the_passage_when_max_chars_is_smal
     for arguments in ({"passage_ref": last.ref, "max_chars": 40},
                       {"chunk": len(spans), "max_chars": last.char_end - last.char_start + 20, "context_chars": 5000},
                       {"passage_ref": last.ref, "max_chars": 20_000, "context_chars": 20_000}):
-        read = call(server, "read_document", {"dataset": "notes", "document": "cafe", **arguments})
+        read = mcp_call(server, "read_document", {"dataset": "notes", "document": "cafe", **arguments})
         data = read.structured_content
         assert not read.is_error and data["char_end"] - data["char_start"] <= arguments["max_chars"], data
         assert data["char_start"] <= last.char_start < data["char_end"], (arguments, data["char_start"])
         assert data["text"] == text[data["char_start"]:data["char_end"]]
-    small = call(server, "read_document", {"dataset": "notes", "document": "cafe", "passage_ref": last.ref,
+    small = mcp_call(server, "read_document", {"dataset": "notes", "document": "cafe", "passage_ref": last.ref,
                                            "max_chars": 40}).structured_content
     assert small["char_start"] == last.char_start and small["text"] == text[last.char_start:last.char_start + 40]
-    some = call(server, "read_document", {"dataset": "notes", "document": "cafe", "chunk": len(spans),
+    some = mcp_call(server, "read_document", {"dataset": "notes", "document": "cafe", "chunk": len(spans),
                                           "max_chars": last.char_end - last.char_start + 20}).structured_content
     assert some["char_end"] - some["char_start"] == last.char_end - last.char_start + 20  # context on both sides
     assert some["char_start"] < last.char_start and last.char_end <= some["char_end"]
@@ -478,13 +460,13 @@ def test_read_document_by_a_ref_prefix_two_documents_share_asks_for_more_of_it(t
     refs = [r.ref for r in report.results]   # first, second
     assert refs[0][:8] == refs[1][:8] == prefix and refs[0] != refs[1]   # the document ref is the bytes' sha256
     try:
-        both = call(build_server(eng), "read_document", {"dataset": "shared", "document": prefix})
-        one = call(build_server(eng), "read_document", {"dataset": "shared", "document": refs[1][:20]})
+        both = mcp_call(build_server(eng), "read_document", {"dataset": "shared", "document": prefix})
+        one = mcp_call(build_server(eng), "read_document", {"dataset": "shared", "document": refs[1][:20]})
     finally:
         eng.close()
     assert both.is_error and both.structured_content["code"] == "INVALID_ARGUMENT"
-    assert "2 documents" in text_of(both) and refs[0][:16] in text_of(both) and refs[1][:16] in text_of(both)
-    assert not one.is_error and pair[1] in text_of(one)
+    assert "2 documents" in mcp_text(both) and refs[0][:16] in mcp_text(both) and refs[1][:16] in mcp_text(both)
+    assert not one.is_error and pair[1] in mcp_text(one)
 
 
 @pytest.mark.slow
@@ -529,16 +511,16 @@ def test_kx_mcp_over_stdio_answers_every_tool(served_home: Path, tmp_path: Path)
     assert [d["name"] for d in seen["datasets"].structured_content["datasets"]] == ["handbook"]
     hits = seen["search"].structured_content["hits"]
     assert hits[0]["document_name"] == "refunds-and-returns" and "[refunds-and-returns, chunk" in hits[0]["citation"]
-    assert hits[0]["citation"] in text_of(seen["search"])
+    assert hits[0]["citation"] in mcp_text(seen["search"])
     assert hits[0]["text"] in seen["read"].structured_content["text"]
     assert seen["documents"].structured_content["total"] == 6
     assert seen["text"].structured_content["added"] == 1 and seen["file"].structured_content["added"] == 1
     assert seen["dense"].structured_content["hits"][0]["document_name"] == "parking"
-    assert seen["bad"].is_error and text_of(seen["bad"]).startswith("INVALID_ARGUMENT: search: k")
+    assert seen["bad"].is_error and mcp_text(seen["bad"]).startswith("INVALID_ARGUMENT: search: k")
     assert seen["missing"].is_error and seen["missing"].structured_content["code"] == "NOT_FOUND"
     assert seen["escape"].is_error and seen["escape"].structured_content["code"] == "PERMISSION_DENIED"
     assert seen["hardlink"].is_error and seen["hardlink"].structured_content["code"] == "PERMISSION_DENIED"
-    assert "has 2 names (hard links)" in text_of(seen["hardlink"])
+    assert "has 2 names (hard links)" in mcp_text(seen["hardlink"])
     assert sorted(d["name"] for d in seen["after"].structured_content["datasets"]) == ["handbook", "scratch"]
 
 
@@ -547,7 +529,7 @@ def test_kx_mcp_over_http_needs_the_token_and_refuses_a_foreign_host(served_home
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "mcp-http.log"
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "kx_tui", "mcp", "--http", "--port", str(port)], cwd=REPO,
@@ -608,15 +590,15 @@ def test_the_readme_desktop_config_starts_a_working_server(served_home: Path) ->
             return names, await client.call_tool("search", {"dataset": "handbook", "query": "travel expenses"})
     names, found = anyio.run(run)
     assert names == ["list_datasets", "list_documents", "read_document", "search"]
-    assert not found.is_error and "[travel-and-expenses" in text_of(found)
+    assert not found.is_error and "[travel-and-expenses" in mcp_text(found)
 
 
 @pytest.mark.slow
 def test_kx_mcp_fronts_a_gateway(tmp_path: Path) -> None:
     """`kx --gateway URL mcp`: the same tools over KxClient, the gateway's errors as tool errors."""
-    from .test_gateway import _start, _stop
+    from .gateway_process import start_gateway, stop_gateway
 
-    gw = _start(tmp_path / "served" / "home", env={"KX_SERVE_EMBED_MODEL": "none"})
+    gw = start_gateway(tmp_path / "served" / "home", env={"KX_SERVE_EMBED_MODEL": "none"})
     try:
         with gw.client() as client:  # no model there: text with pre-computed vectors, searched sparse
             client.ingest_documents("remote", [RETURNS, CAFE], names=["returns", "cafe"],
@@ -635,7 +617,7 @@ def test_kx_mcp_fronts_a_gateway(tmp_path: Path) -> None:
                         await client.call_tool("search", {"dataset": "remote", "query": "soup", "mode": "dense"})]
         listed, found, read, dense = anyio.run(run)
     finally:
-        assert _stop(gw) == 0
+        assert stop_gateway(gw) == 0
     assert [d["name"] for d in listed.structured_content["datasets"]] == ["remote"]
     assert found.structured_content["hits"][0]["citation"].startswith("[cafe, chunk 1/1")
     assert read.structured_content["text"] == RETURNS[:40]

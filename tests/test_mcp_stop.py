@@ -171,8 +171,7 @@ def test_sigterm_stops_a_real_kx_mcp_http_with_a_call_in_flight_cleanly_and_in_t
 
     from engine import load_settings
 
-    from .helpers import REPO
-    from .test_mcp import _free_port
+    from .helpers import REPO, free_port
 
     home = tmp_path / "home"
     engine = Engine(load_settings({"home": str(home), "embed_model": "none"}, env={}))
@@ -180,7 +179,7 @@ def test_sigterm_stops_a_real_kx_mcp_http_with_a_call_in_flight_cleanly_and_in_t
     engine.close()   # no model anywhere: a vector given, a search in sparse mode
     env = {k: v for k, v in os.environ.items() if not k.startswith("KX_")}
     env.update({"KX_HOME": str(home), "KX_SERVE_EMBED_MODEL": "none", "PYTHONPATH": str(REPO)})
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "mcp.log"
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-c", _SLOW_KX, "mcp", "--http", "--port", str(port)], cwd=REPO,

@@ -26,8 +26,8 @@ from engine import KxError, Status, load_settings
 from engine.milvus.backend import MilvusBackend
 from engine.text.inputs import from_file, from_text
 
-from .backends import free_port, milvus_settings
-from .helpers import REPO, HashEmbedder, run_cli, serving
+from .backends import milvus_settings
+from .helpers import REPO, HashEmbedder, free_port, run_cli, serving
 
 
 def _milvus(uri: str, **settings) -> MilvusBackend:

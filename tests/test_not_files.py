@@ -14,15 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from engine import Engine, load_settings
 from engine.errors import KxError, Status
 from engine.text.inputs import from_file, from_jsonl
 from engine.text.safe_read import read_regular_file
 from engine.watch.events import Ingested, Refused, Unchanged, WatchError
 from engine.watch.watcher import FolderWatcher
 
-from .helpers import HashEmbedder, run_kx
-from .test_watch import EventLog
+from .helpers import EventLog, run_kx, small_engine
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="devices, FIFOs and unix sockets are POSIX things")
 
@@ -94,7 +92,7 @@ def test_the_watched_folder_does_not_follow_links_out_of_itself(tmp_path: Path) 
     (drop / "sub" / "alias.md").symlink_to(drop / "inside.md")  # a link that stays inside: followed
     (drop / "outdir").symlink_to(secret.parent, target_is_directory=True)  # a folder link leading out
     os.mkfifo(drop / "pipe.txt")
-    engine = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
+    engine = small_engine()
     log = EventLog()
     watcher = FolderWatcher(engine, "inbox", drop, log, settle_seconds=0.2)
     watcher.start()

@@ -21,6 +21,7 @@ from engine.extract import Extracted, Section, page_span, section_path
 from engine.records import Hit, QueryResult
 from engine.text.inputs import from_bytes, from_file, from_jsonl, from_text
 
+from .data.paper import PAGE_STARTS, PAGES, PAPER_BYTES, PAPER_TEXT, expected_section, paper_extractor
 from .helpers import HashEmbedder, inject_extraction, run_cli, serving
 
 
@@ -43,45 +44,9 @@ def test_section_path_follows_heading_levels():
     assert section_path((Section(5, 1, "Late"),), 0) is None
 
 
-PAGES = [
-    "1 Introduction\n" + "Loggers record the temperature of a cold chain shipment every minute. " * 3,
-    "3 Model\n" + "The model is fitted to the readings of each logger. " * 2
-    + "3.1 LRS model\n" + "The lagged regression smoother weighs each reading by its age. " * 6,
-    "3.2 Validation\n" + "We validated the smoother on forty shipments from two carriers. " * 3,
-]
-
-
-PAPER_TEXT = "".join(PAGES)
-
-
-PAGE_STARTS = tuple(sum(len(p) for p in PAGES[:i]) for i in range(len(PAGES)))
-
-
-HEADINGS = {  # heading -> (level, the path a passage under it carries)
-    "1 Introduction": (1, "1 Introduction"),
-    "3 Model": (1, "3 Model"),
-    "3.1 LRS model": (2, "3 Model › 3.1 LRS model"),
-    "3.2 Validation": (2, "3 Model › 3.2 Validation"),
-}
-
-
-PAPER = Extracted(
-    text=PAPER_TEXT, media_type="application/pdf", page_starts=PAGE_STARTS,
-    sections=tuple(Section(PAPER_TEXT.index(h + "\n"), level, h) for h, (level, _) in HEADINGS.items()),
-    title="Cold chains, watched", notes=("outline from bookmarks",), extractor="fake-pdf/1",
-)
-
-
-PAPER_BYTES = b"%PDF-1.7 not a real PDF: the test hands ingest its Extracted"
-
-
-def _paper_extractor(doc):
-    return PAPER if doc.data == PAPER_BYTES else None
-
-
 @pytest.fixture
 def paper(monkeypatch: pytest.MonkeyPatch) -> None:
-    inject_extraction(monkeypatch, _paper_extractor)
+    inject_extraction(monkeypatch, paper_extractor)
 
 
 def _expected_pages(start: int, end: int) -> tuple[int, int]:
@@ -89,11 +54,6 @@ def _expected_pages(start: int, end: int) -> tuple[int, int]:
     bounds = list(PAGE_STARTS) + [len(PAPER_TEXT)]
     touched = [i + 1 for i in range(len(PAGES)) if bounds[i] < end and start < bounds[i + 1]]
     return touched[0], touched[-1]
-
-
-def _expected_section(start: int) -> str | None:
-    above = [h for h in HEADINGS if PAPER_TEXT.index(h + "\n") <= start]
-    return HEADINGS[max(above, key=lambda h: PAPER_TEXT.index(h + "\n"))][1] if above else None
 
 
 def test_ingest_stores_pages_and_section_for_every_passage(hash_engine: Engine, paper) -> None:
@@ -110,7 +70,7 @@ def test_ingest_stores_pages_and_section_for_every_passage(hash_engine: Engine, 
         for p in passages:
             assert PAPER_TEXT[p.char_start:p.char_end] == p.text
             assert (p.page_start, p.page_end) == _expected_pages(p.char_start, p.char_end)
-            assert p.section == _expected_section(p.char_start)
+            assert p.section == expected_section(p.char_start)
         assert {p.page_start for p in passages} == {1, 2, 3}
         assert any(p.page_end > p.page_start for p in passages)  # one passage runs over a page break
         assert {p.section for p in passages} >= {"1 Introduction", "3 Model › 3.1 LRS model"}
@@ -131,7 +91,7 @@ def test_a_hit_says_its_pages_section_and_title(hash_engine: Engine, paper) -> N
     hits = hash_engine.query("papers", "lagged regression smoother weighs", mode="sparse", k=3).hits
     for hit in hits:
         assert (hit.page_start, hit.page_end) == _expected_pages(hit.char_start, hit.char_end)
-        assert hit.section == _expected_section(hit.char_start)
+        assert hit.section == expected_section(hit.char_start)
     hit = next(h for h in hits if h.section == "3 Model › 3.1 LRS model")  # one starts under the heading
     assert "lagged regression smoother" in hit.text
     assert hit.page_start == hit.page_end == 2
@@ -142,7 +102,7 @@ def test_a_hit_says_its_pages_section_and_title(hash_engine: Engine, paper) -> N
 
 def test_the_stored_text_outlives_a_changed_extractor(hash_engine: Engine, monkeypatch) -> None:
     """Ranges of old hits stay true: the passage view reads the stored text, never a new extraction."""
-    inject_extraction(monkeypatch, _paper_extractor)
+    inject_extraction(monkeypatch, paper_extractor)
     hash_engine.ingest("papers", [from_bytes(PAPER_BYTES, "cold-chains", "application/pdf")])
     before = hash_engine.query("papers", "forty shipments two carriers", mode="sparse", k=1).hits[0]
     shifted = Extracted(text="A new extractor puts a preface first.\n" + PAPER_TEXT, media_type="application/pdf")
@@ -274,7 +234,7 @@ def test_a_round1_catalogue_stays_queryable_and_is_migrated_by_the_next_writer(
     assert "page_start" not in _columns(path, "passages") and not _columns(path, "texts")
 
     # the next writer migrates in place; old documents keep their text and ranges
-    inject_extraction(monkeypatch, _paper_extractor)
+    inject_extraction(monkeypatch, paper_extractor)
     writer = Engine(settings, embedder=HashEmbedder())
     report = writer.ingest("old", [from_bytes(PAPER_BYTES, "cold-chains", "application/pdf")])
     assert report.count("added") == 1 and report.documents == 4
@@ -325,7 +285,7 @@ def test_the_cli_shows_pages_and_section_through_the_real_model(tmp_path: Path, 
     for hit in hits:
         assert {"page_start", "page_end", "section", "document_title", "source_path"} <= set(hit)
         assert (hit["page_start"], hit["page_end"]) == _expected_pages(hit["char_start"], hit["char_end"])
-        assert hit["section"] == _expected_section(hit["char_start"])
+        assert hit["section"] == expected_section(hit["char_start"])
         assert hit["document_title"] == "Cold chains, watched" and hit["source_path"] == str(pdf.resolve())
     assert hits[0]["section"] == "3 Model › 3.2 Validation" and hits[0]["page_start"] == 3
     human = run_cli("datasets", "query", "papers", "--text", "which carriers were the shipments validated on")
@@ -343,7 +303,7 @@ def test_bytes_with_a_media_type_go_through_the_sdk_and_hits_come_back_with_prov
 
     def extractor(doc):
         seen[doc.name] = doc.media_type
-        return _paper_extractor(doc)
+        return paper_extractor(doc)
 
     inject_extraction(monkeypatch, extractor)
     report = served.ingest_documents("papers", [PAPER_BYTES, "# Returns\n\nLoggers come back in two days."],
@@ -355,7 +315,7 @@ def test_bytes_with_a_media_type_go_through_the_sdk_and_hits_come_back_with_prov
     top = result.hits[0]
     assert (top.document_name, top.document_title) == ("cold-chains", "Cold chains, watched")
     assert (top.page_start, top.page_end) == _expected_pages(top.char_start, top.char_end)
-    assert top.section == _expected_section(top.char_start) == "3 Model › 3.2 Validation"
+    assert top.section == expected_section(top.char_start) == "3 Model › 3.2 Validation"
     assert served.document_text("papers", top.document_ref)[top.char_start:top.char_end] == top.text
 
     # the wire names, and the schema that documents them

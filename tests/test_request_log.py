@@ -14,7 +14,7 @@ from engine import Engine
 from engine.server.gateway import create_app
 from engine.server.request_log import RequestLog
 
-from .test_gateway import _start, _stop
+from .gateway_process import start_gateway, stop_gateway
 
 LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (GET|POST) (\S+) (\d{3}) (\d+\.\d)ms 127\.0\.0\.1:\d+$")
 
@@ -67,12 +67,13 @@ def test_control_characters_in_a_path_are_escaped() -> None:
 def test_kx_serve_logs_by_default_json_on_request_and_nothing_when_quiet(tmp_path) -> None:
     seen = {}
     for flags in ((), ("--log-json",), ("--quiet",)):
-        gw = _start(tmp_path / "-".join(flags or ("plain",)) / "home", *flags, env={"KX_SERVE_EMBED_MODEL": "none"})
+        gw = start_gateway(tmp_path / "-".join(flags or ("plain",)) / "home", *flags,
+                           env={"KX_SERVE_EMBED_MODEL": "none"})
         try:
             with gw.client() as client:
                 client.list_datasets()
         finally:
-            assert _stop(gw) == 0
+            assert stop_gateway(gw) == 0
         seen[flags] = [line for line in gw.log.read_text().splitlines() if "/v1/" in line and "http://" not in line]
     assert any(LINE.match(line) and " GET /v1/datasets 200 " in line for line in seen[()])
     records = [json.loads(line) for line in seen[("--log-json",)]]

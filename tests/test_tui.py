@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 from textual.widgets import DataTable, Input, Static
 
 from engine import Engine, load_settings
@@ -16,85 +15,46 @@ from kx_tui.tui.app import SAMPLES, KxApp
 from kx_tui.tui.screens.compare import CompareScreen
 from kx_tui.tui.screens.help import HelpScreen
 from kx_tui.tui.screens.hit_detail import PassageDetailScreen
-from kx_tui.tui.screens.main import MainScreen
 from kx_tui.tui.widgets.activity import ActivityLog
 from kx_tui.tui.widgets.datasets import DatasetDetails, DatasetList
 from kx_tui.tui.widgets.results import ResultsList
 from kx_tui.tui.widgets.watch import WatchPanel
 
-from .helpers import HashEmbedder, settle
+from .helpers import HashEmbedder, ask, ingest_handbook, main_screen, plain_text, recording_notify, settle, small_engine
+
+pytestmark = pytest.mark.slow  # every test here drives the whole Textual app: seconds each
 
 SIZE = (140, 45)
 QUERY = "how many days of annual leave"
-
-
-def _handbook(engine: Engine, name: str = "handbook") -> None:
-    files = sorted(SAMPLES.glob("*.md"))
-    assert files, "the shipped samples are missing"
-    engine.ingest(name, [from_file(f, engine.settings.max_document_bytes) for f in files])
-
-
-def main(app: KxApp) -> MainScreen:
-    """The workbench's default screen (at the bottom of the stack, whatever is pushed on it)."""
-    screen = app.screen_stack[0]
-    assert isinstance(screen, MainScreen)
-    return screen
 
 
 def _hash_engine() -> Engine:
     return Engine(load_settings({}), embedder=HashEmbedder())
 
 
-def _text_of(renderable, keep_lines: bool = False) -> str:
-    console = Console(record=True, width=400, color_system=None)
-    console.print(renderable)
-    text = console.export_text()
-    return text if keep_lines else text.replace("\n", " ")
-
-
 def _results_text(app: KxApp) -> list[str]:
     results = app.query_one(ResultsList)
-    return [_text_of(results.get_option_at_index(i).prompt, keep_lines=True) for i in range(results.option_count)]
-
-
-def _recording_notify(app: KxApp) -> list[tuple[str, str]]:
-    seen: list[tuple[str, str]] = []
-    original = app.notify
-
-    def notify(message, *args, **kwargs):
-        seen.append((str(message), kwargs.get("severity", "information")))
-        return original(message, *args, **kwargs)
-
-    app.notify = notify  # type: ignore[method-assign]
-    return seen
-
-
-async def _ask(app: KxApp, pilot, text: str) -> None:
-    app.query_one("#query", Input).focus()
-    await pilot.press(*text)
-    await pilot.press("enter")
-    await settle(app, pilot, rounds=3)
+    return [plain_text(results.get_option_at_index(i).prompt, keep_lines=True) for i in range(results.option_count)]
 
 
 @pytest.fixture
 def handbook_engine(kx_home: Path) -> Engine:
     engine = Engine(load_settings({}), embedder=HashEmbedder())
-    _handbook(engine)
+    ingest_handbook(engine)
     return engine
 
 
-@pytest.mark.slow
 async def test_query_shows_explained_hits_from_the_real_model(kx_home: Path, real_embedder) -> None:
     engine = Engine(load_settings({}), embedder=real_embedder)
-    _handbook(engine)
+    ingest_handbook(engine)
     app = KxApp(engine, settings=engine.settings)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot, rounds=3)
-        assert main(app).dataset == "handbook"
-        await _ask(app, pilot, QUERY)
+        assert main_screen(app).dataset == "handbook"
+        await ask(app, pilot, QUERY)
         expected = engine.query("handbook", QUERY, k=app.k, mode="hybrid", rerank=True)
-        assert main(app).result is not None
-        assert [h.passage_ref for h in main(app).result.hits] == [h.passage_ref for h in expected.hits]
+        assert main_screen(app).result is not None
+        assert [h.passage_ref for h in main_screen(app).result.hits] == [h.passage_ref for h in expected.hits]
         shown = _results_text(app)
         assert len(shown) == len(expected.hits) > 0
         for text, hit in zip(shown, expected.hits):
@@ -103,62 +63,59 @@ async def test_query_shows_explained_hits_from_the_real_model(kx_home: Path, rea
             sparse = f"sparse #{hit.sparse_rank}" if hit.sparse_rank is not None else "sparse —"
             assert dense in text and sparse in text
         assert "leave-and-holidays" in shown[0]
-        assert "hybrid" in _text_of(app.query_one("#query-status", Static).content)
+        assert "hybrid" in plain_text(app.query_one("#query-status", Static).content)
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_mode_rerank_and_k_keys_rerun_the_query(handbook_engine: Engine) -> None:
     app = KxApp(handbook_engine, settings=handbook_engine.settings)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot, rounds=3)
-        await _ask(app, pilot, "refund")
-        assert main(app).result.mode == "hybrid"
+        await ask(app, pilot, "refund")
+        assert main_screen(app).result.mode == "hybrid"
         await pilot.press("m")  # still in the query box: the key is typed, not a command
         assert app.query_one("#query", Input).value == "refundm" and app.mode == "hybrid"
         await pilot.press("backspace", "escape", "m")
         await settle(app, pilot, rounds=3)
         expected = handbook_engine.query("handbook", "refund", k=app.k, mode="dense", rerank=True)
-        assert app.mode == "dense" and main(app).result.mode == expected.mode == "dense"
-        assert [h.passage_ref for h in main(app).result.hits] == [h.passage_ref for h in expected.hits]
+        assert app.mode == "dense" and main_screen(app).result.mode == expected.mode == "dense"
+        assert [h.passage_ref for h in main_screen(app).result.hits] == [h.passage_ref for h in expected.hits]
         await pilot.press("m")
         await settle(app, pilot, rounds=3)
-        assert main(app).result.mode == "sparse"
+        assert main_screen(app).result.mode == "sparse"
         await pilot.press("r")
         await settle(app, pilot, rounds=3)
-        assert main(app).result.rerank is False
+        assert main_screen(app).result.rerank is False
         k = app.k
         await pilot.press("minus")
         await settle(app, pilot, rounds=3)
-        assert app.k == k - 1 and len(main(app).result.hits) <= k - 1
-        assert "sparse · MMR off" in _text_of(app.query_one("#query-status", Static).content)
+        assert app.k == k - 1 and len(main_screen(app).result.hits) <= k - 1
+        assert "sparse · MMR off" in plain_text(app.query_one("#query-status", Static).content)
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_a_stale_answer_is_dropped(handbook_engine: Engine) -> None:
     app = KxApp(handbook_engine, settings=handbook_engine.settings)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot, rounds=3)
-        await _ask(app, pilot, "refund")
-        before = main(app).result
+        await ask(app, pilot, "refund")
+        before = main_screen(app).result
         answered = handbook_engine.query("handbook", "travel", k=3)
         from kx_tui.tui.messages import QueryAnswered
 
-        main(app).post_message(QueryAnswered("travel", answered, {}))  # the box still says "refund"
+        main_screen(app).post_message(QueryAnswered("travel", answered, {}))  # the box still says "refund"
         await pilot.pause()
-        assert main(app).result is before
+        assert main_screen(app).result is before
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_opening_a_hit_shows_its_range_in_the_document(handbook_engine: Engine) -> None:
     app = KxApp(handbook_engine, settings=handbook_engine.settings)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot, rounds=3)
-        await _ask(app, pilot, "expenses receipts")
+        await ask(app, pilot, "expenses receipts")
         await pilot.press("escape", "down", "enter")
         await settle(app, pilot, rounds=3)
         screen = app.screen
         assert isinstance(screen, PassageDetailScreen)
-        hit = main(app).result.hits[1]
+        hit = main_screen(app).result.hits[1]
         assert screen.hit == hit
         assert screen.highlighted_range == (hit.char_start, hit.char_end)
         document = handbook_engine.document_text("handbook", hit.document_ref)
@@ -174,22 +131,21 @@ async def test_opening_a_hit_shows_its_range_in_the_document(handbook_engine: En
         assert not isinstance(app.screen, PassageDetailScreen)
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_hits_and_the_passage_view_show_pages_section_and_title(kx_home: Path, monkeypatch) -> None:
     from engine.text.inputs import from_bytes
 
+    from .data.paper import PAPER_BYTES, PAPER_TEXT, expected_section, paper_extractor
     from .helpers import inject_extraction
-    from .test_provenance import PAPER_BYTES, PAPER_TEXT, _expected_section, _paper_extractor
 
-    inject_extraction(monkeypatch, _paper_extractor)
-    engine = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
+    inject_extraction(monkeypatch, paper_extractor)
+    engine = small_engine()
     engine.ingest("papers", [from_bytes(PAPER_BYTES, "cold-chains", "application/pdf"),
                              from_text("Shipments are insured by the carriers.", "insurance")])
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot, rounds=3)
-        await _ask(app, pilot, "forty shipments two carriers")
-        hits = main(app).result.hits
+        await ask(app, pilot, "forty shipments two carriers")
+        hits = main_screen(app).result.hits
         shown = _results_text(app)
         paper = next(i for i, h in enumerate(hits) if h.section == "3 Model › 3.2 Validation")
         header, where = shown[paper].splitlines()[:2]
@@ -203,20 +159,19 @@ async def test_hits_and_the_passage_view_show_pages_section_and_title(kx_home: P
         await settle(app, pilot, rounds=3)
         screen = app.screen
         assert isinstance(screen, PassageDetailScreen) and screen.hit == hits[paper]
-        title = _text_of(screen.query_one("#detail-title", Static).content, keep_lines=True).splitlines()
+        title = plain_text(screen.query_one("#detail-title", Static).content, keep_lines=True).splitlines()
         assert title[0].startswith(f"cold-chains  {hits[paper].label} p. 3  chars {hits[paper].char_start}")
-        assert title[1].strip() == f"Cold chains, watched · {_expected_section(hits[paper].char_start)}"
+        assert title[1].strip() == f"Cold chains, watched · {expected_section(hits[paper].char_start)}"
         assert screen.document_text == PAPER_TEXT  # the stored extracted text, not the bytes
         assert str(screen.query_one("#detail-hit", Static).content) == hits[paper].text
     engine.close()
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_compare_shows_hybrid_and_dense_side_by_side(handbook_engine: Engine) -> None:
     app = KxApp(handbook_engine, settings=handbook_engine.settings)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot, rounds=3)
-        await _ask(app, pilot, "working from home equipment")
+        await ask(app, pilot, "working from home equipment")
         await pilot.press("escape", "c")
         await settle(app, pilot, rounds=3)
         screen = app.screen
@@ -238,33 +193,31 @@ async def test_compare_shows_hybrid_and_dense_side_by_side(handbook_engine: Engi
         assert not isinstance(app.screen, CompareScreen)
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_a_stale_fingerprint_is_an_error_notification_not_a_crash(
         kx_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    old = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
+    old = small_engine()
     old.ingest("notes", [from_text("The quick brown fox jumps over the lazy dog. " * 20, name="fox")])
     # a dataset answers with the settings it was built with unless one is set for this command: the
     # operator's KX_CHUNK_SIZE names another chunking, which the dataset's fingerprint refuses
     monkeypatch.setenv("KX_CHUNK_SIZE", "1000")
     app = KxApp(_hash_engine(), settings=load_settings({}))
     async with app.run_test(size=SIZE) as pilot:
-        seen = _recording_notify(app)
+        seen = recording_notify(app)
         await settle(app, pilot, rounds=3)
-        assert main(app).dataset == "notes"
+        assert main_screen(app).dataset == "notes"
         assert app.query_one(DatasetDetails).content  # the details still show
-        await _ask(app, pilot, "fox")
+        await ask(app, pilot, "fox")
         errors = [m for m, severity in seen if severity == "error"]
         assert errors and "chunk_size" in errors[0]
-        assert app.is_running and main(app).result is None
+        assert app.is_running and main_screen(app).result is None
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_an_empty_home_without_samples_shows_how_to_start(kx_home: Path) -> None:
     app = KxApp(_hash_engine(), samples=None)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot, rounds=3)
         assert app.query_one("#first-run").display
-        assert main(app).dataset is None
+        assert main_screen(app).dataset is None
         await pilot.press("enter")  # nothing to query: still alive
         await pilot.press("escape", "question_mark")
         assert isinstance(app.screen, HelpScreen)
@@ -273,7 +226,6 @@ async def test_an_empty_home_without_samples_shows_how_to_start(kx_home: Path) -
     assert app.return_code in (0, None)
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_an_empty_home_gets_the_sample_handbook(kx_home: Path, tmp_path: Path) -> None:
     samples = tmp_path / "samples"
     samples.mkdir()
@@ -285,11 +237,10 @@ async def test_an_empty_home_gets_the_sample_handbook(kx_home: Path, tmp_path: P
         await settle(app, pilot, rounds=3)
         listed = app.query_one(DatasetList).summaries
         assert list(listed) == ["handbook"] and listed["handbook"].documents == 2
-        assert main(app).dataset == "handbook"
+        assert main_screen(app).dataset == "handbook"
         assert not app.query_one("#first-run").display
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_watching_the_inbox_shows_activity(handbook_engine: Engine) -> None:
     app = KxApp(handbook_engine, settings=handbook_engine.settings, watch_settle_seconds=0.0)
     async with app.run_test(size=SIZE) as pilot:
@@ -330,7 +281,6 @@ async def test_watching_the_inbox_shows_activity(handbook_engine: Engine) -> Non
         assert not app.query_one(WatchPanel).watching
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_watching_an_empty_inbox_keeps_what_came_from_it_and_says_so(handbook_engine: Engine) -> None:
     inbox = handbook_engine.settings.home / "inbox" / "handbook"
     inbox.mkdir(parents=True)
@@ -341,7 +291,7 @@ async def test_watching_an_empty_inbox_keeps_what_came_from_it_and_says_so(handb
     app = KxApp(handbook_engine, settings=handbook_engine.settings, watch_settle_seconds=0.0)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot, rounds=3)
-        notes = _recording_notify(app)
+        notes = recording_notify(app)
         await pilot.press("escape", "w")
         assert app.query_one(WatchPanel).watching
         log = app.query_one(ActivityLog)
@@ -359,7 +309,6 @@ async def test_watching_an_empty_inbox_keeps_what_came_from_it_and_says_so(handb
         assert handbook_engine.dataset_summary("handbook").documents == 8
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_the_watch_panel_shows_a_file_names_escapes_and_obeys_none(handbook_engine: Engine) -> None:
     """A file name is the folder's, not kx's: one holding an escape sequence is refused, and its line shows it."""
     obeyed = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -380,7 +329,6 @@ async def test_the_watch_panel_shows_a_file_names_escapes_and_obeys_none(handboo
         assert not obeyed.search(drawn), drawn
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_a_notification_quoting_stored_text_obeys_none_of_its_escapes(kx_home: Path) -> None:
     """Toasts quote paths, document names and errors (a watch that stopped, a file that is gone): whoever raises
     one, the app cleans it, as it cleans the views."""
@@ -397,7 +345,6 @@ async def test_a_notification_quoting_stored_text_obeys_none_of_its_escapes(kx_h
     assert not any(obeyed.search(title + message) for title, message in shown), shown
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_engine_advisories_are_shown_as_notifications(kx_home, monkeypatch) -> None:
     from engine import Engine, load_settings
     from kx_tui.tui.app import KxApp
@@ -413,7 +360,6 @@ async def test_engine_advisories_are_shown_as_notifications(kx_home, monkeypatch
     assert any("no embedding model" in m for m in messages)
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_a_near_duplicate_hit_says_which_hit_it_repeats(kx_home: Path) -> None:
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     note = "Parcels ship from the Leeds warehouse every weekday morning by courier."
@@ -426,16 +372,15 @@ async def test_a_near_duplicate_hit_says_which_hit_it_repeats(kx_home: Path) -> 
     app = KxApp(engine, settings=engine.settings)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot, rounds=3)
-        await _ask(app, pilot, "when do parcels ship from the warehouse")
+        await ask(app, pilot, "when do parcels ship from the warehouse")
         shown = _results_text(app)
-        hits = main(app).result.hits
+        hits = main_screen(app).result.hits
         marked = [i for i, text in enumerate(shown) if "≈ near-duplicate of #1" in text]
         assert len(marked) == 2
         assert all(hits[i].duplicate_of == hits[0].passage_ref for i in marked)
         assert marked == [len(hits) - 2, len(hits) - 1]  # after every distinct passage
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_selecting_a_dataset_with_a_backlog_finishes_its_embedding(kx_home: Path) -> None:
     engine = _hash_engine()
     files = sorted(SAMPLES.glob("*.md"))
@@ -443,19 +388,18 @@ async def test_selecting_a_dataset_with_a_backlog_finishes_its_embedding(kx_home
                   should_stop=lambda: True)  # stage 1 only: keyword-searchable, nothing embedded
     assert engine.dataset_summary("handbook").backlog > 0
     app = KxApp(engine, settings=engine.settings)
-    notes = _recording_notify(app)
+    notes = recording_notify(app)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot, rounds=3)
         await settle(app, pilot, rounds=3)
         assert engine.dataset_summary("handbook").backlog == 0
         assert any("an earlier ingest of 'handbook' left" in text for text, _ in notes)
         assert any("passages embedded; dense search covers the whole dataset" in text for text, _ in notes)
-        await _ask(app, pilot, "refund")
-        assert main(app).result.dense_coverage == 1.0
-        assert "dense covers" not in _text_of(app.query_one("#query-status", Static).content)
+        await ask(app, pilot, "refund")
+        assert main_screen(app).result.dense_coverage == 1.0
+        assert "dense covers" not in plain_text(app.query_one("#query-status", Static).content)
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_the_status_line_says_how_much_dense_covered(kx_home: Path) -> None:
     engine = _hash_engine()
     engine.ingest("handbook", [from_text("refunds are paid within fourteen days")])
@@ -465,6 +409,6 @@ async def test_the_status_line_says_how_much_dense_covered(kx_home: Path) -> Non
     app = KxApp(engine, settings=engine.settings)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot, rounds=3)
-        screen = main(app)
+        screen = main_screen(app)
         screen.result = result
-        assert "dense covers 50%" in _text_of(screen.status_text())
+        assert "dense covers 50%" in plain_text(screen.status_text())

@@ -23,13 +23,14 @@ from kx_tui.tui.screens.document_table import DocumentsScreen
 from kx_tui.tui.widgets.datasets import DatasetList
 from kx_tui.tui.widgets.results import ResultsList
 
-from .helpers import HashEmbedder, settle
-from .test_tui import _recording_notify, _text_of, main
+from .helpers import HashEmbedder, main_screen, plain_text, recording_notify, settle, small_engine, status_line
+
+pytestmark = pytest.mark.slow  # every test here drives the whole Textual app: seconds each
 
 SIZE = (120, 40)
 
 
-def _engine() -> Engine:
+def _fox_and_whale() -> Engine:
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     engine.ingest("alpha", [from_text("the red fox jumps over the lazy dog " * 10, "fox"),
                             from_text("blue whales swim in the cold sea", "whale")])
@@ -48,10 +49,6 @@ def _gated(engine: Engine, gates: dict[str, threading.Event]) -> None:
     engine.query = waiting  # type: ignore[method-assign]
 
 
-def _status(app: KxApp) -> str:
-    return _text_of(app.query_one("#query-status", Static).content)
-
-
 async def _asked(app: KxApp, pilot, text: str) -> None:
     """The app started, `text` typed in the query box and sent, and its answer waited for."""
     await settle(app, pilot, rounds=3)
@@ -60,23 +57,21 @@ async def _asked(app: KxApp, pilot, text: str) -> None:
     await settle(app, pilot, rounds=3)
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_compare_shows_a_query_with_brackets_and_escapes_as_typed(kx_home: Path) -> None:
     query = "[/] [bold]fox[/bold] \x1b[31mred"
-    app = KxApp(_engine(), settings=load_settings({}), samples=None)
+    app = KxApp(_fox_and_whale(), settings=load_settings({}), samples=None)
     async with app.run_test(size=SIZE) as pilot:
         await _asked(app, pilot, query)
         await pilot.press("escape", "c")
         await settle(app, pilot, rounds=3)
         assert isinstance(app.screen, CompareScreen) and app.is_running
-        title = _text_of(app.screen.query_one("#compare-title", Static).content)
+        title = plain_text(app.screen.query_one("#compare-title", Static).content)
         assert "“[/] [bold]fox[/bold] ␛[31mred”" in title   # the words as typed: not markup, not an escape
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_documents_of_a_dataset_deleted_on_disk_say_why_they_cannot_be_listed(kx_home: Path) -> None:
-    app = KxApp(_engine(), settings=load_settings({}), samples=None)
-    seen = _recording_notify(app)
+    app = KxApp(_fox_and_whale(), settings=load_settings({}), samples=None)
+    seen = recording_notify(app)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot, rounds=3)
         shutil.rmtree(kx_home / "datasets" / "alpha")
@@ -85,13 +80,12 @@ async def test_documents_of_a_dataset_deleted_on_disk_say_why_they_cannot_be_lis
         assert isinstance(app.screen, DocumentsScreen) and app.is_running
         errors = [m for m, severity in seen if severity == "error"]
         assert errors and "'alpha' does not exist" in errors[-1]
-        count = _text_of(app.screen.query_one("#documents-count", Static).content)
+        count = plain_text(app.screen.query_one("#documents-count", Static).content)
         assert "loading" not in count and "could not be listed" in count
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_an_answer_made_stale_by_typing_on_does_not_leave_searching_on_show(kx_home: Path) -> None:
-    engine = _engine()
+    engine = _fox_and_whale()
     gate = threading.Event()
     _gated(engine, {"fox": gate})
     app = KxApp(engine, settings=engine.settings, samples=None)
@@ -100,37 +94,35 @@ async def test_an_answer_made_stale_by_typing_on_does_not_leave_searching_on_sho
         app.query_one("#query", Input).focus()
         await pilot.press(*"fox", "enter")
         await pilot.pause()
-        assert "searching…" in _status(app)
+        assert "searching…" in status_line(app)
         await pilot.press(*" whale")   # typed on, not submitted: fox's answer is stale when it comes
         gate.set()
         await settle(app, pilot, rounds=3)
-        assert main(app).result is None                       # not shown for "fox whale"
-        assert "searching" not in _status(app)                # and nothing is searching any more
+        assert main_screen(app).result is None                       # not shown for "fox whale"
+        assert "searching" not in status_line(app)                # and nothing is searching any more
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_a_failed_query_leaves_no_answer_of_another_dataset_on_show(
         kx_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    old = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
+    old = small_engine()
     old.ingest("zold", [from_text("The quick brown fox jumps over the lazy dog. " * 20, name="fox")])
     monkeypatch.setenv("KX_CHUNK_SIZE", "1000")  # set for this app: zold's chunking (200) is refused
-    app = KxApp(_engine(), settings=load_settings({}), samples=None)
-    seen = _recording_notify(app)
+    app = KxApp(_fox_and_whale(), settings=load_settings({}), samples=None)
+    seen = recording_notify(app)
     async with app.run_test(size=SIZE) as pilot:
         await _asked(app, pilot, "fox")
-        assert main(app).result.dataset == "alpha" and "hits in" in _status(app)
+        assert main_screen(app).result.dataset == "alpha" and "hits in" in status_line(app)
         app.query_one(DatasetList).focus()
         await pilot.press("down")   # zold: built with another chunk size, so its query fails
         await settle(app, pilot, rounds=3)
-        assert main(app).dataset == "zold"
+        assert main_screen(app).dataset == "zold"
         assert any(severity == "error" and "chunk_size" in m for m, severity in seen)
-        assert main(app).result is None and app.query_one(ResultsList).option_count == 0
-        assert "hits in" not in _status(app)   # alpha's answer is not passed off as zold's
+        assert main_screen(app).result is None and app.query_one(ResultsList).option_count == 0
+        assert "hits in" not in status_line(app)   # alpha's answer is not passed off as zold's
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_a_failure_of_a_query_a_newer_one_replaced_is_not_shown(kx_home: Path) -> None:
-    engine = _engine()
+    engine = _fox_and_whale()
     gate = threading.Event()
     query = engine.query
 
@@ -142,7 +134,7 @@ async def test_a_failure_of_a_query_a_newer_one_replaced_is_not_shown(kx_home: P
 
     engine.query = failing  # type: ignore[method-assign]
     app = KxApp(engine, settings=engine.settings, samples=None)
-    seen = _recording_notify(app)
+    seen = recording_notify(app)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot, rounds=3)
         app.query_one("#query", Input).value = "fox"
@@ -153,11 +145,10 @@ async def test_a_failure_of_a_query_a_newer_one_replaced_is_not_shown(kx_home: P
         gate.set()
         await settle(app, pilot, rounds=3)
         assert not [m for m, severity in seen if severity == "error"]
-        assert main(app).result is not None and main(app).result.mode == "dense"
-        assert "searching" not in _status(app)
+        assert main_screen(app).result is not None and main_screen(app).result.mode == "dense"
+        assert "searching" not in status_line(app)
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_a_toast_quoting_a_name_with_brackets_shows_it_as_written(kx_home: Path) -> None:
     from textual.widgets._toast import Toast
 
@@ -173,12 +164,11 @@ async def test_a_toast_quoting_a_name_with_brackets_shows_it_as_written(kx_home:
         assert any("notes [/] [draft] [bold]v2, [chunk 1/1]" in toast for toast in toasts), toasts
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 @pytest.mark.parametrize("keys, shown", [(("enter",), "#detail-before"), (("c",), "#compare-passage-text"),
                                          (("d", "down", "enter"), "#document-loading")])
 async def test_a_view_of_a_dataset_deleted_on_disk_says_it_could_not_load(kx_home: Path, keys, shown) -> None:
-    app = KxApp(_engine(), settings=load_settings({}), samples=None)
-    seen = _recording_notify(app)
+    app = KxApp(_fox_and_whale(), settings=load_settings({}), samples=None)
+    seen = recording_notify(app)
     async with app.run_test(size=SIZE) as pilot:
         await _asked(app, pilot, "fox")
         await pilot.press("escape")
@@ -191,18 +181,17 @@ async def test_a_view_of_a_dataset_deleted_on_disk_says_it_could_not_load(kx_hom
         await settle(app, pilot, rounds=3)
         assert app.is_running
         assert any(severity == "error" and "'alpha' does not exist" in m for m, severity in seen)
-        text = _text_of(app.screen.query_one(shown, Static).content)
+        text = plain_text(app.screen.query_one(shown, Static).content)
         assert "loading" not in text and "could not be" in text
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_stopping_a_watch_mid_batch_never_freezes_the_screen(kx_home: Path) -> None:
     import time
 
     from kx_tui.tui.widgets.activity import ActivityLog
     from kx_tui.tui.widgets.watch import WatchPanel
 
-    engine = _engine()
+    engine = _fox_and_whale()
     started, release = threading.Event(), threading.Event()
     ingest = engine.ingest
 
@@ -237,11 +226,10 @@ async def test_stopping_a_watch_mid_batch_never_freezes_the_screen(kx_home: Path
         await settle(app, pilot)
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_a_replaced_agent_run_adds_no_step_and_no_answer_to_the_new_one(kx_home: Path) -> None:
     from kx_tui.tui.screens.agent import AgentScreen
 
-    engine = _engine()
+    engine = _fox_and_whale()
     gate = threading.Event()
     run_agent = engine.run_agent
 
@@ -275,7 +263,6 @@ async def test_a_replaced_agent_run_adds_no_step_and_no_answer_to_the_new_one(kx
         assert screen.steps == steps and not any("foxes" in step for step in steps)
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_the_keys_the_first_run_note_names_do_what_it_says(kx_home: Path) -> None:
     import re
 
@@ -284,7 +271,7 @@ async def test_the_keys_the_first_run_note_names_do_what_it_says(kx_home: Path) 
     app = KxApp(Engine(load_settings({}), embedder=HashEmbedder()), samples=None)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot, rounds=3)
-        note = _text_of(app.query_one("#first-run", Static).content)
+        note = plain_text(app.query_one("#first-run", Static).content)
         said = re.search(r"Press (\S+) to quit, (\S+) for the keys", note)
         assert said, note
         quit_key, help_key = said.groups()
@@ -297,13 +284,12 @@ async def test_the_keys_the_first_run_note_names_do_what_it_says(kx_home: Path) 
         assert not app.is_running, f"{quit_key} did not quit"
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 @pytest.mark.parametrize("reload", ["palette", "watch batch"])
 async def test_datasets_all_deleted_on_disk_leave_none_listed_or_selected(kx_home: Path, reload: str) -> None:
-    app = KxApp(_engine(), settings=load_settings({}), samples=None)
+    app = KxApp(_fox_and_whale(), settings=load_settings({}), samples=None)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot, rounds=3)
-        assert main(app).dataset == "alpha"
+        assert main_screen(app).dataset == "alpha"
         shutil.rmtree(kx_home / "datasets" / "alpha")
         if reload == "palette":
             await pilot.press("ctrl+p")
@@ -312,14 +298,13 @@ async def test_datasets_all_deleted_on_disk_leave_none_listed_or_selected(kx_hom
             await pilot.pause(0.3)
             await pilot.press("enter")
         else:
-            main(app).datasets.load(first_run=False)   # what a watch batch or a retirement does
+            main_screen(app).datasets.load(first_run=False)   # what a watch batch or a retirement does
         await settle(app, pilot, rounds=3)
-        assert app.query_one(DatasetList).option_count == 0 and main(app).dataset is None
-        assert _status(app).startswith("no dataset")
+        assert app.query_one(DatasetList).option_count == 0 and main_screen(app).dataset is None
+        assert status_line(app).startswith("no dataset")
         assert app.query_one("#first-run").display
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_a_gateway_that_is_down_is_said_once_and_each_action_says_so_not_ingest_one(kx_home: Path) -> None:
     import socket
 
@@ -329,12 +314,12 @@ async def test_a_gateway_that_is_down_is_said_once_and_each_action_says_so_not_i
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     app = KxApp(KxClient(f"http://127.0.0.1:{port}", "token", timeout=5), settings=None, samples=None)
-    seen = _recording_notify(app)
+    seen = recording_notify(app)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot, rounds=3)
         errors = [m for m, severity in seen if severity == "error"]
         assert len(errors) == 1 and "cannot reach the gateway" in errors[0]   # once, not once per worker
-        assert "not listed" in _status(app)
+        assert "not listed" in status_line(app)
         app.query_one("#query", Input).value = "fox"
         await pilot.press("enter")
         await settle(app, pilot)
@@ -345,9 +330,8 @@ async def test_a_gateway_that_is_down_is_said_once_and_each_action_says_so_not_i
         assert len(said) == 4 and all("could not be listed" in m and "Reload datasets" in m for m in said), said
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_a_very_long_query_keeps_compares_title_to_one_line(kx_home: Path) -> None:
-    app = KxApp(_engine(), settings=load_settings({}), samples=None)
+    app = KxApp(_fox_and_whale(), settings=load_settings({}), samples=None)
     async with app.run_test(size=(80, 24)) as pilot:
         await _asked(app, pilot, "where does the red fox sleep " * 40)
         await pilot.press("escape", "c")
@@ -355,10 +339,9 @@ async def test_a_very_long_query_keeps_compares_title_to_one_line(kx_home: Path)
         assert isinstance(app.screen, CompareScreen)
         title = app.screen.query_one("#compare-title", Static)
         assert title.region.height == 1   # the tables keep the screen
-        assert "k=10 · MMR on" in _text_of(title.content)   # the settings are not what the cut takes
+        assert "k=10 · MMR on" in plain_text(title.content)   # the settings are not what the cut takes
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_keys_pressed_while_the_sample_is_built_say_to_wait_not_to_ingest(kx_home: Path, tmp_path: Path) -> None:
     from kx_tui.tui.app import SAMPLES
 
@@ -375,10 +358,10 @@ async def test_keys_pressed_while_the_sample_is_built_say_to_wait_not_to_ingest(
 
     engine.ingest = slow_ingest  # type: ignore[method-assign]
     app = KxApp(engine, settings=engine.settings, samples=samples)
-    seen = _recording_notify(app)
+    seen = recording_notify(app)
     async with app.run_test(size=SIZE) as pilot:
         for _ in range(100):
-            if main(app).build is not None:
+            if main_screen(app).build is not None:
                 break
             await pilot.pause(0.05)
         for key in ("d", "w", "a"):
@@ -391,11 +374,10 @@ async def test_keys_pressed_while_the_sample_is_built_say_to_wait_not_to_ingest(
         assert all("handbook" in m and "built" in m for m in said), said
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_keys_the_query_box_types_are_all_dimmed_in_the_footer_while_it_has_focus(kx_home: Path) -> None:
     from textual.widgets._footer import FooterKey
 
-    app = KxApp(_engine(), settings=load_settings({}), samples=None)
+    app = KxApp(_fox_and_whale(), settings=load_settings({}), samples=None)
     async with app.run_test(size=(200, 40)) as pilot:
         await settle(app, pilot, rounds=3)
         app.query_one("#query", Input).focus()
@@ -410,15 +392,14 @@ async def test_keys_the_query_box_types_are_all_dimmed_in_the_footer_while_it_ha
         assert {"Query", "k+", "k-"} <= enabled
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 @pytest.mark.parametrize("change", ["dataset", "mode"])
 async def test_an_answer_is_not_left_under_options_it_was_not_asked_with(kx_home: Path, change: str) -> None:
-    engine = _engine()
+    engine = _fox_and_whale()
     engine.ingest("beta", [from_text("green apples and a fox", "apple")])
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
         await _asked(app, pilot, "fox")
-        assert main(app).result.dataset == "alpha"
+        assert main_screen(app).result.dataset == "alpha"
         app.query_one("#query", Input).value = ""   # the box emptied: nothing to run again
         if change == "dataset":
             app.query_one(DatasetList).focus()
@@ -426,13 +407,12 @@ async def test_an_answer_is_not_left_under_options_it_was_not_asked_with(kx_home
         else:
             await pilot.press("escape", "m")
         await settle(app, pilot, rounds=3)
-        assert main(app).result is None and app.query_one(ResultsList).option_count == 0
-        assert "hits in" not in _status(app)   # alpha's hybrid answer is not shown as beta's, or as dense
+        assert main_screen(app).result is None and app.query_one(ResultsList).option_count == 0
+        assert "hits in" not in status_line(app)   # alpha's hybrid answer is not shown as beta's, or as dense
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_a_listing_a_newer_one_replaced_does_not_overwrite_the_sidebar(kx_home: Path) -> None:
-    engine = _engine()
+    engine = _fox_and_whale()
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot, rounds=3)
@@ -445,25 +425,24 @@ async def test_a_listing_a_newer_one_replaced_does_not_overwrite_the_sidebar(kx_
             return listed
 
         engine.list_datasets = slow_listing  # type: ignore[method-assign]
-        main(app).datasets.load(first_run=False)
+        main_screen(app).datasets.load(first_run=False)
         await pilot.pause(0.2)
         engine.ingest("beta", [from_text("green apples", "apple")])
         engine.list_datasets = list_datasets  # type: ignore[method-assign]
-        main(app).datasets.load(first_run=False)   # a watch batch: the newer listing, with beta
+        main_screen(app).datasets.load(first_run=False)   # a watch batch: the newer listing, with beta
         await pilot.pause(0.2)
         gate.set()
         await settle(app, pilot, rounds=3)
         assert list(app.query_one(DatasetList).summaries) == ["alpha", "beta"]
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_a_dataset_of_many_documents_fills_the_browser_a_bounded_table_at_a_time(kx_home: Path) -> None:
     from textual.widgets import DataTable
 
     from engine.records import DocumentSummary
     from kx_tui.tui.screens.document_table import ROWS
 
-    engine = _engine()
+    engine = _fox_and_whale()
     many = [DocumentSummary(name=f"notes/n-{i:05d}", ref=f"{i:064x}", media_type="text/markdown", pages=None,
                             passages=2, ingested_at=1.7e9 + i, source_path=None) for i in range(ROWS * 3)]
     engine.list_documents = lambda name, offset=0, limit=100, versions=None: many[offset:offset + limit]  # type: ignore
@@ -473,7 +452,7 @@ async def test_a_dataset_of_many_documents_fills_the_browser_a_bounded_table_at_
         await pilot.press("escape", "d")
         await settle(app, pilot, rounds=3)
         table = app.screen.query_one(DataTable)
-        count = lambda: _text_of(app.screen.query_one("#documents-count", Static).content)  # noqa: E731
+        count = lambda: plain_text(app.screen.query_one("#documents-count", Static).content)  # noqa: E731
         assert table.row_count == ROWS and "3,000 of 3,000 documents" in count() and "type to narrow" in count()
         await pilot.press("ctrl+r")   # the order is the whole list's; the table holds its first rows
         assert str(table.get_row_at(0)[0]) == "notes/n-02999"
@@ -482,12 +461,11 @@ async def test_a_dataset_of_many_documents_fills_the_browser_a_bounded_table_at_
         assert table.row_count == 10 and "type to narrow" not in count()
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_an_inbox_that_cannot_be_made_is_a_message_not_a_crash(kx_home: Path) -> None:
     from kx_tui.tui.widgets.watch import WatchPanel
 
-    app = KxApp(_engine(), settings=load_settings({}), samples=None)
-    seen = _recording_notify(app)
+    app = KxApp(_fox_and_whale(), settings=load_settings({}), samples=None)
+    seen = recording_notify(app)
     (kx_home / "inbox").mkdir(parents=True, exist_ok=True)
     (kx_home / "inbox" / "alpha").write_text("a file where the inbox folder goes")
     async with app.run_test(size=SIZE) as pilot:
@@ -499,7 +477,6 @@ async def test_an_inbox_that_cannot_be_made_is_a_message_not_a_crash(kx_home: Pa
         assert errors and str(kx_home / "inbox" / "alpha") in errors[-1] and "press w again" in errors[-1]
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_a_listing_that_works_again_on_an_empty_home_no_longer_says_not_listed(kx_home: Path) -> None:
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     list_datasets = engine.list_datasets
@@ -511,19 +488,18 @@ async def test_a_listing_that_works_again_on_an_empty_home_no_longer_says_not_li
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot, rounds=3)
-        assert "datasets not listed" in _status(app)
+        assert "datasets not listed" in status_line(app)
         engine.list_datasets = list_datasets  # type: ignore[method-assign]
-        main(app).datasets.load()   # Reload datasets: it works now, and the home is empty
+        main_screen(app).datasets.load()   # Reload datasets: it works now, and the home is empty
         await settle(app, pilot, rounds=3)
-        assert _status(app).startswith("no dataset") and app.query_one("#first-run").display
+        assert status_line(app).startswith("no dataset") and app.query_one("#first-run").display
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_k_at_either_end_says_so_instead_of_doing_nothing(kx_home: Path, monkeypatch) -> None:
     monkeypatch.setenv("KX_MAX_K", "3")
-    engine = _engine()
+    engine = _fox_and_whale()
     app = KxApp(engine, settings=load_settings({}), samples=None)
-    seen = _recording_notify(app)
+    seen = recording_notify(app)
     async with app.run_test(size=SIZE) as pilot:
         await _asked(app, pilot, "fox")
         await pilot.press("escape")
@@ -535,10 +511,9 @@ async def test_k_at_either_end_says_so_instead_of_doing_nothing(kx_home: Path, m
             await pilot.press("minus")
         await settle(app, pilot, rounds=3)
         assert app.k == 1 and any("k is 1 already, the fewest a query asks for" in m for m, _s in seen)
-        assert len(main(app).result.hits) <= 1
+        assert len(main_screen(app).result.hits) <= 1
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 async def test_o_over_a_gateway_never_opens_a_clients_path_and_says_where_a_missing_file_is(
         kx_home: Path, tmp_path: Path) -> None:
     from dataclasses import replace
@@ -553,12 +528,12 @@ async def test_o_over_a_gateway_never_opens_a_clients_path_and_says_where_a_miss
     for settings, missing in ((None, "is not on this machine: the dataset lives behind the gateway"),
                               (load_settings({}), "is no longer there")):
         app = KxApp(engine, settings=settings, samples=None)
-        seen = _recording_notify(app)
+        seen = recording_notify(app)
         async with app.run_test(size=SIZE) as pilot:
             await _asked(app, pilot, "red fox")
             await pilot.press("escape")
-            names = [h.document_name for h in main(app).result.hits]
-            results = main(app).query_one(ResultsList)
+            names = [h.document_name for h in main_screen(app).result.hits]
+            results = main_screen(app).query_one(ResultsList)
             for name in ("barn", "wood"):
                 results.focus()
                 results.highlighted = names.index(name)

@@ -2,6 +2,8 @@
 
 Driven through App.run_test() and Pilot over a real engine (HashEmbedder for
 speed) whose documents were read from real files, so hits carry a source path.
+
+The tests marked slow drive the whole Textual app (seconds each); the others check its parts.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import pytest
 from rich.console import Console
 from textual.widgets import Input
 
-from engine import Engine, load_settings
+from engine import Engine
 from engine.text.inputs import from_file
 from kx_tui.render import citation
 from kx_tui.tui.app import SAMPLES, KxApp
@@ -25,7 +27,7 @@ from kx_tui.tui.screens.help import HelpScreen
 from kx_tui.tui.screens.hit_detail import PassageDetailScreen
 from kx_tui.tui.screens.main import MainScreen
 
-from .helpers import HashEmbedder, settle
+from .helpers import ask, settle, small_engine
 
 SIZE = (120, 40)
 
@@ -36,18 +38,17 @@ def engine(kx_home: Path, tmp_path: Path) -> Engine:
     folder.mkdir()
     for source in sorted(SAMPLES.glob("*.md")):
         (folder / source.name).write_text(source.read_text())
-    engine = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
+    engine = small_engine()
     engine.ingest("handbook", [from_file(f, engine.settings.max_document_bytes) for f in sorted(folder.iterdir())])
     yield engine
     engine.close()
 
 
-async def _ask(app: KxApp, pilot, text: str = "refund days") -> None:
+async def _ask_then_browse(app: KxApp, pilot, text: str = "refund days") -> None:
+    """The query asked and answered, then focus left the box for the results: the letters are keys now."""
     await settle(app, pilot)
-    app.query_one("#query", Input).focus()
-    await pilot.press(*text, "enter")
-    await settle(app, pilot)
-    await pilot.press("escape")   # focus leaves the box for the results: the letters are keys now
+    await ask(app, pilot, text)
+    await pilot.press("escape")
     await pilot.pause()
 
 
@@ -76,11 +77,11 @@ def test_the_footer_drops_the_least_important_keys_first() -> None:
     assert [b.action for b, _ in fit(items, 3, ())] == ["show_keys", "app.quit"]
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_help_shows_the_current_screens_keys(engine: Engine) -> None:
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await _ask(app, pilot)
+        await _ask_then_browse(app, pilot)
         await pilot.press("question_mark")
         text = _help_text(app)
         assert "compare hybrid and dense" in text and "copy its citation" in text
@@ -101,11 +102,11 @@ async def test_help_shows_the_current_screens_keys(engine: Engine) -> None:
         assert "sort by the next column" in _help_text(app)
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_q_closes_every_pushed_screen_and_quits_from_the_main_one(engine: Engine) -> None:
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await _ask(app, pilot)
+        await _ask_then_browse(app, pilot)
         for key, kind in (("enter", PassageDetailScreen), ("c", CompareScreen), ("question_mark", HelpScreen)):
             await pilot.press(key)
             await settle(app, pilot)
@@ -132,11 +133,11 @@ async def test_q_closes_every_pushed_screen_and_quits_from_the_main_one(engine: 
     assert app.return_code in (0, None) and not app.is_running
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_the_palette_lists_each_command_once(engine: Engine) -> None:
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await _ask(app, pilot)
+        await _ask_then_browse(app, pilot)
         for _ in range(2):
             titles = [c.title for c in app.get_system_commands(app.screen)]
             assert len(titles) == len(set(titles)) and "Keys" in titles, titles
@@ -148,7 +149,7 @@ async def test_the_palette_lists_each_command_once(engine: Engine) -> None:
         assert "copy the passage's citation" in _help_text(app)
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_n_and_p_start_from_the_first_passage(engine: Engine) -> None:
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=(100, 24)) as pilot:
@@ -176,11 +177,11 @@ async def test_n_and_p_start_from_the_first_passage(engine: Engine) -> None:
         assert "shared)" in heading.export_text()
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_y_copies_the_hits_citation(engine: Engine) -> None:
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await _ask(app, pilot)
+        await _ask_then_browse(app, pilot)
         await pilot.press("down", "y")
         await pilot.pause()
         hit = app.screen_stack[0].result.hits[1]
@@ -194,7 +195,7 @@ async def test_y_copies_the_hits_citation(engine: Engine) -> None:
         assert app.clipboard == citation(hit, "handbook")
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_o_opens_the_source_file_with_the_desktop_opener_or_says_why_not(
         engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bin_dir = tmp_path / "bin"
@@ -207,7 +208,7 @@ async def test_o_opens_the_source_file_with_the_desktop_opener_or_says_why_not(
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await _ask(app, pilot)
+        await _ask_then_browse(app, pilot)
         hit = app.screen_stack[0].result.hits[0]
         assert hit.source_path and Path(hit.source_path).exists()
         await pilot.press("o")                    # no display: nothing to open it on

@@ -1,5 +1,7 @@
 """80×24 without cut fields: footers that keep Help and Quit, hit headers, compare's chunk column, the documents
 table, and the agent's steps (wrapped, with focus left where the user put it). Pilot over a real engine.
+
+The tests marked slow drive the whole Textual app (seconds each); the others check its parts.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from textual.containers import VerticalScroll
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Input, OptionList, Static
 
-from engine import Engine, load_settings
+from engine import Engine
 from engine.text.inputs import from_text
 from kx_tui.tui.app import KxApp
 from kx_tui.tui.screens.agent import AgentScreen
@@ -21,8 +23,7 @@ from kx_tui.tui.screens.document_table import DocumentsScreen
 from kx_tui.tui.widgets.footer import KeysFooter
 from kx_tui.tui.widgets.results import ResultsList
 
-from .helpers import settle
-from .test_tui_workbench import BlockingEmbedder, _until
+from .helpers import BlockingEmbedder, settle, small_engine, until
 
 SMALL = (80, 24)
 
@@ -38,10 +39,9 @@ TEXTS = {
 }
 
 
-def _engine(embedder=None) -> Engine:
-    from .helpers import HashEmbedder
-
-    engine = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=embedder or HashEmbedder())
+def _policies(embedder=None) -> Engine:
+    """The policy texts as dataset "policies", small passages."""
+    engine = small_engine(embedder)
     engine.ingest("policies", [from_text(text, name) for name, text in TEXTS.items()])
     return engine
 
@@ -143,9 +143,9 @@ def test_a_hit_names_its_title_once_when_the_section_starts_with_it() -> None:
     assert hit_header(other, [other], width=120).plain.splitlines()[1].strip() == "Refunds and Returns · Store credit"
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_at_80x24_nothing_the_user_needs_is_cut(kx_home: Path) -> None:
-    engine = _engine()
+    engine = _policies()
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SMALL) as pilot:
         await settle(app, pilot)
@@ -199,11 +199,11 @@ async def test_at_80x24_nothing_the_user_needs_is_cut(kx_home: Path) -> None:
     engine.close()
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_agent_steps_wrap_and_focus_stays_where_the_user_left_it(kx_home: Path) -> None:
     embedder = BlockingEmbedder()
     embedder.release()
-    engine = _engine(embedder)
+    engine = _policies(embedder)
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SMALL) as pilot:
         await settle(app, pilot)
@@ -214,12 +214,12 @@ async def test_agent_steps_wrap_and_focus_stays_where_the_user_left_it(kx_home: 
         embedder.released.clear()          # the run's searches wait until the user has moved on
         embedder.waiting.clear()
         await pilot.press(*"how long do refunds take", "enter")
-        await _until(pilot, lambda: embedder.waiting.is_set(), "the run to search")
+        await until(pilot, lambda: embedder.waiting.is_set(), "the run to search")
         await pilot.press("tab")           # the user moves to the steps while the run goes on
         steps = screen.query_one("#agent-steps", VerticalScroll)
         assert app.focused is steps
         embedder.release()
-        await _until(pilot, lambda: screen.run_result is not None, "the run to finish")
+        await until(pilot, lambda: screen.run_result is not None, "the run to finish")
         await settle(app, pilot)
         assert app.focused is steps        # not pulled away to the citations
         assert screen.query_one("#agent-citations", OptionList).option_count > 0
@@ -237,18 +237,16 @@ async def test_agent_steps_wrap_and_focus_stays_where_the_user_left_it(kx_home: 
     engine.close()
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_at_80x24_a_toast_never_covers_the_focused_table(kx_home: Path) -> None:
     """A toast takes its rows from the layout: the documents table shrinks above it, and the row the cursor is
     on scrolls back into view."""
     from textual.widgets._toast import Toast
 
-    from engine import Engine, load_settings
     from engine.text.inputs import from_text
 
-    from .helpers import HashEmbedder
 
-    engine = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
+    engine = small_engine()
     engine.ingest("notes", [from_text(f"note {i} about refunds", f"n{i:02}") for i in range(30)])
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SMALL, notifications=True) as pilot:

@@ -35,6 +35,8 @@ from kx_tui.tui.widgets import datasets as datasets_module
 
 from .helpers import HashEmbedder, inject_extraction
 
+pytestmark = pytest.mark.slow  # every test here drives the whole Textual app: seconds each
+
 SIZE = (100, 30)
 SIZES = {"80x24": (80, 24), "120x36": (120, 36), "200x50": (200, 50)}
 QUERY = "refund days"
@@ -142,14 +144,13 @@ async def _settle(pilot) -> None:
     await pilot.pause()
 
 
-async def _ask(pilot, text: str = QUERY) -> None:
+async def _type_and_send(pilot, text: str = QUERY) -> None:
     await _settle(pilot)          # datasets loaded and selected
     await pilot.press(*text)
     await pilot.press("enter")
     await _settle(pilot)
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 def test_first_run_panel(snap_compare, kx_home: Path) -> None:
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     try:
@@ -170,7 +171,6 @@ SCREENS = {
 }
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
 @pytest.mark.parametrize("size", list(SIZES))
 @pytest.mark.parametrize("screen", list(SCREENS))
 def test_screen(snap_compare, small_engine: Engine, screen: str, size: str) -> None:
@@ -186,7 +186,6 @@ def test_screen(snap_compare, small_engine: Engine, screen: str, size: str) -> N
     assert snap_compare(_app(small_engine), terminal_size=SIZES[size], run_before=run_before)
 
 
-@pytest.mark.slow  # drives the whole Textual app and a folder watcher: seconds
 def test_watch_panel_at_80x24(snap_compare, small_engine: Engine, kx_home: Path,
                               monkeypatch: pytest.MonkeyPatch) -> None:
     """The watch panel under an answer, after a batch (a file waiting in the inbox when w is pressed): its counts
@@ -204,7 +203,7 @@ def test_watch_panel_at_80x24(snap_compare, small_engine: Engine, kx_home: Path,
     (inbox / "expenses.md").write_text("Expenses are paid back within 14 days of the claim, with receipts.")
 
     async def run_before(pilot) -> None:
-        await _ask(pilot)
+        await _type_and_send(pilot)
         await pilot.press("escape", "w")
         log = pilot.app.screen.query_one(ActivityLog)
         for _ in range(200):   # the watcher's own threads: up to 20 s on a loaded machine

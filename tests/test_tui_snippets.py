@@ -1,5 +1,7 @@
 """Snippets as a reader sees them: Markdown shown as its text (code kept), the query's words and the hit's
 best-answer span (`Hit.answer_span`, when the engine gives one) highlighted in the hit list and the passage view.
+
+The tests marked slow drive the whole Textual app (seconds each); the others check its parts.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ def test_the_preview_highlights_the_answer_and_starts_near_it() -> None:
     assert not any(ANSWER_STYLE == str(s.style) for s in passage_preview(outside, []).spans)
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_the_hit_list_and_passage_view_show_markdown_as_text_and_the_answer(kx_home: Path) -> None:
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     engine.ingest("handbook", [from_file(f, engine.settings.max_document_bytes) for f in sorted(SAMPLES.glob("*.md"))])

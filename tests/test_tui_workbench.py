@@ -3,22 +3,21 @@
 Driven through App.run_test() and Pilot key presses over a real engine (the
 tiny HashEmbedder for speed; a stand-in that blocks until released, to catch
 a query typed while the model is still loading).
+
+The tests marked slow drive the whole Textual app (seconds each); the others check its parts.
 """
 
 from __future__ import annotations
 
 import re
-import threading
 from pathlib import Path
-from typing import Sequence
 
-import numpy as np
 import pytest
 from rich.console import Console
 from textual.widgets import DataTable, Input, Static
 
 from engine import Engine, load_settings
-from engine.text.inputs import from_file, from_text
+from engine.text.inputs import from_text
 from kx_tui.markdown_text import styled_text
 from kx_tui.tui.app import SAMPLES, KxApp
 from kx_tui.tui.screens.compare import CompareScreen
@@ -28,66 +27,31 @@ from kx_tui.tui.screens.help import HelpScreen
 from kx_tui.tui.screens.main import MainScreen
 from kx_tui.tui.widgets.results import ResultsList
 
-from .helpers import HashEmbedder, settle
+from .helpers import (
+    BlockingEmbedder,
+    HashEmbedder,
+    ask,
+    ingest_handbook,
+    main_screen,
+    plain_text,
+    settle,
+    small_engine,
+    status_line,
+    until,
+)
 
 SIZE = (120, 40)
 
 
-class BlockingEmbedder(HashEmbedder):
-    """HashEmbedder whose every encode waits until the test calls `release()` (a model still loading)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.released = threading.Event()
-        self.waiting = threading.Event()   # set once something is stuck in encode
-
-    def release(self) -> None:
-        self.released.set()
-
-    def encode(self, texts: Sequence[str], batch_size: int = 32, progress=None) -> np.ndarray:
-        self.waiting.set()
-        assert self.released.wait(30), "the test never released the embedder"
-        return super().encode(texts, batch_size, progress)
-
-
-def _plain(renderable) -> str:
-    console = Console(record=True, width=400, color_system=None)
-    console.print(renderable)
-    return " ".join(console.export_text().split())
-
-
-def _status(app: KxApp) -> str:
-    return _plain(app.screen_stack[0].query_one("#query-status", Static).content)
-
-
-def _main(app: KxApp) -> MainScreen:
-    screen = app.screen_stack[0]
-    assert isinstance(screen, MainScreen)
-    return screen
-
-
-async def _ask(app: KxApp, pilot, text: str) -> None:
-    app.query_one("#query", Input).focus()
-    await pilot.press(*text, "enter")
-    await settle(app, pilot)
-
-
-async def _until(pilot, condition, what: str, seconds: float = 20.0) -> None:
-    for _ in range(int(seconds / 0.02)):
-        if condition():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _handbook(engine: Engine) -> None:
-    engine.ingest("handbook", [from_file(f, engine.settings.max_document_bytes) for f in sorted(SAMPLES.glob("*.md"))])
+def _folded(renderable) -> str:
+    """The renderable's text with its whitespace folded (wrapping may fall anywhere)."""
+    return " ".join(plain_text(renderable).split())
 
 
 @pytest.fixture
 def handbook_home(kx_home: Path) -> Path:
     engine = Engine(load_settings({}), embedder=HashEmbedder())
-    _handbook(engine)
+    ingest_handbook(engine)
     engine.close()
     return kx_home
 
@@ -186,31 +150,31 @@ def test_the_sidebar_marks_an_unreadable_dataset_and_shows_why() -> None:
     assert "0 docs" not in lines["e1"] and "1 docs · 1 passages" in lines["ok"]
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_a_query_typed_while_the_model_loads_waits_and_is_answered_once_it_is_ready(handbook_home) -> None:
     embedder = BlockingEmbedder()
     engine = Engine(load_settings({}), embedder=embedder)
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await _until(pilot, lambda: embedder.waiting.is_set(), "the warm-up to start encoding")
-        await _until(pilot, lambda: _main(app).dataset == "handbook", "the datasets to load")
-        assert "loading model…" in _status(app)
+        await until(pilot, lambda: embedder.waiting.is_set(), "the warm-up to start encoding")
+        await until(pilot, lambda: main_screen(app).dataset == "handbook", "the datasets to load")
+        assert "loading model…" in status_line(app)
         app.query_one("#query", Input).focus()
         await pilot.press(*"annual leave days", "enter")
-        await _until(pilot, lambda: "waiting for the model…" in _status(app), "the query to say it waits")
+        await until(pilot, lambda: "waiting for the model…" in status_line(app), "the query to say it waits")
         await pilot.pause(0.3)
-        assert _main(app).result is None  # held, not answered and not failed
+        assert main_screen(app).result is None  # held, not answered and not failed
         embedder.release()
-        await _until(pilot, lambda: _main(app).result is not None, "the held query's answer")
-        result = _main(app).result
+        await until(pilot, lambda: main_screen(app).result is not None, "the held query's answer")
+        result = main_screen(app).result
         assert result.query == "annual leave days" and result.mode == "hybrid" and len(result) > 0
         expected = engine.query("handbook", "annual leave days", k=app.k, mode="hybrid", rerank=app.rerank)
         assert [h.passage_ref for h in result] == [h.passage_ref for h in expected]
-        status = _status(app)
+        status = status_line(app)
         assert "model ready in" in status and "waiting" not in status and f"{len(result)} hits" in status
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_a_query_typed_during_the_first_run_is_kept_and_answered_once_the_sample_is_built(
         kx_home: Path, tmp_path: Path) -> None:
     samples = tmp_path / "samples"
@@ -225,47 +189,47 @@ async def test_a_query_typed_during_the_first_run_is_kept_and_answered_once_the_
         original = app.notify
         app.notify = lambda message, *a, **kw: (seen.append((str(message), kw.get("severity"))),  # type: ignore
                                                 original(message, *a, **kw))[1]
-        await _until(pilot, lambda: _main(app).build is not None, "the first run to start")
-        await _until(pilot, lambda: embedder.waiting.is_set(), "the warm-up to start encoding")
+        await until(pilot, lambda: main_screen(app).build is not None, "the first run to start")
+        await until(pilot, lambda: embedder.waiting.is_set(), "the warm-up to start encoding")
         progress = app.query_one("#build-progress", Static)
         assert progress.display
-        line = _plain(progress.content)
+        line = _folded(progress.content)
         assert "first run: building 'handbook' from 2 samples" in line
         assert "1/4 loading the model" in line and re.search(r"· \d+ s", line)
         app.query_one("#query", Input).focus()
         await pilot.press(*"annual leave days", "enter")
         await pilot.pause(0.2)
-        assert "your query runs once 'handbook' is built" in _status(app)
-        assert "handbook (building)" in _status(app)
-        assert _main(app).held == "annual leave days" and _main(app).result is None
+        assert "your query runs once 'handbook' is built" in status_line(app)
+        assert "handbook (building)" in status_line(app)
+        assert main_screen(app).held == "annual leave days" and main_screen(app).result is None
         assert not [m for m, severity in seen if severity in ("warning", "error")], seen
         embedder.release()
-        await _until(pilot, lambda: _main(app).result is not None, "the kept query's answer", seconds=60)
-        result = _main(app).result
+        await until(pilot, lambda: main_screen(app).result is not None, "the kept query's answer", seconds=60)
+        result = main_screen(app).result
         assert result.dataset == "handbook" and result.query == "annual leave days" and len(result) > 0
-        assert not progress.display and _main(app).build is None and _main(app).held is None
-        status = _status(app)
+        assert not progress.display and main_screen(app).build is None and main_screen(app).held is None
+        status = status_line(app)
         assert f"{len(result)} hits" in status and "runs once" not in status
         assert not [m for m, severity in seen if severity in ("warning", "error")], seen
         assert any("'handbook' is ready" in m and "Answering your query" in m for m, _s in seen)
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_a_sparse_query_never_waits_for_the_model(handbook_home) -> None:
     embedder = BlockingEmbedder()
     engine = Engine(load_settings({"default_mode": "sparse"}), embedder=embedder)
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
-        await _until(pilot, lambda: _main(app).dataset == "handbook", "the datasets to load")
+        await until(pilot, lambda: main_screen(app).dataset == "handbook", "the datasets to load")
         app.query_one("#query", Input).focus()
         await pilot.press(*"annual leave", "enter")
-        await _until(pilot, lambda: _main(app).result is not None, "the sparse answer")
-        assert not app.warmup.ready and "loading model…" in _status(app)
-        assert _main(app).result.mode == "sparse" and len(_main(app).result) > 0
+        await until(pilot, lambda: main_screen(app).result is not None, "the sparse answer")
+        assert not app.warmup.ready and "loading model…" in status_line(app)
+        assert main_screen(app).result.mode == "sparse" and len(main_screen(app).result) > 0
         embedder.release()
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_over_a_gateway_the_status_says_gateway_not_loading(handbook_home) -> None:
     class Remote:  # what KxClient does: nothing to warm here, no local settings
         def __init__(self, engine: Engine) -> None:
@@ -281,15 +245,15 @@ async def test_over_a_gateway_the_status_says_gateway_not_loading(handbook_home)
     app = KxApp(Remote(engine), settings=None, samples=None)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        assert "gateway" in _status(app) and "loading" not in _status(app)
-        await _ask(app, pilot, "refund")
-        assert len(_main(app).result) > 0
+        assert "gateway" in status_line(app) and "loading" not in status_line(app)
+        await ask(app, pilot, "refund")
+        assert len(main_screen(app).result) > 0
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_the_document_browser_filters_sorts_and_opens_a_document(kx_home) -> None:
-    engine = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
-    _handbook(engine)
+    engine = small_engine()
+    ingest_handbook(engine)
     engine.ingest("handbook", [from_text("A short note about parking.", name="zz-parking-note")])
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
@@ -330,7 +294,7 @@ async def test_the_document_browser_filters_sorts_and_opens_a_document(kx_home) 
         assert isinstance(document, DocumentScreen)
         assert document.document.name == "zz-parking-note"
         assert document.text == engine.document_text("handbook", document.document.ref)
-        provenance = _plain(document.query_one("#document-provenance", Static).content)
+        provenance = _folded(document.query_one("#document-provenance", Static).content)
         assert document.document.ref in provenance and "text/plain" in provenance
         await pilot.press("escape")
         assert isinstance(app.screen, DocumentsScreen)
@@ -338,9 +302,9 @@ async def test_the_document_browser_filters_sorts_and_opens_a_document(kx_home) 
         assert isinstance(app.screen, MainScreen)
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_the_document_browser_toggles_between_current_and_every_version(kx_home) -> None:
-    engine = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
+    engine = small_engine()
     for hour in ("eight", "nine"):
         engine.ingest("notes", [from_text(f"The office opens at {hour}.", name="hours")])
     engine.ingest("notes", [from_text("Bikes go in the yard.", name="bikes")])
@@ -358,23 +322,23 @@ async def test_the_document_browser_toggles_between_current_and_every_version(kx
         await pilot.press("ctrl+t")                        # every stored version, marked
         await settle(app, pilot)
         assert rows() == ["hours (v1, superseded)", "hours (v2)", "bikes (v1, retired)"]
-        count = _plain(screen.query_one("#documents-count", Static).content)
+        count = _folded(screen.query_one("#documents-count", Static).content)
         assert count.startswith("3 of 3 stored versions")
-        assert "every stored version" in _plain(screen.query_one("#documents-title", Static).content)
+        assert "every stored version" in _folded(screen.query_one("#documents-title", Static).content)
         await pilot.press(*"bikes")                        # the filter still narrows
         await pilot.pause()
         assert rows() == ["bikes (v1, retired)"]
         await pilot.press(*(["backspace"] * 5), "ctrl+t")  # back to the current versions
         await settle(app, pilot)
         assert rows() == ["hours (v2)"]
-        assert _plain(screen.query_one("#documents-count", Static).content).startswith("1 of 1 documents")
+        assert _folded(screen.query_one("#documents-count", Static).content).startswith("1 of 1 documents")
     engine.close()
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_a_document_shows_every_passage_where_it_lies(kx_home) -> None:
-    engine = Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40}), embedder=HashEmbedder())
-    _handbook(engine)
+    engine = small_engine()
+    ingest_handbook(engine)
     name = "remote-work"
     summary = next(d for d in engine.list_documents("handbook") if d.name == name)
     app = KxApp(engine, settings=engine.settings, samples=None)
@@ -388,7 +352,7 @@ async def test_a_document_shows_every_passage_where_it_lies(kx_home) -> None:
         assert isinstance(screen, DocumentScreen)
         spans = engine.document_passages("handbook", summary.ref)
         assert len(spans) == summary.passages > 2
-        headings = [_plain(w.content) for w in screen.query(".passage-heading")]
+        headings = [_folded(w.content) for w in screen.query(".passage-heading")]
         shared = shared_starts(spans)
         assert shared[spans[0].chunk_index] == 0 and shared[spans[1].chunk_index] > 0  # chunk_overlap 40
         assert headings == [f"{s.label} chars {s.char_start}–{s.char_end}"
@@ -401,15 +365,15 @@ async def test_a_document_shows_every_passage_where_it_lies(kx_home) -> None:
         assert screen.current == 2 and body.scroll_y > 0  # the first n moves on from the first passage
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_compare_shows_the_highlighted_rows_passage_with_both_ranks(kx_home) -> None:
     engine = Engine(load_settings({}), embedder=HashEmbedder())
-    _handbook(engine)
+    ingest_handbook(engine)
     app = KxApp(engine, settings=engine.settings, samples=None)
     query = "working from home equipment"
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        await _ask(app, pilot, query)
+        await ask(app, pilot, query)
         await pilot.press("escape", "c")
         await settle(app, pilot)
         screen = app.screen
@@ -419,7 +383,7 @@ async def test_compare_shows_the_highlighted_rows_passage_with_both_ranks(kx_hom
         dense_rank = {h.passage_ref: h.rank for h in dense}
 
         def pane() -> str:
-            return _plain(screen.query_one("#compare-passage-text", Static).content)
+            return _folded(screen.query_one("#compare-passage-text", Static).content)
 
         assert screen.shown_ref == hybrid[0].passage_ref
         await pilot.press("down", "down")
@@ -438,7 +402,7 @@ async def test_compare_shows_the_highlighted_rows_passage_with_both_ranks(kx_hom
         assert screen.shown_ref == dense[0].passage_ref
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_help_lists_every_binding_of_the_main_screen(kx_home) -> None:
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     app = KxApp(engine, settings=engine.settings, samples=None)
@@ -454,13 +418,13 @@ async def test_help_lists_every_binding_of_the_main_screen(kx_home) -> None:
         assert "on a hit: open it inside its document" in described
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_pushed_screens_hide_the_main_screens_keys(handbook_home) -> None:
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        await _ask(app, pilot, "refund")
+        await ask(app, pilot, "refund")
         await pilot.press("escape", "enter")               # a hit, in its document
         await settle(app, pilot)
         mode = app.mode
@@ -475,7 +439,7 @@ async def test_pushed_screens_hide_the_main_screens_keys(handbook_home) -> None:
         assert app.mode != mode
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_slash_types_into_the_query_box_and_focuses_it_from_the_results(handbook_home) -> None:
     engine = Engine(load_settings({}), embedder=HashEmbedder())
     app = KxApp(engine, settings=engine.settings, samples=None)
@@ -489,7 +453,7 @@ async def test_slash_types_into_the_query_box_and_focuses_it_from_the_results(ha
         assert box.value == "a/b"
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_a_long_model_id_loses_its_middle_and_the_status_line_is_never_cut(kx_home) -> None:
     import dataclasses
 
@@ -498,12 +462,12 @@ async def test_a_long_model_id_loses_its_middle_and_the_status_line_is_never_cut
     embedder = HashEmbedder()
     embedder._card = dataclasses.replace(embedder.card, model_id="sentence-transformers/all-MiniLM-L6-v2@4a3e3ef67f6b")
     engine = Engine(load_settings({}), embedder=embedder)
-    _handbook(engine)
+    ingest_handbook(engine)
     for size in ((80, 24), (100, 30)):
         app = KxApp(engine, settings=engine.settings, samples=None)
         async with app.run_test(size=size) as pilot:
             await settle(app, pilot)
-            await _ask(app, pilot, "refund")
+            await ask(app, pilot, "refund")
             sidebar = app.query_one(DatasetList)
             assert sidebar.size.width <= 44
             console = Console(width=sidebar.content_region.width - 1, record=True, color_system=None)
@@ -521,7 +485,7 @@ async def test_a_long_model_id_loses_its_middle_and_the_status_line_is_never_cut
             assert "handbook" in shown and "model ready in" in shown and "hits in" in shown
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_a_burst_of_files_is_reported_file_by_file_and_counted_once(handbook_home) -> None:
     from kx_tui.tui.widgets.activity import ActivityLog
     from kx_tui.tui.widgets.datasets import DatasetList
@@ -539,18 +503,18 @@ async def test_a_burst_of_files_is_reported_file_by_file_and_counted_once(handbo
             (inbox / f"note-{i:02}.md").write_text(f"Note {i}: the meeting room {i} projector needs a new lamp.\n")
         log = app.query_one(ActivityLog)
         added = lambda: [line for line in log.lines_written if line.startswith("[green]added")]  # noqa: E731
-        await _until(pilot, lambda: len(added()) == 25, "25 'added' lines", seconds=60)
-        await _until(pilot, lambda: app.query_one(DatasetList).summaries["handbook"].documents == 31,
+        await until(pilot, lambda: len(added()) == 25, "25 'added' lines", seconds=60)
+        await until(pilot, lambda: app.query_one(DatasetList).summaries["handbook"].documents == 31,
                      "the sidebar's count to follow the batches", seconds=30)
         assert sorted(re.search(r"note-\d+\.md", line).group() for line in added()) == \
             [f"note-{i:02}.md" for i in range(25)]
-        assert "settling" not in _plain(panel.query_one("#watch-header", Static).content)
+        assert "settling" not in _folded(panel.query_one("#watch-header", Static).content)
         await pilot.press("w")
         assert not panel.watching
     assert panel.watcher is None  # and nothing left running after the app closed
 
 
-@pytest.mark.slow  # drives the whole Textual app: seconds
+@pytest.mark.slow
 async def test_the_status_line_says_when_dense_search_covers_only_part_of_the_dataset(handbook_home) -> None:
     import dataclasses
 
@@ -560,14 +524,14 @@ async def test_the_status_line_says_when_dense_search_covers_only_part_of_the_da
     app = KxApp(engine, settings=engine.settings, samples=None)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        await _ask(app, pilot, "refund")
-        assert "covers" not in _status(app)          # a fully embedded dataset says nothing
-        partial = dataclasses.replace(_main(app).result, dense_coverage=0.42)
-        _main(app).post_message(QueryAnswered("refund", partial, {}))
+        await ask(app, pilot, "refund")
+        assert "covers" not in status_line(app)          # a fully embedded dataset says nothing
+        partial = dataclasses.replace(main_screen(app).result, dense_coverage=0.42)
+        main_screen(app).post_message(QueryAnswered("refund", partial, {}))
         await pilot.pause()
-        assert "dense covers 42% of passages (still embedding)" in _status(app)
+        assert "dense covers 42% of passages (still embedding)" in status_line(app)
         sparse = dataclasses.replace(partial, mode="sparse")
-        _main(app).post_message(QueryAnswered("refund", sparse, {}))
+        main_screen(app).post_message(QueryAnswered("refund", sparse, {}))
         await pilot.pause()
-        assert "covers" not in _status(app)          # sparse covers every committed passage
+        assert "covers" not in status_line(app)          # sparse covers every committed passage
     engine.close()

@@ -38,42 +38,17 @@ from engine.watch.events import (
 from engine.watch.pending import PendingFiles
 from engine.watch.watcher import FolderWatcher, inbox_folder, is_ignored
 
-from .helpers import HashEmbedder, assert_dataset_consistent, catalogue_counts, kx_process, run_cli
+from .helpers import (
+    EventLog,
+    HashEmbedder,
+    assert_dataset_consistent,
+    catalogue_counts,
+    kx_process,
+    run_cli,
+    small_engine,
+)
 
 SETTLE = 0.2
-
-
-class EventLog:
-    """Collects a watcher's events; `wait_for` blocks until a predicate holds or a deadline passes."""
-
-    def __init__(self) -> None:
-        self.events: list[object] = []
-        # re-entrant: a predicate reads the log through of() while wait_for holds the lock
-        self._cond = threading.Condition(threading.RLock())
-
-    def __call__(self, event: object) -> None:
-        with self._cond:
-            self.events.append(event)
-            self._cond.notify_all()
-
-    def of(self, kind: type) -> list:
-        with self._cond:
-            return [e for e in self.events if isinstance(e, kind)]
-
-    def wait_for(self, predicate: Callable[[EventLog], bool], what: str, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                if predicate(self):
-                    return
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise AssertionError(f"timed out after {timeout} s waiting for {what}; "
-                                         f"last events: {self.events[-12:]}")
-                self._cond.wait(remaining)
-
-    def paths(self, kind: type) -> list[str]:
-        return [Path(e.path).name for e in self.of(kind)]
 
 
 @pytest.fixture
@@ -102,10 +77,6 @@ def watch() -> Iterator[Callable[..., tuple[FolderWatcher, EventLog]]]:
         assert watcher.stop(timeout=30), "the watcher did not stop"
 
 
-def _hash_engine(**settings) -> Engine:
-    return Engine(load_settings({"chunk_size": 200, "chunk_overlap": 40, **settings}), embedder=HashEmbedder())
-
-
 def _documents(engine: Engine, name: str) -> list:
     catalogue = Dataset(engine.settings, name).reading()
     try:
@@ -115,7 +86,7 @@ def _documents(engine: Engine, name: str) -> list:
 
 
 def test_the_same_bytes_are_unchanged_and_an_edit_in_place_is_a_new_document(drop: Path, watch) -> None:
-    engine = _hash_engine()
+    engine = small_engine()
     _, log = watch(engine, drop)
     (drop / "a.md").write_text("The cafeteria opens at eight.")
     log.wait_for(lambda l: l.paths(Ingested) == ["a.md"], "a.md ingested")
@@ -132,7 +103,7 @@ def test_the_same_bytes_are_unchanged_and_an_edit_in_place_is_a_new_document(dro
 
 
 def test_unreadable_files_are_refused_with_reasons_and_the_watch_carries_on(drop: Path, watch) -> None:
-    engine = _hash_engine(max_document_bytes=2000)
+    engine = small_engine(max_document_bytes=2000)
     watcher, log = watch(engine, drop)
     (drop / "tool.bin").write_bytes(bytes(range(256)) * 4)
     (drop / "empty.md").write_text("")
@@ -155,7 +126,7 @@ def test_unreadable_files_are_refused_with_reasons_and_the_watch_carries_on(drop
 
 
 def test_files_already_there_are_ingested_at_start_and_unchanged_on_restart(drop: Path, watch) -> None:
-    engine = _hash_engine()
+    engine = small_engine()
     (drop / "sub" / "deeper").mkdir(parents=True)
     names = ["one.md", "sub/two.md", "sub/deeper/three.md"]
     for i, name in enumerate(names):
@@ -171,7 +142,7 @@ def test_files_already_there_are_ingested_at_start_and_unchanged_on_restart(drop
 
 
 def test_a_folder_created_inside_the_watched_one_is_watched_too(drop: Path, watch) -> None:
-    engine = _hash_engine()
+    engine = small_engine()
     _, log = watch(engine, drop)
     nested = drop / "new" / "nested"
     nested.mkdir(parents=True)
@@ -195,7 +166,7 @@ def test_temporary_and_hidden_names(relative: str, ignored: bool) -> None:
 
 
 def test_temporary_and_hidden_files_are_ignored_and_a_rename_brings_one_in(drop: Path, watch) -> None:
-    engine = _hash_engine()
+    engine = small_engine()
     (drop / ".git").mkdir()
     (drop / ".git" / "config").write_text("[core] old file in a dot-folder")
     watcher, log = watch(engine, drop)
@@ -213,7 +184,7 @@ def test_temporary_and_hidden_files_are_ignored_and_a_rename_brings_one_in(drop:
 
 
 def test_documents_are_named_by_their_path_in_the_watched_folder(drop: Path, watch) -> None:
-    engine = _hash_engine()
+    engine = small_engine()
     files = {"index.md": "The home page of the documentation.",
              "guide/index.md": "The guide starts with installing the loggers.",
              "api/index.md": "The API reference lists every logger endpoint.",
@@ -234,7 +205,7 @@ def test_documents_are_named_by_their_path_in_the_watched_folder(drop: Path, wat
 
 
 def test_a_deleted_folder_is_a_clear_error_not_a_hang(tmp_path: Path, watch) -> None:
-    engine = _hash_engine()
+    engine = small_engine()
     folder = tmp_path / "inbox"
     folder.mkdir()
     (folder / "a.md").write_text("Here before the folder went away.")
@@ -250,7 +221,7 @@ def test_a_deleted_folder_is_a_clear_error_not_a_hang(tmp_path: Path, watch) -> 
 
 
 def test_folders_that_cannot_be_watched_are_refused_at_start(tmp_path: Path, kx_home: Path) -> None:
-    engine = _hash_engine()
+    engine = small_engine()
     a_file = tmp_path / "file.md"
     a_file.write_text("x")
     (kx_home / "datasets").mkdir(parents=True)
@@ -277,7 +248,7 @@ def test_watching_a_folder_that_is_not_there_changes_nothing_and_says_what_to_do
     """A folder gone at start (on a drive that is not mounted, say) is refused before anything is touched."""
     from .helpers import run_cli
 
-    engine = _hash_engine()
+    engine = small_engine()
     engine.ingest("hb", [from_file(_written(tmp_path / "keep.md", "The lifts are beside the stairs."), 1 << 20)])
     missing = tmp_path / "share" / "docs"
     result = run_cli("datasets", "watch", "hb", str(missing))
@@ -385,7 +356,7 @@ def test_settle_refuses_numbers_that_are_not_finite(value: str, kx_home: Path, t
     assert result.code == 2 and "--settle" in result.stderr and "not a finite number" in result.stderr
     assert not (kx_home / "datasets" / "hb").exists()
     with pytest.raises(KxError) as caught:
-        FolderWatcher(_hash_engine(), "hb", tmp_path, settle_seconds=float(value))
+        FolderWatcher(small_engine(), "hb", tmp_path, settle_seconds=float(value))
     assert caught.value.status is Status.INVALID_ARGUMENT and "finite" in caught.value.message
 
 
@@ -394,7 +365,7 @@ def _answering(engine: Engine, text: str) -> list[str]:
 
 
 def test_an_edited_file_answers_with_its_newest_text_and_all_versions_on_request(drop: Path, watch) -> None:
-    engine = _hash_engine()
+    engine = small_engine()
     _, log = watch(engine, drop)
     for i, hour in enumerate(("eight", "nine", "ten"), start=1):
         (drop / "hours.md").write_text(f"The cafeteria opens at {hour}.")
@@ -405,7 +376,7 @@ def test_an_edited_file_answers_with_its_newest_text_and_all_versions_on_request
 
 
 def test_a_deleted_file_retires_and_comes_back_when_restored(drop: Path, watch) -> None:
-    engine = _hash_engine()
+    engine = small_engine()
     _, log = watch(engine, drop)
     (drop / "guide").mkdir()
     (drop / "guide" / "index.md").write_text("Badges are collected at the front desk.")
@@ -423,7 +394,7 @@ def test_a_deleted_file_retires_and_comes_back_when_restored(drop: Path, watch) 
 
 
 def test_a_file_missing_at_start_retires_and_survives_a_restart(drop: Path, watch) -> None:
-    engine = _hash_engine()
+    engine = small_engine()
     watcher, log = watch(engine, drop)
     (drop / "old.md").write_text("The archive room is in the basement.")
     (drop / "stays.md").write_text("The lifts are beside the stairs.")  # the folder is not empty at the restart
@@ -434,7 +405,7 @@ def test_a_file_missing_at_start_retires_and_survives_a_restart(drop: Path, watc
     log.wait_for(lambda l: [e.name for e in l.of(Retired)] == ["old"], "old retired at the start scan")
     assert log.of(FolderEmpty) == []
     engine.close()
-    again = _hash_engine()  # a new process's view: retirement is in the catalogue
+    again = small_engine()  # a new process's view: retirement is in the catalogue
     assert again.query("inbox", "archive basement", k=5, mode="sparse").hits == []
     assert again.dataset_summary("inbox").retired == 1
 
@@ -442,7 +413,7 @@ def test_a_file_missing_at_start_retires_and_survives_a_restart(drop: Path, watc
 def test_an_empty_folder_at_start_keeps_its_documents_and_the_watch_goes_on(drop: Path, watch) -> None:
     """An unmounted drive or a sync client that has not filled the folder yet looks empty: the start scan keeps
     what came from it (and says so) instead of retiring all of it; a delete seen while watching still retires."""
-    engine = _hash_engine()
+    engine = small_engine()
     watcher, log = watch(engine, drop)
     (drop / "a.md").write_text("The archive room is in the basement.")
     (drop / "sub").mkdir()
@@ -515,11 +486,11 @@ def _renamed_file_keeps_its_lineage(engine, drop: Path, watch) -> None:
 
 
 def test_a_renamed_file_keeps_its_lineage_and_history(drop: Path, watch) -> None:
-    _renamed_file_keeps_its_lineage(_hash_engine(), drop, watch)
+    _renamed_file_keeps_its_lineage(small_engine(), drop, watch)
 
 
 def test_a_rename_made_while_nobody_watched_keeps_the_lineage(drop: Path, watch) -> None:
-    engine = _hash_engine()
+    engine = small_engine()
     watcher, log = watch(engine, drop)
     for i, text in enumerate(("Lockers are on the first floor.", "Lockers are on the second floor."), start=1):
         (drop / "lockers.md").write_text(text)
@@ -540,7 +511,7 @@ def test_a_rename_made_while_nobody_watched_keeps_the_lineage(drop: Path, watch)
 def test_a_rename_seen_as_a_delete_and_a_create_keeps_the_lineage(drop: Path, watch) -> None:
     """Some platforms (and moves across watches) report a rename as a delete and a create: the new name takes
     the bytes on first, then the reconcile finds the old name's bytes under it and moves the lineage."""
-    engine = _hash_engine()
+    engine = small_engine()
     watcher, log = watch(engine, drop)
     for i, text in enumerate(("Desks are booked a day ahead.", "Desks are booked two days ahead."), start=1):
         (drop / "desks.md").write_text(text)
@@ -557,7 +528,7 @@ def test_a_rename_seen_as_a_delete_and_a_create_keeps_the_lineage(drop: Path, wa
 
 
 def test_a_file_name_that_is_not_utf8_is_refused_and_the_watch_carries_on(drop: Path, watch) -> None:
-    engine = _hash_engine()
+    engine = small_engine()
     (drop / os.fsdecode(b"caf\xe9.txt")).write_text("A latin name file about servals.")
     (drop / "good.txt").write_text("A good file about caracals.")
     watcher, log = watch(engine, drop)
@@ -582,7 +553,7 @@ def _found(engine: Engine, text: str) -> list[str]:
 
 def _two_reports_watched(drop: Path, watch):
     """report.md and report.txt in the folder before the watch starts; (engine, log) once both are in."""
-    engine = _hash_engine()
+    engine = small_engine()
     (drop / "report.md").write_text("report text about giraffes")
     (drop / "report.txt").write_text("report text about hippos")
     _, log = watch(engine, drop)
@@ -597,7 +568,7 @@ def test_two_files_with_one_stem_are_two_documents_when_both_are_there_at_start(
 
 
 def test_a_file_arriving_beside_one_with_its_stem_never_supersedes_it(drop: Path, watch) -> None:
-    engine = _hash_engine()
+    engine = small_engine()
     _, log = watch(engine, drop)
     (drop / "report.md").write_text("report text about giraffes")
     log.wait_for(lambda l: [e.name for e in l.of(Ingested)] == ["report"], "report.md in, named report")
@@ -687,7 +658,7 @@ def test_a_file_written_slowly_is_ingested_once_and_complete(drop: Path, watch) 
 
 @pytest.mark.slow  # 300 files through the watcher: seconds
 def test_a_burst_of_300_files_goes_in_a_handful_of_batches(drop: Path, watch) -> None:
-    engine = _hash_engine()
+    engine = small_engine()
     _, log = watch(engine, drop)
     for i in range(300):
         (drop / f"note-{i:03d}.txt").write_text(f"Note {i} mentions the code word token{i} once.")
