@@ -130,8 +130,7 @@ class SparseIndex:
         from whoosh.query import NumericRange
 
         ix, start = self._open_for_write(self.watermark)
-        # Postings are sorted in runs of this size (spilled to a temporary file beyond it): small runs keep
-        # each silent sort short and memory low; the merge of the runs at commit reports progress.
+        # Postings are sorted in memory up to _POOL_MB, in runs spilled to temporary files beyond it
         writer = ix.writer(limitmb=_POOL_MB)
         added = 0
         total = catalogue.passages_upto(upto) - catalogue.passages_upto(start) if on_progress else 0
@@ -233,7 +232,12 @@ class SparseIndex:
         raise AssertionError("unreachable")
 
 
-_POOL_MB = 16                # whoosh's in-memory sort run, in its own (over-)estimate of MB
+# whoosh's in-memory sort run, in its own estimate of MB (~150 bytes a posting). At 16 a stage-one group of a few
+# hundred passages and every small-segment merge spilled runs: each posting pickled to a temporary file, read
+# back and heap-merged, ~45 % of stage one's time at 100k passages (py-spy, SCALING.md round 4). 128 is
+# whoosh's default: a group and most merges sort in memory (a few seconds' silent sort at most); the index
+# written is the same (identical answers).
+_POOL_MB = 128
 # Progress calls are cheap and the caller reports on a clock (engine/ingest.py, PART_SECONDS), so they come
 # often: a fixed count of work between reports would be seconds apart on a loaded machine.
 _PROGRESS_PASSAGES = 64      # passages added between two progress calls
