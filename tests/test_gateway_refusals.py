@@ -237,6 +237,7 @@ def _ingested_here_and_through_a_gateway(engine: Engine, folder: Path) -> list[l
     return [json.loads(shown.stdout)["results"] for shown in (here, there)]
 
 
+@pytest.mark.slow  # the in-process `kx datasets ingest` embeds with the real model
 def test_a_folder_with_one_badly_named_file_goes_in_through_the_gateway_as_in_process(
         hash_engine: Engine, tmp_path: Path) -> None:
     """A file whose name holds a control character is refused alone in-process; through the gateway the
@@ -251,6 +252,7 @@ def test_a_folder_with_one_badly_named_file_goes_in_through_the_gateway_as_in_pr
         assert results["ta\tb"][0] == "refused" and "control character" in results["ta\tb"][1]
 
 
+@pytest.mark.slow  # the in-process `kx datasets ingest` embeds with the real model
 def test_a_file_named_longer_than_the_gateway_takes_is_refused_alone_on_every_way_in(
         hash_engine: Engine, tmp_path: Path) -> None:
     """A document name is at most 1,024 characters through the gateway (its schema); in-process a deeper
