@@ -421,3 +421,24 @@ def test_kx_serve_finishes_backlogs_at_start(tmp_path: Path, kx_home: Path) -> N
         server.send_signal(signal.SIGTERM)
         _out, err = server.communicate(timeout=60)
     assert "hb: embedding the 4 passages an earlier ingest left" in err and "hb: 4 passages embedded" in err
+
+
+def test_the_backlog_per_document_reads_the_backlogs_index_not_every_passage(hash_engine: Engine) -> None:
+    """A documents listing asks each page's backlog: grouped by document directly, SQLite walked every passage
+    row (0.4 s a page at 200k passages, SCALING.md); through the partial index it reads the backlog alone."""
+    from engine.embedded.catalogue.backlog_rows import BACKLOG_BY_DOCUMENT
+    from engine.embedded.store import Catalogue
+
+    _stopped_ingest(hash_engine, "hb", HANDBOOK[:2])
+    hash_engine.ingest("hb", [from_text(t) for t in HANDBOOK[2:]])   # embeds the first two as well
+    _stopped_ingest(hash_engine, "hb", ["Bikes go in the yard behind the Leeds warehouse."])
+    catalogue = Catalogue(Dataset(hash_engine.settings, "hb").catalogue_path)
+    try:
+        refs = [d.ref for d in hash_engine.list_documents("hb")]
+        waiting = catalogue.backlog_by_document(refs)
+        assert list(waiting.values()) == [1] and waiting.keys() <= set(refs)
+        assert catalogue.backlog_by_document(refs[:4]) == {}
+        plan = " ".join(str(row) for row in catalogue._db.execute(f"EXPLAIN QUERY PLAN {BACKLOG_BY_DOCUMENT}"))
+        assert "passages_unembedded" in plan
+    finally:
+        catalogue.close()
