@@ -12,6 +12,7 @@ import dataclasses
 import os
 import threading
 import time
+from typing import Any, Callable
 
 import numpy as np
 
@@ -42,6 +43,17 @@ def _identity(path: os.PathLike) -> tuple[int, int, int] | None:
     except OSError:
         return None
     return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _read_missing(cache: dict[int, Any], keys: list[int], read: Callable[[list[int]], dict[int, Any]]) -> list[int]:
+    """Fill `cache` with `read`'s values for the keys it lacks (emptied first past _REF_CACHE_LIMIT entries);
+    returns the keys that were missing."""
+    missing = [seq for seq in keys if seq not in cache]
+    if missing:
+        if len(cache) > _REF_CACHE_LIMIT:
+            cache.clear()
+        cache.update(read(missing))
+    return missing
 
 
 def dense_ef(pool: int) -> int:
@@ -204,15 +216,11 @@ class DatasetSearcher:
     def refs(self, keys: list[int]) -> list[str | None]:
         """Each seq's passage ref, read from the catalogue once per reader (the ties' tie-breaker)."""
         ref_of = self._ref_of
-        missing = [seq for seq in keys if seq not in ref_of]
-        if missing:
-            if len(ref_of) > _REF_CACHE_LIMIT:
-                ref_of.clear()
-            ref_of.update(self.catalogue.refs_by_seq(missing))
-            lost = next((seq for seq in missing if seq not in ref_of), None)
-            if lost is not None:  # passages are never deleted here: an index's seq without a row is a row lost
-                raise damaged_catalogue(self.catalogue.path, f"passage {lost} is in the dataset's indexes but its "
-                                                             "row is gone from the catalogue")
+        missing = _read_missing(ref_of, keys, self.catalogue.refs_by_seq)
+        lost = next((seq for seq in missing if seq not in ref_of), None)
+        if lost is not None:  # passages are never deleted here: an index's seq without a row is a row lost
+            raise damaged_catalogue(self.catalogue.path, f"passage {lost} is in the dataset's indexes but its "
+                                                         "row is gone from the catalogue")
         return [ref_of.get(seq) for seq in keys]
 
     def longest_document(self) -> int:
@@ -224,13 +232,8 @@ class DatasetSearcher:
     def chunk_counts(self, keys: list[int]) -> list[int]:
         """Each seq's document's passage count, read from the catalogue once per reader (1 for a seq with
         no row: refs() says that row is lost)."""
-        count_of = self._count_of
-        missing = [seq for seq in keys if seq not in count_of]
-        if missing:
-            if len(count_of) > _REF_CACHE_LIMIT:
-                count_of.clear()
-            count_of.update(self.catalogue.chunk_counts_by_seq(missing))
-        return [count_of.get(seq, 1) for seq in keys]
+        _read_missing(self._count_of, keys, self.catalogue.chunk_counts_by_seq)
+        return [self._count_of.get(seq, 1) for seq in keys]
 
     def dense_candidates(self, vector: np.ndarray, pool: int, only: PassageFilter | None = None) -> Candidates:
         if not self._dense_trusted:
