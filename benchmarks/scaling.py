@@ -3,6 +3,7 @@
     python benchmarks/scaling.py [--sizes 10000 100000 300000] [--backends embedded milvus-lite] [--queries 50]
         [--corpus collections|synthetic] [--no-floor]
     python benchmarks/scaling.py --reopen-only --sizes 100000     # the reopen figures of a dataset built before
+    python benchmarks/scaling.py --answer-only --sizes 1000000    # every figure but ingest's, of a dataset left
 
 `--corpus collections` (the default): documents of several passages each
 (median ~7, one to ~150), their text recombined from the sentences of the
@@ -37,7 +38,9 @@ a fresh process), and, for the collections corpus, the floor
 a bm25s index of the same passages and vectors; kx's bulk ingest rate is
 reported against it. `--reopen-only` measures the cold open, RSS and
 reopen on the dataset an earlier run left (no ingest), e.g. to compare two
-versions of the code.
+versions of the code; `--answer-only` adds the query latencies, disk and
+the listings, e.g. on a dataset whose build was stopped part-way (what it
+holds is reported).
 """
 
 from __future__ import annotations
@@ -241,6 +244,33 @@ def _latencies(backend, corpus: Corpus, size: int, queries: int) -> dict:
             for kind in kinds}
 
 
+def _disk_mb(folder: Path) -> float:
+    return round(sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**20, 1)
+
+
+def _answering(home: Path, size: int, corpus: Corpus) -> dict:
+    """What a user of the built dataset meets: a cold open, the reopen after a small commit, the listings."""
+    return {**cold_open(home, corpus), **reopen_after_commit(home, size, corpus),
+            **_child([str(HERE / "scaling_browse.py"), "--home", str(home), "--dataset", corpus.dataset])}
+
+
+def answer_only(size: int, queries: int, corpus: Corpus) -> dict:
+    """Every figure but ingest's, on the dataset an earlier (or stopped) run left at this size."""
+    from engine import load_settings
+    from engine.open_backend import open_backend
+
+    folder = BENCH_DIR / "scaling" / f"embedded-{corpus.dataset}-{size}"
+    backend = open_backend(load_settings({"home": str(folder / "home"), "embed_model": "none"}, env={}),
+                           embedder=None)
+    summary = backend.dataset_summary(corpus.dataset)
+    out: dict = {"size": size, "corpus": corpus.dataset, "documents": summary.documents,
+                 "passages": summary.passages, "backlog": summary.backlog, "disk_mb": _disk_mb(folder)}
+    out.update(_latencies(backend, corpus, size, queries))
+    backend.close()
+    out.update(_answering(folder / "home", size, corpus))
+    return out
+
+
 def measure(kind: str, size: int, queries: int, corpus: Corpus, floor: bool) -> dict:
     from engine import load_settings
     from engine.open_backend import open_backend
@@ -259,12 +289,9 @@ def measure(kind: str, size: int, queries: int, corpus: Corpus, floor: bool) -> 
     time.sleep(SETTLE_S)
     out.update(_latencies(backend, corpus, size, queries))
     backend.close()
-    out["disk_mb"] = round(sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**20, 1)
+    out["disk_mb"] = _disk_mb(folder)
     if kind == "embedded":
-        home = folder / "home"
-        out.update(cold_open(home, corpus))
-        out.update(reopen_after_commit(home, size, corpus))
-        out.update(_child([str(HERE / "scaling_browse.py"), "--home", str(home), "--dataset", corpus.dataset]))
+        out.update(_answering(folder / "home", size, corpus))
         if floor and corpus.dataset == "corpus":
             out.update(_child([str(HERE / "scaling_floor.py"), "--size", str(size), "--seed", str(size),
                                "--folder", str(folder / "floor")]))
@@ -282,6 +309,8 @@ def main() -> None:
     parser.add_argument("--out", default=str(BENCH_DIR / "scaling.json"))
     parser.add_argument("--reopen-only", action="store_true",
                         help="cold open, RSS and reopen of the embedded datasets an earlier run left")
+    parser.add_argument("--answer-only", action="store_true",
+                        help="every figure but ingest's, of the embedded datasets an earlier (or stopped) run left")
     args = parser.parse_args()
     corpus = corpus_of(args.corpus)
     results = []
@@ -290,6 +319,12 @@ def main() -> None:
             home = BENCH_DIR / "scaling" / f"embedded-{corpus.dataset}-{size}" / "home"
             row = {"backend": "embedded", "size": size, "load_average": os.getloadavg(), **cold_open(home, corpus),
                    **reopen_after_commit(home, size, corpus)}
+            print(json.dumps(row), flush=True)
+        return
+    if args.answer_only:
+        for size in args.sizes:
+            row = {"backend": "embedded", "load_average": os.getloadavg(), "command": " ".join(sys.argv),
+                   **answer_only(size, args.queries, corpus), "load_average_end": os.getloadavg()}
             print(json.dumps(row), flush=True)
         return
     for size in args.sizes:
