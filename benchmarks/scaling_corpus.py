@@ -3,9 +3,9 @@
 Documents: sentences of the shared collections (SciFact, Cranfield, CISI:
 titles and abstracts, ~60,000 sentences) drawn with a seeded RNG and put
 together into documents of a few passages each, as real files are: each
-document's length is drawn log-normally (median ~6 passages of 1,000
-characters, from one passage to ~150), its text is a title line and
-paragraphs of 2-8 sentences. A million passages are then ~170,000
+document's length is drawn log-normally (as kx's chunker cuts them: median
+7 passages, ~9.6 on average, from one to ~150), its text is a title line and
+paragraphs of 2-8 sentences. A million passages are then ~100,000
 documents whose sentences recombine, not copies of 8,000 abstracts: every
 document and nearly every passage is distinct text, while the words, their
 frequencies and the sentence lengths are those of real scientific prose.
