@@ -11,7 +11,6 @@ fails here before it is measured on the whole set.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from engine import Engine, load_settings
 from engine.text.folders import folder_documents
 
 from .helpers import SHARED_DATA, needs_shared
+from .qa_checks import assert_near_measured, norm, qa_figures
 
 QA_DEV = SHARED_DATA / "qa-dev"
 SLICE = ("pdf/N18-3011", "pdf/dmca", "pdf/nics-background-checks-2015-11", "docx/Docx4j_GettingStarted",
@@ -31,20 +31,6 @@ SLICE = ("pdf/N18-3011", "pdf/dmca", "pdf/nics-background-checks-2015-11", "docx
 # threshold is two questions under it.
 MEASURED = {"hybrid": {"success@1": 17 / 27, "success@5": 21 / 27},
             "sparse": {"success@1": 16 / 27, "success@5": 21 / 27}}
-SLACK = 2 / 27
-
-
-def _norm(text: str) -> str:
-    return re.sub(r"\s+", " ", text).strip().lower()
-
-
-def _ranks(engine: Engine, questions: list[dict], mode: str) -> list[int | None]:
-    ranks = []
-    for q in questions:
-        hits = engine.query("dev", q["q"], k=5, mode=mode).hits
-        ranks.append(next((i + 1 for i, h in enumerate(hits) if h.document_name.split("/", 1)[1] == q["doc"]
-                           and _norm(q["a"]) in _norm(h.text)), None))
-    return ranks
 
 
 @pytest.mark.slow  # the real model embeds 538 passages (~25 s on two quiet cores)
@@ -57,16 +43,7 @@ def test_hybrid_answers_a_slice_of_qa_dev_at_least_as_well_as_keywords(tmp_path:
     keys = {name.split("/", 1)[1] for name in SLICE}
     questions = [q for q in json.loads((QA_DEV / "questions.json").read_text(encoding="utf-8")) if q["doc"] in keys]
     assert len(questions) == 27
-    figures = {}
-    for mode in ("hybrid", "sparse"):
-        ranks = _ranks(engine, questions, mode)
-        figures[mode] = {"success@1": sum(r == 1 for r in ranks) / len(ranks),
-                         "success@5": sum(r is not None for r in ranks) / len(ranks)}
+    figures = qa_figures(engine, "dev", questions, lambda q: q["q"],
+                         lambda q, h: h.document_name.split("/", 1)[1] == q["doc"] and norm(q["a"]) in norm(h.text))
     engine.close()
-    for mode, measured in MEASURED.items():
-        for measure, value in measured.items():
-            assert figures[mode][measure] >= value - SLACK, (mode, measure, figures)
-    # hybrid answers at least as well as its keyword half (one question of leeway: another CPU's floats may
-    # move a near tie)
-    assert figures["hybrid"]["success@1"] >= figures["sparse"]["success@1"] - 1 / 27, figures
-    assert figures["hybrid"]["success@5"] >= figures["sparse"]["success@5"] - 1 / 27, figures
+    assert_near_measured(figures, MEASURED, len(questions))

@@ -9,8 +9,6 @@ here before it is measured on the whole set.
 from __future__ import annotations
 
 import json
-import re
-import unicodedata
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from engine import Engine, load_settings
 from engine.text.inputs import from_file
 
 from .helpers import REPO, SHARED_DOCS, needs_shared
+from .qa_checks import assert_near_measured, norm, qa_figures
 
 QUESTIONS = REPO / "benchmarks" / "qa_questions.jsonl"
 FORMATS = ("pdf", "docx", "html")
@@ -26,21 +25,6 @@ FORMATS = ("pdf", "docx", "html")
 # the 30 questions at 1 and 5, sparse 25 and 30. Each threshold is two questions under.
 MEASURED = {"hybrid": {"success@1": 27 / 30, "success@5": 30 / 30},
             "sparse": {"success@1": 25 / 30, "success@5": 30 / 30}}
-SLACK = 2 / 30
-
-
-def _norm(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).replace("\u00ad", "").lower()
-    return re.sub(r"\s+", " ", text).strip()
-
-
-def _ranks(engine: Engine, questions: list[dict], mode: str) -> list[int | None]:
-    ranks = []
-    for q in questions:
-        hits = engine.query("own", q["question"], k=5, mode=mode).hits
-        ranks.append(next((i + 1 for i, h in enumerate(hits)
-                           if h.document_name == q["doc"] and _norm(q["answer"]) in _norm(h.text)), None))
-    return ranks
 
 
 @pytest.mark.slow  # the real model embeds the shared documents' passages
@@ -53,14 +37,7 @@ def test_hybrid_answers_the_own_sets_shared_documents_at_least_as_well_as_keywor
     with QUESTIONS.open(encoding="utf-8") as fh:
         questions = [q for q in map(json.loads, fh) if q.get("format") in FORMATS]
     assert len(questions) == 30
-    figures = {}
-    for mode in ("hybrid", "sparse"):
-        ranks = _ranks(engine, questions, mode)
-        figures[mode] = {"success@1": sum(r == 1 for r in ranks) / len(ranks),
-                         "success@5": sum(r is not None for r in ranks) / len(ranks)}
+    figures = qa_figures(engine, "own", questions, lambda q: q["question"],
+                         lambda q, h: h.document_name == q["doc"] and norm(q["answer"]) in norm(h.text))
     engine.close()
-    for mode, measured in MEASURED.items():
-        for measure, value in measured.items():
-            assert figures[mode][measure] >= value - SLACK, (mode, measure, figures)
-    assert figures["hybrid"]["success@1"] >= figures["sparse"]["success@1"] - 1 / 30, figures
-    assert figures["hybrid"]["success@5"] >= figures["sparse"]["success@5"] - 1 / 30, figures
+    assert_near_measured(figures, MEASURED, len(questions))
