@@ -336,6 +336,44 @@ async def test_the_document_browser_toggles_between_current_and_every_version(kx
 
 
 @pytest.mark.slow
+async def test_a_big_datasets_browser_shows_its_first_page_while_the_rest_loads(kx_home, monkeypatch) -> None:
+    import threading
+
+    from kx_tui.tui.screens import document_table
+
+    engine = small_engine()
+    engine.ingest("notes", [from_text(f"Note number {i} about the office.", name=f"note-{i}") for i in range(5)])
+    monkeypatch.setattr(document_table, "PAGE", 2)     # 5 documents: pages of 2, 2 and 1
+    release = threading.Event()
+    listed = engine.list_documents
+
+    def slow_after_the_first_page(name, offset=0, limit=100, **options):
+        if offset:                                     # the rest of the list waits until the test lets it
+            release.wait(10)
+        return listed(name, offset, limit, **options)
+
+    monkeypatch.setattr(engine, "list_documents", slow_after_the_first_page)
+    app = KxApp(engine, settings=engine.settings, samples=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("escape", "d")
+        screen = app.screen
+        assert isinstance(screen, DocumentsScreen)
+        table = screen.query_one(DataTable)
+        await until(pilot, lambda: table.row_count > 0, "the first page")
+        await pilot.pause(0.2)
+        assert table.row_count == 2                        # the first page, before the rest is read
+        count = _folded(screen.query_one("#documents-count", Static).content)
+        assert count.startswith("2 of 2 so far documents") and "loading the rest" in count
+        release.set()
+        await settle(app, pilot)
+        assert table.row_count == 5
+        count = _folded(screen.query_one("#documents-count", Static).content)
+        assert count.startswith("5 of 5 documents") and "loading" not in count
+    engine.close()
+
+
+@pytest.mark.slow
 async def test_a_document_shows_every_passage_where_it_lies(kx_home) -> None:
     engine = small_engine()
     ingest_handbook(engine)

@@ -87,11 +87,13 @@ class QueryFailed(Message):
 
 @dataclass
 class DocumentsLoaded(Message):
-    """A dataset's documents, every page of them, for the document browser."""
+    """A dataset's documents for the document browser: the first page as soon as it is read (`complete`
+    False while more pages are coming), then every page of them."""
 
     dataset: str
     documents: list[DocumentSummary]
     versions: str = "latest"   # which view was loaded: "latest" or "all"
+    complete: bool = True
 
 
 @dataclass
