@@ -4,6 +4,8 @@
         [--corpus collections|synthetic] [--no-floor]
     python benchmarks/scaling.py --reopen-only --sizes 100000     # the reopen figures of a dataset built before
     python benchmarks/scaling.py --answer-only --sizes 1000000    # every figure but ingest's, of a dataset left
+    python benchmarks/scaling.py --resume --sizes 1000000 [--earlier-passages N --earlier-s S]
+                                                                  # finish a stopped build, then every figure
 
 `--corpus collections` (the default): documents of several passages each
 (median ~7, one to ~150), their text recombined from the sentences of the
@@ -40,7 +42,12 @@ reported against it. `--reopen-only` measures the cold open, RSS and
 reopen on the dataset an earlier run left (no ingest), e.g. to compare two
 versions of the code; `--answer-only` adds the query latencies, disk and
 the listings, e.g. on a dataset whose build was stopped part-way (what it
-holds is reported).
+holds is reported). `--resume` (embedded, collections corpus) continues a
+build a stopped run left: the same seeded documents, less those the dataset
+already holds by name (read from its listing, not ingested again), ingested
+as a fresh run ingests; the rate of that part is reported, and over both
+parts when the stopped part's passages and ingest seconds are given; then
+the floor at the full size and every answering figure, as a fresh run.
 """
 
 from __future__ import annotations
@@ -209,15 +216,19 @@ def reopen_after_commit(home: Path, size: int, corpus: Corpus, rounds: int = 3) 
             "reopen_after_100_s": round(float(np.median(reopen)), 3), "reopen_samples_s": [round(r, 3) for r in reopen]}
 
 
-def _ingest(backend, corpus: Corpus, size: int, embedder) -> dict:
+def _ingest(backend, corpus: Corpus, docs: list, vectors, embedder) -> dict:
     """Build the dataset; what it took, and the build process's peak RSS (the documents' bytes included)."""
-    docs, vectors = corpus.documents(size, size)
+    from engine.records import DocumentStatus
+
     held = sum(len(d.data or b"") for d in docs) + (0 if vectors is None else vectors.nbytes)
     started = time.perf_counter()
     report = backend.ingest(corpus.dataset, docs, vectors=vectors)
     ingest_s = time.perf_counter() - started
-    out = {"documents": report.documents, "passages": report.passages, "ingest_s": round(ingest_s, 1),
-           "ingest_per_s": round(report.passages / ingest_s, 1), "build_peak_rss_mb": round(peak_rss_mb()),
+    added = sum(r.passages for r in report.results if r.status == DocumentStatus.ADDED)
+    # the report's documents and passages are the dataset's totals; the rate counts what this ingest added
+    out = {"documents": report.documents, "passages": report.passages, "passages_added": added,
+           "ingest_s": round(ingest_s, 1), "ingest_per_s": round(added / ingest_s, 1),
+           "build_peak_rss_mb": round(peak_rss_mb()),
            "benchmark_held_mb": round(held / 2**20)}
     if embedder is not None:
         out["stand_in_embedder_s"] = round(embedder.seconds, 1)
@@ -283,7 +294,15 @@ def measure(kind: str, size: int, queries: int, corpus: Corpus, floor: bool) -> 
         settings.update(backend="milvus", milvus_uri=str(folder / "store.db"))
     embedder = corpus.embedder()
     backend = open_backend(load_settings(settings, env={}), embedder=embedder)
-    out: dict = {"size": size, "corpus": corpus.dataset, **_ingest(backend, corpus, size, embedder)}
+    docs, vectors = corpus.documents(size, size)
+    out: dict = {"size": size, "corpus": corpus.dataset, **_ingest(backend, corpus, docs, vectors, embedder)}
+    del docs, vectors
+    return _after_ingest(kind, backend, folder, out, queries, corpus, floor)
+
+
+def _after_ingest(kind: str, backend, folder: Path, out: dict, queries: int, corpus: Corpus, floor: bool) -> dict:
+    """Every figure after the build: latencies, disk, then (embedded) the answering figures and the floor."""
+    size = out["size"]
     gc.collect()   # the documents' bytes go before the queries
     print(json.dumps({"stage": "ingested", "at": time.strftime("%H:%M:%S"), **out}), flush=True)
     time.sleep(SETTLE_S)
@@ -296,7 +315,48 @@ def measure(kind: str, size: int, queries: int, corpus: Corpus, floor: bool) -> 
             out.update(_child([str(HERE / "scaling_floor.py"), "--size", str(size), "--seed", str(size),
                                "--folder", str(folder / "floor")]))
             out["kx_over_floor"] = round(out["ingest_per_s"] / out["floor_per_s"], 3)
+            if "whole_ingest_per_s" in out:
+                out["whole_kx_over_floor"] = round(out["whole_ingest_per_s"] / out["floor_per_s"], 3)
     return out
+
+
+def remaining(backend, corpus: Corpus, size: int) -> tuple[list, int]:
+    """The documents of this size's build the dataset does not hold yet (by name, from its listing), in the
+    fresh run's order, and how many it holds."""
+    from engine.backend import every_document
+
+    held = {row.name for row in every_document(backend, corpus.dataset)}
+    docs, vectors = corpus.documents(size, size)
+    if vectors is not None:
+        raise SystemExit("--resume builds the collections corpus only (its vectors come from the stand-in)")
+    left = [d for d in docs if d.name not in held]
+    return left, len(docs) - len(left)
+
+
+def resume(size: int, queries: int, corpus: Corpus, floor: bool, earlier: tuple[int, float] | None) -> dict:
+    """Finish the build a stopped run left at this size (the documents it holds skipped by name), then measure."""
+    from engine import load_settings
+    from engine.open_backend import open_backend
+
+    folder = BENCH_DIR / "scaling" / f"embedded-{corpus.dataset}-{size}"
+    if not (folder / "home").is_dir():
+        raise SystemExit(f"--resume: no build to finish at {folder}")
+    embedder = corpus.embedder()
+    backend = open_backend(load_settings({"home": str(folder / "home"), "embed_model": "none"}, env={}),
+                           embedder=embedder)
+    before = backend.dataset_summary(corpus.dataset)
+    started = time.perf_counter()
+    docs, skipped = remaining(backend, corpus, size)
+    out: dict = {"size": size, "corpus": corpus.dataset, "held_documents": before.documents,
+                 "held_passages": before.passages, "held_backlog": before.backlog, "skipped_documents": skipped,
+                 "prepare_s": round(time.perf_counter() - started, 1)}   # the listing and the documents' generation
+    out.update(_ingest(backend, corpus, docs, None, embedder))
+    del docs
+    if earlier is not None:
+        passages, seconds = earlier[0] + out["passages_added"], earlier[1] + out["ingest_s"]
+        out.update(earlier_passages=earlier[0], earlier_ingest_s=earlier[1], whole_passages=passages,
+                   whole_ingest_s=round(seconds, 1), whole_ingest_per_s=round(passages / seconds, 1))
+    return _after_ingest("embedded", backend, folder, out, queries, corpus, floor)
 
 
 def main() -> None:
@@ -311,9 +371,25 @@ def main() -> None:
                         help="cold open, RSS and reopen of the embedded datasets an earlier run left")
     parser.add_argument("--answer-only", action="store_true",
                         help="every figure but ingest's, of the embedded datasets an earlier (or stopped) run left")
+    parser.add_argument("--resume", action="store_true",
+                        help="finish the embedded build a stopped run left (documents it holds skipped), then measure")
+    parser.add_argument("--earlier-passages", type=int, help="with --resume: passages the stopped run committed")
+    parser.add_argument("--earlier-s", type=float, help="with --resume: the stopped run's ingest seconds")
     args = parser.parse_args()
     corpus = corpus_of(args.corpus)
     results = []
+    if (args.earlier_passages is None) != (args.earlier_s is None):
+        parser.error("--earlier-passages and --earlier-s go together")
+    if args.resume:
+        earlier = None if args.earlier_passages is None else (args.earlier_passages, args.earlier_s)
+        for size in args.sizes:
+            row = {"backend": "embedded", "load_average": os.getloadavg(), "command": " ".join(sys.argv),
+                   **resume(size, args.queries, corpus, not args.no_floor, earlier),
+                   "load_average_end": os.getloadavg()}
+            results.append(row)
+            print(json.dumps(row), flush=True)
+            Path(args.out).write_text(json.dumps(results, indent=2))
+        return
     if args.reopen_only:
         for size in args.sizes:
             home = BENCH_DIR / "scaling" / f"embedded-{corpus.dataset}-{size}" / "home"

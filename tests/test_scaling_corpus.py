@@ -4,7 +4,9 @@ The million-passage row compares kx with a floor that regenerates the same
 documents in another process and indexes the same vectors; these hold the
 generator to that: the same seed gives the same documents, they add up to
 about the passages asked for as kx's chunker cuts them, several to a
-document, and a text's vector is a unit vector that depends on its text only.
+document, and a text's vector is a unit vector that depends on its text only;
+and a build a stopped run left, resumed (scaling.py --resume), skips what it
+holds and ends holding what a fresh build holds.
 """
 
 from __future__ import annotations
@@ -49,3 +51,28 @@ def test_stand_in_vectors_are_unit_and_depend_on_the_text_only(corpus) -> None:
     embedder = corpus.StandIn()
     assert np.array_equal(embedder.encode(texts[1:2]), first[1:2])      # the engine's path, the floor's vectors
     assert embedder.count == 1 and embedder.card.dimension == corpus.DIM
+
+
+@pytest.mark.slow
+@needs_shared("scifact", "corpus.jsonl")
+@needs_shared("cranfield", "corpus.jsonl")
+@needs_shared("cisi", "corpus.jsonl")
+def test_a_resumed_build_ingests_what_the_stopped_one_left_and_ends_as_a_fresh_one(corpus, tmp_path) -> None:
+    import scaling
+
+    from engine import load_settings
+    from engine.open_backend import open_backend
+
+    kind = scaling.corpus_of("collections")
+    docs, _vectors = kind.documents(300, 300)
+    backend = open_backend(load_settings({"home": str(tmp_path), "embed_model": "none"}, env={}),
+                           embedder=kind.embedder())
+    backend.ingest(kind.dataset, docs[:7])                              # the stopped run's part
+    left, skipped = scaling.remaining(backend, kind, 300)
+    assert skipped == 7 and [d.name for d in left] == [d.name for d in docs[7:]]
+    report = backend.ingest(kind.dataset, left)
+    cut = sum(len(chunk_text(d.data.decode(), 1000, 200)) for d in docs)
+    assert (report.documents, report.passages) == (len(docs), cut)      # what a fresh build of 300 holds
+    assert len(report.results) == len(left)                             # the held ones were not offered again
+    assert scaling.remaining(backend, kind, 300) == ([], len(docs))
+    backend.close()
