@@ -25,7 +25,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from .errors import invalid
 from .formats import TYPE_KINDS
@@ -71,6 +71,18 @@ class Where:
         if self.before is not None and ingested_at >= self.before:
             return False
         return not self.refs or any(ref.startswith(r) for r in self.refs)
+
+
+    def name_test(self) -> Callable[[str, str | None], bool] | None:
+        """The `name:` clauses as one test of (name, source path), the globs compiled into one pattern: what
+        `admits_document` asks of the name, ~10 x cheaper a document (a filter over 100,000 documents'
+        names is resolved on each reader's first query with it). None without `name:` clauses."""
+        if not self.names:
+            return None
+        import fnmatch
+
+        match = re.compile("|".join(f"(?:{fnmatch.translate(glob)})" for glob in self.names)).match
+        return lambda name, path: match(name) is not None or (path is not None and match(path) is not None)
 
 
 def _bad(clause: str, why: str) -> Exception:

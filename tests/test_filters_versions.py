@@ -58,7 +58,7 @@ def test_a_filter_matching_under_5_percent_still_returns_k_hits(hash_engine: Eng
 def test_a_large_allowed_set_searches_the_graph_widened(hash_engine: Engine, monkeypatch) -> None:
     _corpus(hash_engine)
     exact = hash_engine.query("corp", "finance team invoices", k=5, mode="dense", where=["name:special/*"])
-    monkeypatch.setattr(search_module, "EXACT_FILTER_LIMIT", 0)
+    monkeypatch.setattr(search_module, "EXACT_FILTER_BYTES", 0)
     hash_engine.close()  # fresh readers: no cached exact pass
     widened = hash_engine.query("corp", "finance team invoices", k=5, mode="dense", where=["name:special/*"])
     assert [h.passage_ref for h in widened] == [h.passage_ref for h in exact]

@@ -108,6 +108,10 @@ class DenseIndex:
         self._index, self._graph_held, self._graph_file = previous._index, previous._graph_held, previous._graph_file
         self._held, self._tail_seqs, self._tail = previous._held, previous._tail_seqs, previous._tail
 
+    def shares_graph(self, other: DenseIndex) -> bool:
+        """Whether both hold the one loaded graph (`adopt` took it over): what was read beside it still holds."""
+        return self._index is not None and self._index is other._index
+
     def _graph_identity(self, meta: dict) -> tuple | None:
         try:
             st = os.stat(self.path)
@@ -278,12 +282,29 @@ class DenseIndex:
         if len(self._tail_seqs):  # the tail, exactly: its best k, merged in by similarity (graph first on a tie)
             query = np.asarray(vector, dtype=np.float32)
             tail = self._tail @ (query / (np.float32(np.linalg.norm(query)) or np.float32(1.0)))
-            best = _best_first(tail, k)
+            best = best_first(tail, k)
             seqs = np.concatenate([seqs, self._tail_seqs[best]])
             sims = np.concatenate([sims, tail[best].astype(np.float32)])
             order = np.argsort(-sims, kind="stable")[:k]
             seqs, sims = seqs[order], sims[order]
         return seqs, sims.astype(np.float64)
+
+    def similarities(self, vector: np.ndarray, seqs: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+        """The cosine similarity `search_arrays` gives each of `seqs` (passages it holds; `vectors` their
+        stored vectors, row for row), float32: voyager's own distance for those in the graph (its query
+        normalised and its arithmetic, which a numpy product misses by an ulp or two), the tail's product
+        for the tail's."""
+        index = self.load()
+        query = np.asarray(vector, dtype=np.float32)
+        out = np.empty(len(seqs), dtype=np.float32)
+        in_graph = seqs <= self._graph_held
+        for i in np.flatnonzero(in_graph).tolist():
+            out[i] = np.float32(1.0) - np.float32(index.get_distance(query, vectors[i]))
+        if not in_graph.all():
+            tail = self._tail @ (query / (np.float32(np.linalg.norm(query)) or np.float32(1.0)))
+            rest = np.flatnonzero(~in_graph)
+            out[rest] = tail[np.searchsorted(self._tail_seqs, seqs[rest])]   # the tail's seqs are sorted
+        return out
 
 
 def _graph_mark(meta: object) -> int:
@@ -313,7 +334,7 @@ def _rows(catalogue: Catalogue, after: int, upto: int, dimension: int) -> tuple[
     return np.array(seqs, dtype=np.int64), vectors
 
 
-def _best_first(values: np.ndarray, k: int) -> np.ndarray:
+def best_first(values: np.ndarray, k: int) -> np.ndarray:
     """Positions of the k largest values, largest first, earlier positions first among equals: what a
     stable sort of the whole array gives, without sorting it all."""
     if k >= len(values):

@@ -23,18 +23,13 @@ from ..lineage import LineageMarks, LineageView, SimpleLineage
 from ..retrieval import MAX_QUERY_TERMS, Candidates, Searcher  # noqa: F401 - Searcher: the face it has
 from ..rows import DocumentRow, PassageRow
 from .dataset import Dataset
+from .filtered import EXACT_FILTER_BYTES, FilterVectors, exact_pass, widened_pass
 from .sparse_port import SparseIndexPort, TermScorer
 from .storage_errors import damaged_catalogue
 from .store import Catalogue
 
 # seq -> passage ref entries kept in memory per open dataset (~100 bytes each)
 _REF_CACHE_LIMIT = 500_000
-# A filtered dense search scores at most this many allowed passages exactly (their stored vectors, cached
-# per filter); a larger allowed set searches the graph widened until the pool is full of allowed passages.
-EXACT_FILTER_LIMIT = 4096
-
-
-_NO_PAIRS = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
 
 
 def _identity(path: os.PathLike) -> tuple[int, int, int] | None:
@@ -129,7 +124,14 @@ class DatasetSearcher:
         if previous is not None and previous.dataset_id == self.dataset_id:
             self._lineage_known = previous._lineage_known  # advanced on first use: a reopen reads the new rows
         self._filters: dict[tuple[Where, str], PassageFilter | None] = {}
-        self._exact: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(filter) -> (seqs, vectors)
+        self._filter_keys: dict[int, tuple[Where, str]] = {}   # id(filter) -> its (where, versions)
+        self._masks: dict[int, np.ndarray] = {}   # id(filter) -> its mask over the BM25 scorer's positions
+        # the exact passes' vectors: a reader reopened on the same graph keeps its predecessor's rows
+        carried: FilterVectors | None = None
+        if previous is not None and previous.dataset_id == self.dataset_id and previous.fingerprint == fingerprint \
+                and self.dense.shares_graph(previous.dense):
+            carried = previous._exact
+        self._exact: FilterVectors = FilterVectors(EXACT_FILTER_BYTES, carried)
         self._bm25 = (bm25_k1, bm25_b)
         self._bm25_scorer: TermScorer | None = None
         self._ref_of: dict[int, str] = {}
@@ -245,58 +247,35 @@ class DatasetSearcher:
         return Candidates.of(seqs.tolist(), sims)
 
     def _dense_filtered(self, vector: np.ndarray, pool: int, only: PassageFilter) -> tuple[np.ndarray, np.ndarray]:
-        """The pool's nearest allowed passages: an exact pass over a small allowed set, else the graph
-        searched ever wider (an excluded set of E passages: pool + E deep, enough at once)."""
-        top = min(self._state[1], self.dense.held)  # what the graph holds
-        if only.allowed is not None and int(np.searchsorted(only.allowed, top, side="right")) <= EXACT_FILTER_LIMIT:
-            return self._exact_pass(vector, pool, only, top)
-        held = len(self.dense)
-        if held == 0:
-            return _NO_PAIRS
-        hidden = only.hidden(held)
-        if only.allowed is None and hidden <= 4 * pool:
-            k = min(held, pool + hidden)  # enough at once: at most `hidden` of them are dropped
-        else:
-            allowed = int(np.searchsorted(only.allowed, top, side="right")) if only.allowed is not None \
-                else held - hidden
-            k = min(held, max(2 * pool, int(2 * pool * held / max(allowed, 1))))
-        while True:
-            try:
-                seqs, sims = self.dense.search_arrays(vector, k, dense_ef(k))
-            except Exception:  # voyager's RecallError on a deep search of a small graph: count exactly
-                return self._exact_pass(vector, pool, only, top)
-            keep = only.admits(seqs)
-            if int(keep.sum()) >= pool or k >= held:
-                return seqs[keep][:pool], sims[keep][:pool]
-            k = min(held, k * 4)
+        """The pool's nearest allowed passages (engine/embedded/filtered.py): an exact pass over an allowed set
+        whose vectors fit the budget, else the graph searched ever wider (an excluded set of E passages:
+        pool + E deep, enough at once)."""
+        top = min(self._state[1], self.dense.held)  # what the graph (and its tail) holds
+        seqs = None if only.allowed is None else only.allowed[:int(np.searchsorted(only.allowed, top, side="right"))]
+        if seqs is not None and self._exact.fits(seqs.size, self.fingerprint.dimension):
+            # a filter not from passage_filter (not kept, so its id may come again): rows are matched by seq
+            key = self._filter_keys.get(id(only), ("unkept", id(only)))
+            return exact_pass(self.dense, vector, pool, seqs, self._exact.vectors(key, seqs, self._read_vectors))
+        found = widened_pass(self.dense, vector, pool, -1 if seqs is None else int(seqs.size),
+                             only.hidden(len(self.dense)), only.admits, dense_ef)
+        if found is not None:
+            return found
+        if seqs is None:  # voyager could not search that deep (a small graph): count exactly
+            every = np.array([s for rows in self.catalogue.iter_passages_after(0, top) for s, _t, _v in rows],
+                             dtype=np.int64)
+            seqs = every[only.admits(every)]
+        return exact_pass(self.dense, vector, pool, seqs, self._read_vectors(seqs.tolist()))
 
-    def _exact_pass(self, vector: np.ndarray, pool: int, only: PassageFilter,
-                    top: int) -> tuple[np.ndarray, np.ndarray]:
-        cached = self._exact.get(id(only))
-        if cached is None:  # this searcher's `top` never moves: a newer one is opened
-            if only.allowed is not None:
-                seqs = only.allowed[only.allowed <= top]
-            else:
-                every = np.array([s for rows in self.catalogue.iter_passages_after(0, top) for s, _t, _v in rows],
-                                 dtype=np.int64)
-                seqs = every[only.admits(every)]
-            cached = (seqs, self.catalogue.vectors_by_seq(seqs.tolist(), self.fingerprint.dimension))
-            self._exact[id(only)] = cached
-        seqs, vectors = cached
-        if seqs.size == 0:
-            return _NO_PAIRS
-        query = np.asarray(vector, dtype=np.float32)
-        query = query / (float(np.linalg.norm(query)) or 1.0)
-        sims = vectors @ query
-        order = np.argsort(-sims, kind="stable")[:pool]
-        return seqs[order].astype(np.int64), sims[order].astype(np.float64)
+    def _read_vectors(self, seqs: list[int]) -> np.ndarray:
+        return self.catalogue.vectors_by_seq(seqs, self.fingerprint.dimension)
 
     def passage_filter(self, where: Where, versions: str) -> PassageFilter | None:
         key = (where, versions)
         if key not in self._filters:
             if len(self._filters) >= 16:
                 self._filters.clear()
-                self._exact.clear()
+                self._filter_keys.clear()
+                self._masks.clear()
             hidden = self._lineages().hidden() if versions == "latest" else set()
             found: PassageFilter | None = None
             if where:
@@ -304,6 +283,8 @@ class DatasetSearcher:
             elif hidden:
                 found = PassageFilter(excluded=self.catalogue.seqs_of_documents(sorted(hidden)))
             self._filters[key] = found
+            if found is not None:
+                self._filter_keys[id(found)] = key
         return self._filters[key]
 
     def _lineages(self) -> LineageView:
@@ -350,7 +331,12 @@ class DatasetSearcher:
         if only is None:
             seqs, scores = scorer.top_arrays(terms, pool, weights)
         elif only.allowed is not None:  # score only the allowed passages' postings
-            seqs, scores = scorer.top_arrays(terms, pool, weights, mask=only.admits(scorer.docnum_seqs()))
+            mask = self._masks.get(id(only))
+            if mask is None:
+                mask = only.admits(scorer.docnum_seqs())
+                if id(only) in self._filter_keys:  # a kept filter, and the scorer is this reader's for good
+                    self._masks[id(only)] = mask
+            seqs, scores = scorer.top_arrays(terms, pool, weights, mask=mask)
         else:  # E passages kept out: pool + E deep holds the pool's best allowed ones
             seqs, scores = scorer.top_arrays(terms, pool + only.hidden(0), weights)
             keep = only.admits(seqs)

@@ -253,10 +253,15 @@ class PassageReads(CatalogueFile):
         import numpy as np
 
         moved = renamed or {}
-        refs = [ref for ref, name, path, media, at, extractor in self._db.execute(
-                    "SELECT ref, name, source_path, media_type, ingested_at, extractor FROM documents")
-                if ref not in hidden and where.admits_document(*shown_as(moved, ref, name, path), media, at, ref,
-                                                               ocr_confidence(extractor) is not None)]
+        named = where.name_test() or (lambda _name, _path: True)   # most documents fail here, cheaply
+        refs = []
+        for ref, name, path, media, at, extractor in self._db.execute(
+                "SELECT ref, name, source_path, media_type, ingested_at, extractor FROM documents"):
+            if moved and ref in moved:
+                name, path = shown_as(moved, ref, name, path)
+            if ref not in hidden and named(name, path) and \
+                    where.admits_document(name, path, media, at, ref, ocr_confidence(extractor) is not None):
+                refs.append(ref)
         select = "SELECT seq FROM passages"
         if where.pages is not None:
             if "page_start" not in self._columns["passages"]:
