@@ -24,6 +24,7 @@ as without it.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from typing import Callable, Hashable
 
@@ -48,14 +49,17 @@ Read = Callable[[list[int]], np.ndarray]   # seqs -> their stored vectors, row f
 
 class FilterVectors:
     """The stored vectors of filters' allowed passages (sorted seqs, one row each), by filter key, within a
-    byte budget: the least recently used filter goes first. Not shared between threads: each reader has its
-    own (a reopened one starts from a copy of its predecessor's)."""
+    byte budget: the least recently used filter goes first. Each reader has its own, used under its lock; a
+    reopened one starts from a copy of its predecessor's, taken while that one may still answer a query
+    (hence a lock of its own around the entries)."""
 
     def __init__(self, budget: int, carried: FilterVectors | None = None) -> None:
         self.budget = budget
+        self._lock = threading.Lock()
         self._entries: OrderedDict[Hashable, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         if carried is not None:
-            self._entries.update(carried._entries)
+            with carried._lock:
+                self._entries.update(carried._entries)
 
     @property
     def held_bytes(self) -> int:
@@ -68,14 +72,17 @@ class FilterVectors:
     def vectors(self, key: Hashable, seqs: np.ndarray, read: Read) -> np.ndarray:
         """`seqs`' vectors (sorted seqs that `fits`): kept ones, rows another snapshot of the same filter kept,
         and the rest read."""
-        held = self._entries.pop(key, None)
-        if held is not None and np.array_equal(held[0], seqs):
-            vectors = held[1]
-        else:
-            vectors = _reuse(held, seqs, read)
-        self._entries[key] = (seqs, vectors)
-        while self.held_bytes > self.budget and len(self._entries) > 1:
-            self._entries.popitem(last=False)
+        with self._lock:
+            held = self._entries.get(key)
+            if held is not None and np.array_equal(held[0], seqs):
+                self._entries.move_to_end(key)
+                return held[1]
+        vectors = _reuse(held, seqs, read)
+        with self._lock:
+            self._entries[key] = (seqs, vectors)
+            self._entries.move_to_end(key)
+            while self.held_bytes > self.budget and len(self._entries) > 1:
+                self._entries.popitem(last=False)
         return vectors
 
 
