@@ -17,7 +17,7 @@ import engine.embedded.readers as readers_module
 from engine import Engine
 from engine.embedded import dense as dense_module
 from engine.embedded.filtered import FilterVectors
-from engine.text.inputs import DocumentInput
+from engine.text.inputs import DocumentInput, from_text
 
 from .helpers import HashEmbedder, small_engine
 
@@ -114,7 +114,7 @@ def test_a_reader_reopened_after_a_commit_reads_only_the_new_allowed_vectors(cor
     fresh.close()
 
 
-def test_filter_vectors_keep_the_latest_filters_within_the_budget() -> None:
+def test_filter_vectors_keep_the_latest_filters_within_the_budget(monkeypatch) -> None:
     rows = {seq: np.full(4, seq, dtype=np.float32) for seq in range(1, 40)}
     asked: list[list[int]] = []
 
@@ -124,16 +124,19 @@ def test_filter_vectors_keep_the_latest_filters_within_the_budget() -> None:
 
     kept = FilterVectors(budget=20 * 16)   # 20 rows of 4 float32; a filter at most 10 of them
     first = np.arange(1, 11)
-    assert (kept.vectors("a", first, read)[:, 0] == first).all() and asked == [first.tolist()]
-    kept.vectors("a", first, read)
+    assert (kept.vectors("a", first, read, 4)[:, 0] == first).all() and asked == [first.tolist()]
+    kept.vectors("a", first, read, 4)
     assert len(asked) == 1   # held
     moved = np.array([2, 3, 11, 12])   # another snapshot of "a": rows 2, 3 kept, 11 and 12 read
-    assert (kept.vectors("a", moved, read)[:, 0] == moved).all() and asked[-1] == [11, 12]
-    kept.vectors("b", np.arange(20, 30), read)
-    kept.vectors("c", np.arange(30, 39), read)   # over the budget: "a", the least recently used, goes
+    assert (kept.vectors("a", moved, read, 4)[:, 0] == moved).all() and asked[-1] == [11, 12]
+    kept.vectors("b", np.arange(20, 30), read, 4)
+    kept.vectors("c", np.arange(30, 39), read, 4)   # over the budget: "a", the least recently used, goes
     assert kept.held_bytes <= 20 * 16 and kept.fits(10, 4) and not kept.fits(11, 4)
-    kept.vectors("a", moved, read)
+    kept.vectors("a", moved, read, 4)
     assert asked[-1] == moved.tolist()
+    monkeypatch.setattr(filtered_module, "_READ_ROWS", 4)   # a large set is read a slice at a time
+    assert (kept.vectors("d", np.arange(1, 11), read, 4)[:, 0] == np.arange(1, 11)).all()
+    assert asked[-3:] == [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10]]
 
 
 def test_the_tail_is_scored_as_the_graph_search_scores_it(tmp_path: Path, monkeypatch) -> None:
@@ -193,3 +196,37 @@ def test_filtered_queries_through_the_real_model_match_exact_search(handbook_hom
         assert [(h.passage_ref, h.score, h.dense_score) for h in again] == \
             [(h.passage_ref, h.score, h.dense_score) for h in hits], mode
     engine.close()
+
+
+def test_a_reopened_reader_resolves_a_filter_from_the_last_one_and_answers_as_a_fresh_one(corp: Engine,
+                                                                                        monkeypatch) -> None:
+    from engine.embedded.catalogue.passages import PassageReads
+
+    monkeypatch.setattr(dense_module, "_TAIL_FROM", 50)   # small commits go to the graph's tail: it stays loaded
+    asked: list[int] = []
+    original = PassageReads.allowed_seqs
+    monkeypatch.setattr(PassageReads, "allowed_seqs", lambda self, *args, **kw: asked.append(
+        kw.get("after_document", 0)) or original(self, *args, **kw))
+    kinds = [(where, versions) for where in ("f7/*", "*/doc-01*") for versions in ("latest", "all")]
+
+    def answers(engine: Engine) -> list:
+        # k 64: every allowed passage is in the answer (f7/ has 42 documents at most), a wrong one too
+        return [engine.query("corp", QUERY, k=64, mode="hybrid", where=[f"name:{w}"], versions=v).hits
+                for w, v in kinds]
+
+    def same_as_fresh() -> None:
+        fresh = small_engine()
+        assert [[(h.passage_ref, h.score) for h in a] for a in answers(corp)] == \
+            [[(h.passage_ref, h.score) for h in a] for a in answers(fresh)]
+        fresh.close()
+
+    answers(corp)
+    edited = from_text("finance team invoice ledger audit", name="f7/doc-0017")
+    # new documents; a new version of an allowed one (the old one hidden); the old bytes again (shown again: the
+    # latest view is resolved from scratch)
+    for change, incremental in (_docs(20, start=400), [True] * 4), ([edited], [True] * 4), \
+            ([_docs(400)[17]], [False, True, False, True]):
+        corp.ingest("corp", change)
+        asked.clear()
+        same_as_fresh()
+        assert [after > 0 for after in asked] == incremental + [False] * len(kinds), asked

@@ -43,6 +43,7 @@ EXACT_FILTER_BYTES = 320 * 2**20
 # computations of one cosine differ by a few float32 ulps (~1e-7), far inside it.
 _MARGIN = 1e-6
 
+_READ_ROWS = 8192   # vectors read from the catalogue at a time
 _NO_PAIRS = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
 Read = Callable[[list[int]], np.ndarray]   # seqs -> their stored vectors, row for row
 
@@ -69,7 +70,7 @@ class FilterVectors:
         """Whether `count` vectors are held for an exact pass: at most half the budget."""
         return count * dimension * 4 <= self.budget // 2
 
-    def vectors(self, key: Hashable, seqs: np.ndarray, read: Read) -> np.ndarray:
+    def vectors(self, key: Hashable, seqs: np.ndarray, read: Read, dimension: int) -> np.ndarray:
         """`seqs`' vectors (sorted seqs that `fits`): kept ones, rows another snapshot of the same filter kept,
         and the rest read."""
         with self._lock:
@@ -77,7 +78,7 @@ class FilterVectors:
             if held is not None and np.array_equal(held[0], seqs):
                 self._entries.move_to_end(key)
                 return held[1]
-        vectors = _reuse(held, seqs, read)
+        vectors = _reuse(held, seqs, read, dimension)
         with self._lock:
             self._entries[key] = (seqs, vectors)
             self._entries.move_to_end(key)
@@ -86,18 +87,22 @@ class FilterVectors:
         return vectors
 
 
-def _reuse(held: tuple[np.ndarray, np.ndarray] | None, seqs: np.ndarray, read: Read) -> np.ndarray:
+def _reuse(held: tuple[np.ndarray, np.ndarray] | None, seqs: np.ndarray, read: Read,
+           dimension: int) -> np.ndarray:
     """`seqs`' vectors, the rows `held` has for them copied (a passage's stored vector never changes while
-    the graph that vouched for it is the one loaded) and the others read."""
-    if held is None or held[0].size == 0 or seqs.size == 0:
-        return read(seqs.tolist())
-    old_seqs, old_vectors = held
-    at = np.minimum(np.searchsorted(old_seqs, seqs), old_seqs.size - 1)
-    found = old_seqs[at] == seqs
-    out = np.empty((seqs.size, old_vectors.shape[1]), dtype=np.float32)
-    out[found] = old_vectors[at[found]]
-    if not found.all():
-        out[~found] = read(seqs[~found].tolist())
+    the graph that vouched for it is the one loaded) and the others read, _READ_ROWS at a time (read whole,
+    100,000 rows' blobs, their join and the array were three copies at once)."""
+    out = np.empty((seqs.size, dimension), dtype=np.float32)
+    missing = np.arange(seqs.size)
+    if held is not None and held[0].size and seqs.size:
+        old_seqs, old_vectors = held
+        at = np.minimum(np.searchsorted(old_seqs, seqs), old_seqs.size - 1)
+        found = old_seqs[at] == seqs
+        out[found] = old_vectors[at[found]]
+        missing = np.flatnonzero(~found)
+    for start in range(0, missing.size, _READ_ROWS):
+        rows = missing[start:start + _READ_ROWS]
+        out[rows] = read(seqs[rows].tolist())
     return out
 
 

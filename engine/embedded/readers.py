@@ -126,11 +126,16 @@ class DatasetSearcher:
         self._filters: dict[tuple[Where, str], PassageFilter | None] = {}
         self._filter_keys: dict[int, tuple[Where, str]] = {}   # id(filter) -> its (where, versions)
         self._masks: dict[int, np.ndarray] = {}   # id(filter) -> its mask over the BM25 scorer's positions
-        # the exact passes' vectors: a reader reopened on the same graph keeps its predecessor's rows
+        # what a filter resolved to: (allowed seqs, the last document read, hidden and renamed as they were then)
+        self._resolved: dict[tuple[Where, str], tuple[np.ndarray, int, frozenset[str], dict]] = {}
+        self._hidden_refs: frozenset[str] | None = None
+        # A reader reopened on the same graph (no repair, no rebuild since) takes over the filters' passages and
+        # the exact passes' vectors of the one it replaces, and works out only what changed
         carried: FilterVectors | None = None
+        self._carried_filters: dict[tuple[Where, str], tuple[np.ndarray, int, frozenset[str], dict]] = {}
         if previous is not None and previous.dataset_id == self.dataset_id and previous.fingerprint == fingerprint \
                 and self.dense.shares_graph(previous.dense):
-            carried = previous._exact
+            carried, self._carried_filters = previous._exact, previous._resolved
         self._exact: FilterVectors = FilterVectors(EXACT_FILTER_BYTES, carried)
         self._bm25 = (bm25_k1, bm25_b)
         self._bm25_scorer: TermScorer | None = None
@@ -255,7 +260,8 @@ class DatasetSearcher:
         if seqs is not None and self._exact.fits(seqs.size, self.fingerprint.dimension):
             # a filter not from passage_filter (not kept, so its id may come again): rows are matched by seq
             key = self._filter_keys.get(id(only), ("unkept", id(only)))
-            return exact_pass(self.dense, vector, pool, seqs, self._exact.vectors(key, seqs, self._read_vectors))
+            vectors = self._exact.vectors(key, seqs, self._read_vectors, self.fingerprint.dimension)
+            return exact_pass(self.dense, vector, pool, seqs, vectors)
         found = widened_pass(self.dense, vector, pool, -1 if seqs is None else int(seqs.size),
                              only.hidden(len(self.dense)), only.admits, dense_ef)
         if found is not None:
@@ -276,16 +282,41 @@ class DatasetSearcher:
                 self._filters.clear()
                 self._filter_keys.clear()
                 self._masks.clear()
-            hidden = self._lineages().hidden() if versions == "latest" else set()
+                self._resolved.clear()
+            hidden = self._hidden() if versions == "latest" else frozenset()
             found: PassageFilter | None = None
             if where:
-                found = PassageFilter(allowed=self.catalogue.allowed_seqs(where, hidden, self._lineages().renamed))
+                found = PassageFilter(allowed=self._allowed(key, hidden))
             elif hidden:
                 found = PassageFilter(excluded=self.catalogue.seqs_of_documents(sorted(hidden)))
             self._filters[key] = found
             if found is not None:
                 self._filter_keys[id(found)] = key
         return self._filters[key]
+
+    def _hidden(self) -> frozenset[str]:
+        """The documents the latest-versions view leaves out, read once per reader."""
+        if self._hidden_refs is None:
+            self._hidden_refs = frozenset(self._lineages().hidden())
+        return self._hidden_refs
+
+    def _allowed(self, key: tuple[Where, str], hidden: frozenset[str]) -> np.ndarray:
+        """The passages `key`'s filter lets through. A reader reopened after a commit starts from what the one it
+        replaced found for the same filter while the lineage state only moved on (the same renames, no document
+        shown again): the new documents' passages are added and those of documents hidden since taken out, so
+        a filter over 100,000 documents' names is not matched again after every small commit."""
+        renamed = self._lineages().renamed
+        before = self._carried_filters.get(key)
+        if before is not None and before[2] <= hidden and before[3] == renamed:
+            more, last = self.catalogue.allowed_seqs(key[0], hidden, renamed, after_document=before[1])
+            allowed = np.union1d(before[0], more)
+            if hidden != before[2]:
+                gone = self.catalogue.seqs_of_documents(sorted(hidden - before[2]))
+                allowed = np.setdiff1d(allowed, gone, assume_unique=True)
+        else:
+            allowed, last = self.catalogue.allowed_seqs(key[0], hidden, renamed)
+        self._resolved[key] = (allowed, last, hidden, renamed)
+        return allowed
 
     def _lineages(self) -> LineageView:
         """The lineage state, read on first use. A simple history (every document its name's one version,

@@ -10,7 +10,7 @@ vectors, and turns a `--where` filter into the seqs it lets through.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Any, Iterator, Sequence
 
 from ...errors import KxError
 from ...lineage import shown_as
@@ -246,17 +246,23 @@ class PassageReads(CatalogueFile):
         seqs = [row[0] for row in self._where_in("SELECT seq FROM passages", "doc_ref", list(refs))]
         return np.array(sorted(seqs), dtype=np.int64)
 
-    def allowed_seqs(self, where: Where, hidden: set[str],
-                     renamed: dict[str, tuple[str, str | None]] | None = None) -> np.ndarray:
-        """The passage seqs a `--where` filter lets through, leaving out documents `hidden`; sorted.
-        `renamed`: documents shown under another name and path (LineageState.renamed), matched as shown."""
+    def allowed_seqs(self, where: Where, hidden: AbstractSet[str],
+                     renamed: dict[str, tuple[str, str | None]] | None = None,
+                     after_document: int = 0) -> tuple[np.ndarray, int]:
+        """The passage seqs a `--where` filter lets through, leaving out documents `hidden`, sorted; and the
+        highest document seq read. `renamed`: documents shown under another name and path
+        (LineageState.renamed), matched as shown. `after_document`: only the documents stored after that one
+        (seqs grow with each commit: a reader reopened after one asks only for the new documents)."""
         import numpy as np
 
         moved = renamed or {}
         named = where.name_test() or (lambda _name, _path: True)   # most documents fail here, cheaply
         refs = []
-        for ref, name, path, media, at, extractor in self._db.execute(
-                "SELECT ref, name, source_path, media_type, ingested_at, extractor FROM documents"):
+        last = after_document
+        for seq, ref, name, path, media, at, extractor in self._db.execute(
+                "SELECT seq, ref, name, source_path, media_type, ingested_at, extractor FROM documents "
+                "WHERE seq > ?", (after_document,)):
+            last = max(last, seq)
             if moved and ref in moved:
                 name, path = shown_as(moved, ref, name, path)
             if ref not in hidden and named(name, path) and \
@@ -265,7 +271,7 @@ class PassageReads(CatalogueFile):
         select = "SELECT seq FROM passages"
         if where.pages is not None:
             if "page_start" not in self._columns["passages"]:
-                return np.zeros(0, dtype=np.int64)
+                return np.zeros(0, dtype=np.int64), last
             first, last = where.pages
             select = (f"SELECT seq FROM passages WHERE page_start IS NOT NULL AND page_start <= {int(last)} "
                       f"AND COALESCE(page_end, page_start) >= {int(first)} AND doc_ref IN")
@@ -273,7 +279,7 @@ class PassageReads(CatalogueFile):
                     for row in self._db.execute(f"{select} ({','.join('?' * len(part))})", part)]
         else:
             seqs = [row[0] for row in self._where_in(select, "doc_ref", refs)]
-        return np.array(sorted(seqs), dtype=np.int64)
+        return np.array(sorted(seqs), dtype=np.int64), last
 
 
 def _chunks(values: Sequence[Any], size: int = 500) -> Iterator[list[Any]]:
