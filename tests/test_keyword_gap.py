@@ -1,7 +1,7 @@
 """The keyword index's commit failing after the catalogue's (a full disk): a backlog with true notes (issue 38).
 
-The failure is injected where a full disk strikes it, at whoosh's commit, as the OSError (ENOSPC) the
-disk gives; the catalogue, the engine and the CLI are the real ones.
+The failure is injected where a full disk strikes it, as the keyword index writes its segment file, as the
+OSError (ENOSPC) the disk gives; the catalogue, the engine and the CLI are the real ones.
 """
 
 from __future__ import annotations
@@ -18,15 +18,16 @@ from .helpers import run_cli
 
 
 def _disk_full(monkeypatch: pytest.MonkeyPatch, full: bool) -> None:
-    from whoosh.writing import SegmentWriter
+    from engine.embedded import postings
 
-    real = getattr(SegmentWriter.commit, "real", SegmentWriter.commit)
+    real = getattr(postings.write_segment, "real", postings.write_segment)
 
-    def refused(self, *args, **kwargs):
+    def refused(path, segment):
+        path.with_suffix(".tmp").write_bytes(b"half a segm")   # what the disk took before it was full
         raise OSError(errno.ENOSPC, "No space left on device")
 
     refused.real = real  # type: ignore[attr-defined]
-    monkeypatch.setattr(SegmentWriter, "commit", refused if full else real)
+    monkeypatch.setattr(postings, "write_segment", refused if full else real)
 
 
 def test_passages_the_keyword_index_lacks_are_a_backlog_never_called_searchable(

@@ -1,5 +1,6 @@
-"""BM25 over the sparse index's postings, scored with numpy (the scorer behind the sparse-index port,
-engine/embedded/sparse_port.py TermScorer): the text field's BM25 plus the name field's at NAME_WEIGHT.
+"""BM25 over the sparse index's postings (engine/embedded/postings.py segments), scored with numpy (the
+scorer behind the sparse-index port, engine/embedded/sparse_port.py TermScorer): the text field's BM25
+plus the name field's at NAME_WEIGHT.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .sparse_segments import SegmentTerms, _iterated, field_lengths, stored_seqs
+from .postings import Snapshot
 
 # A name-field match counts this share of the same match in the text (BM25 of the name field, its own IDF and
 # length normalisation, added to the text's): a question that names its document ("In the Think Python
@@ -41,65 +42,45 @@ def add_bm25(scores: np.ndarray, matched: np.ndarray, postings: Sequence[Posting
 
 
 class Bm25Scorer:
-    """BM25 over whoosh's postings, scored with numpy instead of whoosh's matcher tree.
+    """BM25 over the keyword index's segments, scored as numpy arrays.
 
-    whoosh stores the index and its postings; walking its pure-Python
-    matchers cost 25-85 ms a query on 12k passages, while reading the few
-    postings lists a query needs and scoring them as arrays costs a few ms.
-    Scores are BM25 with the Robertson/Lucene IDF, ln(1 + (N - n + 0.5) / (n + 0.5)),
-    over whoosh's own (quantised) field lengths; tests check parity against
-    whoosh's own search with the same statistics (tests/test_bm25_parity.py)
-    and against an independent BM25, bm25s (tests/test_bm25_anchor.py).
+    Scores are BM25 with the Robertson/Lucene IDF, ln(1 + (N - n + 0.5) / (n + 0.5)), over whoosh's
+    quantised field lengths (one byte a passage, engine/embedded/postings.py); tests check parity against
+    whoosh's own search of the same passages (tests/test_bm25_parity.py) and against an independent BM25,
+    bm25s (tests/test_bm25_anchor.py).
 
-    The statistics come from the passages that count, never from whoosh's merge state: N is how many
-    passages the index holds that are neither deleted (a re-index's leftovers) nor `hidden` (superseded
-    or retired documents' passages); a term's document frequency counts its postings among those; the
-    average length is the mean of their quantised lengths (whole numbers, so their sum is exact in any
-    order). whoosh's own N counts deleted documents until a merge drops them, and its total length is
-    the exact lengths' sum for documents added in a segment but the quantised ones' for documents a
-    merge copied: the same passages committed in other groups scored differently (issue 38). Counted
-    this way, the same current passages give the same scores whatever the commits, kills, resumes or
-    file order that put them there.
+    The statistics come from the passages that count: N is how many passages the index holds that are not
+    `hidden` (superseded or retired documents' passages); a term's document frequency counts its postings
+    among those; the average length is the mean of their quantised lengths (whole numbers, so their sum is
+    exact in any order). So the same current passages give the same scores whatever the commits, kills,
+    resumes, merges or file order that put them there (issue 38).
     """
 
     _CACHE_TERMS = 4096
 
-    def __init__(self, reader, k1: float, b: float, hidden: np.ndarray | None = None) -> None:
+    def __init__(self, snapshot: Snapshot, k1: float, b: float, hidden: np.ndarray | None = None) -> None:
         """`hidden`: sorted passage seqs left out of the statistics (superseded and retired documents')."""
-        self._reader = reader
+        self._snapshot = snapshot
         self.k1, self.b = k1, b
-        self.total = reader.doc_count_all()   # document numbers, deleted ones included
-        lengths = field_lengths(reader, "body", self.total)
-        if lengths is None:  # a reader shape field_lengths does not know: whoosh's own per-document walk
-            lengths = np.fromiter((reader.doc_field_length(i, "body", 0) or 0 for i in range(self.total)),
-                                  dtype=np.float64, count=self.total)
-        self._live = None
-        if reader.has_deletions():
-            self._live = np.fromiter((not reader.is_deleted(i) for i in range(self.total)), dtype=bool,
-                                     count=self.total)
-        self._seq: dict[int, int] = {}
-        # every document number's seq when the index keeps the seq column (every index this version
-        # writes); an older index's are read from stored fields as passages are first met
-        self._all_seqs: np.ndarray | None = stored_seqs(reader, self.total)
-        self._seq_array: np.ndarray | None = self._all_seqs
-        # the passages the statistics count: live, and not hidden; None when that is every one
-        counted = self._live
+        self.total = snapshot.total
+        lengths = snapshot.lengths("body")
+        self._all_seqs = snapshot.seqs()
+        # the passages the statistics count: not hidden; None when that is every one
+        counted = None
         if hidden is not None and hidden.size:
-            shown = ~np.isin(self.docnum_seqs(), hidden, assume_unique=False)
-            counted = shown if counted is None else counted & shown
+            counted = ~np.isin(self._all_seqs, hidden, assume_unique=False)
         self._counted = counted
         self.counted = self.total if counted is None else int(counted.sum())
         held = float(lengths.sum() if counted is None else lengths[counted].sum())
         self.avgfl = (held / self.counted if self.counted else 0.0) or 1.0
         self._norm = k1 * ((1.0 - b) + b * lengths / self.avgfl)
         # term -> (doc numbers, term frequencies, document frequency); None when no document has it.
-        # The reader is a snapshot, so entries stay true until the searcher reopens on a newer index.
-        self._postings: dict[str, tuple[np.ndarray, np.ndarray, int] | None] = {}
-        self._terms = SegmentTerms.of(reader, "body")
-        self._names: _NameField | None = _NameField.of(reader, self.total, k1, b, counted) if NAME_WEIGHT else None
+        # The snapshot's segments never change, so entries stay true until the searcher reopens.
+        self._postings: dict[str, Postings | None] = {}
+        self._names: _NameField | None = _NameField(snapshot, k1, b, counted) if NAME_WEIGHT else None
 
     def close(self) -> None:
-        self._reader.close()
+        self._snapshot = Snapshot([])
 
     def document_frequency(self, term: str) -> int:
         """How many counted passages (see the class) hold `term`."""
@@ -110,19 +91,11 @@ class Bm25Scorer:
         """Whether any passage in the index holds `term` (a superseded version's too), in its text or its name."""
         return self._postings_of(term) is not None or (self._names is not None and self._names.holds(term))
 
-    def _postings_of(self, term: str) -> tuple[np.ndarray, np.ndarray, int] | None:
+    def _postings_of(self, term: str) -> Postings | None:
         if term not in self._postings:
             if len(self._postings) >= self._CACHE_TERMS:
                 self._postings.pop(next(iter(self._postings)))
-            if self._terms is not None:
-                found = self._terms.postings(term)
-            else:  # a reader shape SegmentTerms does not know: whoosh's own look-ups and iteration
-                having = self._reader.doc_frequency("body", term)
-                found = (*_iterated(self._reader.postings("body", term)), having) if having else None
-            if found is not None:
-                ids, tfs, _whooshs = found   # whoosh's frequency counts deleted documents: recounted
-                found = (ids, tfs, len(ids) if self._counted is None else int(self._counted[ids].sum()))
-            self._postings[term] = found
+            self._postings[term] = _counted_postings(self._snapshot.postings("body", term), self._counted)
         return self._postings[term]
 
     def top_arrays(self, terms: list[str], k: int, counts: Sequence[float] | None = None,
@@ -140,8 +113,6 @@ class Bm25Scorer:
                  self._norm)
         if self._names is not None:
             self._names.add_scores(terms, counts, scores, matched)
-        if self._live is not None:
-            matched &= self._live
         if mask is not None:
             matched &= mask
         candidates = np.flatnonzero(matched)
@@ -151,33 +122,19 @@ class Bm25Scorer:
             cut = np.partition(scores[candidates], candidates.size - k)[candidates.size - k]
             candidates = candidates[scores[candidates] >= cut]  # keep every tie at the cut-off
         order = candidates[np.argsort(-scores[candidates], kind="stable")]
-        return self._seqs_of(order), scores[order]
-
-    def _seqs_of(self, docs: np.ndarray) -> np.ndarray:
-        """The passage seqs of document numbers `docs`: stored fields read once per document per scorer,
-        kept in an array (-1: not read yet)."""
-        if self._seq_array is None:
-            self._seq_array = np.full(self.total, -1, dtype=np.int64)
-        seqs = self._seq_array[docs]
-        unread = seqs < 0
-        if unread.any():
-            for i in np.flatnonzero(unread).tolist():
-                seqs[i] = self._seq_of(int(docs[i]))
-            self._seq_array[docs[unread]] = seqs[unread]
-        return seqs
+        return self._all_seqs[order], scores[order]
 
     def docnum_seqs(self) -> np.ndarray:
-        """Each document number's passage seq (read once per scorer: a filter masks by it)."""
-        if self._all_seqs is None:
-            self._all_seqs = np.fromiter((self._seq_of(i) for i in range(self.total)), dtype=np.int64,
-                                         count=self.total)
+        """Each document number's passage seq (a filter masks by it)."""
         return self._all_seqs
 
-    def _seq_of(self, docnum: int) -> int:
-        seq = self._seq.get(docnum)
-        if seq is None:
-            seq = self._seq[docnum] = int(self._reader.stored_fields(docnum)["seq"])
-        return seq
+
+def _counted_postings(found: tuple[np.ndarray, np.ndarray] | None, counted: np.ndarray | None) -> Postings | None:
+    """A term's postings with how many counted passages hold it (hidden ones stay scored, never counted)."""
+    if found is None:
+        return None
+    ids, tfs = found
+    return ids, tfs, len(ids) if counted is None else int(counted[ids].sum())
 
 
 class _NameField:
@@ -186,33 +143,20 @@ class _NameField:
 
     _CACHE_TERMS = 1024
 
-    def __init__(self, terms: SegmentTerms, lengths: np.ndarray, counted: np.ndarray | None, k1: float,
-                 b: float) -> None:
-        self._terms, self._counted, self.k1 = terms, counted, k1
+    def __init__(self, snapshot: Snapshot, k1: float, b: float, counted: np.ndarray | None) -> None:
+        self._snapshot, self._counted, self.k1 = snapshot, counted, k1
+        lengths = snapshot.lengths("name")
         self.counted = len(lengths) if counted is None else int(counted.sum())
         held = float(lengths.sum() if counted is None else lengths[counted].sum())
         self._norm = k1 * ((1.0 - b) + b * lengths / ((held / self.counted if self.counted else 0.0) or 1.0))
-        self._postings: dict[str, tuple[np.ndarray, np.ndarray, int] | None] = {}
+        self._postings: dict[str, Postings | None] = {}
 
-    @classmethod
-    def of(cls, reader, total: int, k1: float, b: float, counted: np.ndarray | None) -> _NameField | None:
-        """The reader's name field; None for an index without it or of a shape SegmentTerms cannot read."""
-        if "name" not in reader.schema:
-            return None
-        terms = SegmentTerms.of(reader, "name")
-        lengths = field_lengths(reader, "name", total)
-        return None if terms is None or lengths is None else cls(terms, lengths, counted, k1, b)
-
-    def postings(self, term: str) -> tuple[np.ndarray, np.ndarray, int] | None:
+    def postings(self, term: str) -> Postings | None:
         """(document numbers, name-field frequencies, how many counted passages' names hold it)."""
         if term not in self._postings:
             if len(self._postings) >= self._CACHE_TERMS:
                 self._postings.pop(next(iter(self._postings)))
-            found = self._terms.postings(term)
-            if found is not None:
-                ids, tfs, _whooshs = found
-                found = (ids, tfs, len(ids) if self._counted is None else int(self._counted[ids].sum()))
-            self._postings[term] = found
+            self._postings[term] = _counted_postings(self._snapshot.postings("name", term), self._counted)
         return self._postings[term]
 
     def holds(self, term: str) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeGuard
 
@@ -212,8 +213,14 @@ class DenseIndex:
                 index.save(str(tmp))
                 _verify_saved(tmp, len(index), self.dimension)
                 replace_with(tmp, self.path)
-            except BaseException:
+            except RuntimeError as exc:
+                full = _out_of_space(tmp)
                 tmp.unlink(missing_ok=True)  # a full disk must not also keep half a graph's worth of space
+                if full:  # voyager's short write says only "Failed to write N bytes to stream!"
+                    raise OSError(errno.ENOSPC, "No space left on device", str(tmp)) from exc
+                raise
+            except BaseException:
+                tmp.unlink(missing_ok=True)
                 raise
             self._graph_held, self._graph_file = upto, None
             self._write_sidecar(upto, catalogue.content_digest(upto))
@@ -365,3 +372,14 @@ def _verify_saved(path: Path, count: int, dimension: int) -> None:
         whole = False
     if not whole:
         raise OSError(errno.ENOSPC, "the saved dense graph is shorter than the graph (a full disk?)", str(path))
+
+
+def _out_of_space(path: Path) -> bool:
+    """Whether the file system holding `path` is (all but) full: what a failed write there means."""
+    try:
+        return shutil.disk_usage(path.parent).free < _FULL_BELOW
+    except OSError:
+        return False
+
+
+_FULL_BELOW = 1 << 20  # free bytes under which a failed write is taken for a full disk

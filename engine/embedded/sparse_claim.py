@@ -14,6 +14,10 @@ from ..text.analysis import TOKENIZER_VERSION
 
 SIDECAR = "sparse.json"
 INDEX_FOLDER = "sparse"
+# The index's layout and fields, recorded in the sidecar: an index written another way (whoosh's segments,
+# before round 4; fields other than these) is rebuilt from the catalogue, never scored as if it were this.
+# "name" holds each passage's document name and title (engine/text/analysis.py name_field_text).
+FIELDS = "body+name/kx-postings-1"
 
 
 def claimed_watermark(dataset_folder: Path, stopwords: bool, dataset_id: str = "") -> int:
@@ -24,6 +28,8 @@ def claimed_watermark(dataset_folder: Path, stopwords: bool, dataset_id: str = "
     if not isinstance(meta, dict) or meta.get("stopwords") != stopwords:
         return 0
     if meta.get("tokenizer") != TOKENIZER_VERSION or not (dataset_folder / INDEX_FOLDER).exists():
+        return 0
+    if meta.get("fields") != FIELDS:
         return 0
     if dataset_id and meta.get("dataset_id", dataset_id) != dataset_id:
         return 0

@@ -1,8 +1,8 @@
 """The sparse-index port: what the embedded backend asks of its keyword index, whoever implements it.
 
 readers.py (the query side) and dataset.py (the writer's catch-up) depend on these two protocols only;
-engine/embedded/sparse.py's `SparseIndex` implements them over whoosh (its segments read directly by
-sparse_segments.py, scored by bm25.py's `Bm25Scorer`). Another implementation (a different keyword
+engine/embedded/sparse.py's `SparseIndex` implements them over kx's own postings segments
+(engine/embedded/postings.py), scored by bm25.py's `Bm25Scorer`. Another implementation (a different keyword
 store) fits behind the same calls without readers.py changing. The highlighter reads the same analyzer
 through engine/text/analysis.py `matching_spans`, the only place a token's characters are read.
 """
