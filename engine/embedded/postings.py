@@ -24,7 +24,7 @@ from array import array
 from bisect import bisect_left
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -280,4 +280,3 @@ class Snapshot:
         return (ids[0], tfs[0]) if len(ids) == 1 else (np.concatenate(ids), np.concatenate(tfs))
 
 
-Counter = Callable[[str], dict[str, int]]
