@@ -8,7 +8,7 @@ fresh process per tree, the trees taking turns, both over the same index files (
 
 `--folder` (a SciFact dataset's folder): SciFact test queries 100-199 on a freshly opened BM25 scorer, so
 every word is met for the first time, split into the terms' postings (document frequency and postings
-read from whoosh's segments), the scoring, and turning the top document numbers into passage seqs; ms a
+read from the index's segments), the scoring, and turning the top document numbers into passage seqs; ms a
 query, the median over rounds.
 
 `--synthetic` (a home holding benchmarks/scaling.py's `synthetic` dataset, built with precomputed vectors):
@@ -44,13 +44,16 @@ for text in texts:
     a = time.perf_counter()
     known = [t for t in terms if scorer.document_frequency(t) > 0]
     b = time.perf_counter()
-    real, met = scorer._seqs_of, []
-    scorer._seqs_of = lambda docs: (met.append(docs), np.zeros(len(docs), dtype=np.int64))[1]
+    real = getattr(scorer, "_seqs_of", None)  # trees before round 4's segments turned docnums into seqs lazily
+    met = []
+    if real is not None:
+        scorer._seqs_of = lambda docs: (met.append(docs), np.zeros(len(docs), dtype=np.int64))[1]
     scorer.top_arrays(known, 100)
     c = time.perf_counter()
-    scorer._seqs_of = real
-    if met:
-        real(met[0])
+    if real is not None:
+        scorer._seqs_of = real
+        if met:
+            real(met[0])
     d = time.perf_counter()
     postings += b - a; scoring += c - b; seqs += d - c
 n = len(texts)
