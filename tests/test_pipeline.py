@@ -333,6 +333,30 @@ def test_batches_shrink_on_a_slow_cpu_so_progress_keeps_moving() -> None:
 
 @pytest.mark.slow
 @needs_shared("scifact", "corpus.jsonl")
+def test_a_graph_that_takes_long_to_write_is_written_less_often(hash_engine: Engine, monkeypatch) -> None:
+    """Stage two saves the graph on a 10 s clock, but never spends more than a fifth of its time writing it:
+    a million passages' graph takes seconds to write, fsync and checksum."""
+    from engine.embedded import backlog, dense
+
+    assert backlog.save_interval(0.2) == backlog.DENSE_SAVE_SECONDS
+    assert backlog.save_interval(5.0) == 20.0 == backlog.SAVE_SHARE * 5.0
+    real = dense._verify_saved
+    monkeypatch.setattr(dense, "_verify_saved", lambda *a: (time.sleep(0.3), real(*a))[1])  # a slow disk
+    waits: list[float] = []
+    chunks_save = backlog._Chunks.save
+
+    def save(self) -> None:
+        chunks_save(self)
+        waits.append(self.save_wait)
+
+    monkeypatch.setattr(backlog._Chunks, "save", save)
+    hash_engine.ingest("slow", [from_text(f"passage {i} about otters and their rivers") for i in range(40)])
+    assert waits and all(wait == backlog.DENSE_SAVE_SECONDS for wait in waits)  # 0.3 s: within the clock
+    monkeypatch.setattr(backlog, "DENSE_SAVE_SECONDS", 0.5)
+    hash_engine.ingest("slow", [from_text(f"more {i} about herons") for i in range(40)])
+    assert waits[-1] >= backlog.SAVE_SHARE * 0.3 > 0.5   # the writing's share, not the clock, set the wait
+
+
 def test_searchable_while_embedding_killed_then_resumed_by_two_racing_embeds(
         tmp_path: Path, kx_home: Path, real_embedder) -> None:
     corpus = _scifact_jsonl(tmp_path, 130)  # ~260 passages at the default chunk size

@@ -11,9 +11,10 @@ vectors are ONE catalogue transaction (a kill loses at most the chunk in
 hand, never a committed vector), and a passage that already has a vector is
 never overwritten, so nothing is embedded twice even across crashes. The
 caller holds the dataset's write lock, so two processes never embed the same
-backlog at once. The dense graph is saved every DENSE_SAVE_SECONDS and at the
-end, always up to the embedded prefix: queries meanwhile see dense results
-for the passages embedded so far and say how much that covers.
+backlog at once. The dense graph is saved every DENSE_SAVE_SECONDS (longer once
+writing it takes long: SAVE_SHARE) and at the end, always up to the embedded
+prefix: queries meanwhile see dense results for the passages embedded so far
+and say how much that covers.
 """
 
 from __future__ import annotations
@@ -38,12 +39,22 @@ StopFn = Callable[[], bool]
 
 # The dense graph is rewritten whole on save (~0.05 s per 10k passages), so it is saved on a clock, not per chunk.
 DENSE_SAVE_SECONDS = 10.0
+# ... and at least this many times its last save's duration apart: a million passages' graph (1.6 GB written,
+# fsynced and checksummed) takes seconds to save, and a fixed 10 s clock would spend a third of stage two on
+# saves. Passages embedded since the last save are never lost (their vectors are committed; the next save or
+# open adds them); only a reader's dense list waits a little longer for them.
+SAVE_SHARE = 4.0
 
 
 # Progress is reported once per encode batch: a batch should take about this long, so the display moves
 # at least every ~2 s however slow the CPU (a loaded 2-core machine embeds 2-3 passages/s, not 25).
 BATCH_SECONDS = 1.5
 _MIN_BATCH = 4  # a batch of 4 still keeps ONNX Runtime busy; smaller ones cost more per call than they buy
+
+
+def save_interval(last_save_seconds: float) -> float:
+    """Seconds from one graph save to the next: the clock, or longer when writing the file takes a share of it."""
+    return max(DENSE_SAVE_SECONDS, SAVE_SHARE * last_save_seconds)
 
 
 def paced_batch(configured: int, passages: int, seconds: float) -> int:
@@ -79,6 +90,7 @@ class _Chunks:
         self.batch = engine.settings.embed_batch_size
         self.done = 0
         self.last_save = time.monotonic()
+        self.save_wait = DENSE_SAVE_SECONDS
 
     def next(self, total: Callable[[], int], interrupt: StopFn | None = None) -> bool:
         """Embed and commit the next chunk; False when nothing waits. `total`: the figure progress counts towards.
@@ -115,13 +127,15 @@ class _Chunks:
                                       "embeds the rest") from None
         self.catalogue.store_vectors([seq for seq, _text in rows], vectors)
         self.batch = paced_batch(self.engine.settings.embed_batch_size, len(rows), time.monotonic() - started)
-        if time.monotonic() - self.last_save >= DENSE_SAVE_SECONDS:
+        if time.monotonic() - self.last_save >= self.save_wait:
             self.save()
         return True
 
     def save(self) -> None:
         self.dataset.sync_dense(self.catalogue, dense=self.dense)
         self.last_save = time.monotonic()
+        # the file's writing alone: the graph adds in the same call grow with the interval itself
+        self.save_wait = save_interval(self.dense.save_seconds)
 
 
 class _Interrupted(Exception):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeGuard
 
@@ -57,6 +58,7 @@ class DenseIndex:
         self._held = 0         # the highest seq held, graph and tail
         self._graph_held = 0   # the highest seq in the graph
         self._graph_file: tuple | None = None  # the graph file's identity and checksum when it was loaded
+        self.save_seconds = 0.0  # how long writing the graph file last took (save, check, checksum, sidecar)
         self._tail_seqs = np.zeros(0, dtype=np.int64)
         self._tail = np.zeros((0, dimension), dtype=np.float32)   # unit rows, one per tail seq
 
@@ -208,6 +210,7 @@ class DenseIndex:
             index.add_items(vectors, ids=ids, num_threads=_BUILD_THREADS)
             added += len(rows)
         if added or self._held != upto:
+            saving = time.monotonic()
             tmp = self.path.with_name(".dense.voy.tmp")
             try:
                 index.save(str(tmp))
@@ -225,6 +228,7 @@ class DenseIndex:
             self._graph_held, self._graph_file = upto, None
             self._write_sidecar(upto, catalogue.content_digest(upto))
             self._held = upto
+            self.save_seconds = time.monotonic() - saving
         return added
 
     def _extend_tail_unloaded(self, catalogue: Catalogue, upto: int) -> int | None:
