@@ -256,7 +256,6 @@ class PassageReads(CatalogueFile):
         import numpy as np
 
         moved = renamed or {}
-        named = where.name_test() or (lambda _name, _path: True)   # most documents fail here, cheaply
         refs = []
         last = after_document
         for seq, ref, name, path, media, at, extractor in self._db.execute(
@@ -265,7 +264,7 @@ class PassageReads(CatalogueFile):
             last = max(last, seq)
             if moved and ref in moved:
                 name, path = shown_as(moved, ref, name, path)
-            if ref not in hidden and named(name, path) and \
+            if ref not in hidden and \
                     where.admits_document(name, path, media, at, ref, ocr_confidence(extractor) is not None):
                 refs.append(ref)
         select = "SELECT seq FROM passages"
