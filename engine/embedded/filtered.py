@@ -115,10 +115,9 @@ def exact_pass(dense: DenseIndex, vector: np.ndarray, pool: int, seqs: np.ndarra
     query = np.asarray(vector, dtype=np.float32)
     query = query / (float(np.linalg.norm(query)) or 1.0)
     sims = vectors @ query
+    chosen = best_first(sims, pool)   # what a stable sort of them all gives
     if seqs.size <= EXACT_FILTER_LIMIT:
-        order = best_first(sims, pool)   # what a stable sort of them all gives
-        return seqs[order].astype(np.int64), sims[order].astype(np.float64)
-    chosen = best_first(sims, pool)
+        return seqs[chosen].astype(np.int64), sims[chosen].astype(np.float64)
     near = np.flatnonzero(sims >= sims[chosen[-1]] - _MARGIN) if chosen.size else chosen
     exact = dense.similarities(vector, seqs[near], vectors[near])
     order = np.argsort(-exact, kind="stable")[:pool]
